@@ -1,0 +1,137 @@
+//! [`Builder`]: configuration for a keyed [`Limiter`].
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+
+use crate::clock::{Clock, ClockSource, MonotonicClock};
+use crate::hash::RandomState;
+use crate::limiter::Limiter;
+use crate::quota::Quota;
+use crate::table::{FullPolicy, Table, TableConfig};
+
+/// Configures a keyed [`Limiter`]. Start from [`Limiter::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
+///
+/// let limiter: Limiter<str> = Limiter::builder(Quota::per_minute(600))
+///     .capacity(100_000)
+///     .presize(10_000)
+///     .full_policy(FullPolicy::RefuseNewKeys)
+///     .clock(ManualClock::new())
+///     .build();
+/// assert!(limiter.capacity() >= 100_000);
+/// ```
+pub struct Builder<K: ?Sized, S = RandomState> {
+    quota: Quota,
+    config: TableConfig,
+    clock: ClockSource,
+    router: S,
+    _key: PhantomData<fn(&K)>,
+}
+
+impl<K: ?Sized> Builder<K> {
+    /// The default capacity: 2^23 (about 8.4 million) keys. At 16 bytes a slot this caps the
+    /// table at about 160 MiB, plus at most as much again in retired arrays; memory is only
+    /// taken as keys arrive.
+    pub const DEFAULT_CAPACITY: usize = 1 << 23;
+
+    pub(crate) fn new(quota: Quota) -> Builder<K> {
+        Builder {
+            quota,
+            config: TableConfig {
+                capacity: Self::DEFAULT_CAPACITY,
+                presize: 0,
+                policy: FullPolicy::default(),
+                shards: 64,
+            },
+            clock: ClockSource::Monotonic(MonotonicClock::new()),
+            router: RandomState::new(),
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K: ?Sized, S> Builder<K, S> {
+    /// The most keys held at once (a hard cap on memory). Rounded up to a multiple of the
+    /// shard count; each shard holds an equal share, so a table can report full slightly
+    /// before `capacity` keys if keys spread unevenly (about 1 % at a million keys).
+    ///
+    /// # Panics
+    ///
+    /// If `capacity` is zero.
+    #[track_caller]
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        assert!(capacity > 0, "Builder::capacity(0): a limiter must hold at least one key");
+        self.config.capacity = capacity;
+        self
+    }
+
+    /// Sizes the table for `keys` keys up front (at most the capacity), so that inserting
+    /// them never grows (and never retires) an array: about 20 bytes per key.
+    pub fn presize(mut self, keys: usize) -> Self {
+        self.config.presize = keys;
+        self
+    }
+
+    /// What to do with a new key when the table is full and nothing has expired.
+    pub fn full_policy(mut self, policy: FullPolicy) -> Self {
+        self.config.policy = policy;
+        self
+    }
+
+    /// How many independently locked shards the table has (default 64). Inserts and growth
+    /// lock one shard; checks of known keys lock nothing.
+    ///
+    /// # Panics
+    ///
+    /// If `shards` is zero.
+    #[track_caller]
+    pub fn shards(mut self, shards: usize) -> Self {
+        assert!(shards > 0, "Builder::shards(0): a table needs at least one shard");
+        self.config.shards = shards;
+        self
+    }
+
+    /// The clock (default: [`MonotonicClock`]).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = ClockSource::Custom(std::sync::Arc::new(clock));
+        self
+    }
+
+    /// A hasher that picks each key's shard, e.g. to keep a tenant's keys together.
+    ///
+    /// It does **not** decide key identity: tollgate always fingerprints keys with its own
+    /// randomly seeded [`RandomState`], so even a constant hasher cannot merge two keys'
+    /// limits (it only puts every key in one shard). The default routes with the identity
+    /// hash, costing one hash per check; a custom router costs a second one.
+    pub fn hasher<S2: BuildHasher + 'static>(self, router: S2) -> Builder<K, S2> {
+        Builder {
+            quota: self.quota,
+            config: self.config,
+            clock: self.clock,
+            router,
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + ?Sized, S: BuildHasher + 'static> Builder<K, S> {
+    /// Builds the limiter.
+    pub fn build(self) -> Limiter<K, S> {
+        Limiter::from_parts(Table::new(self.config), self.quota, self.clock, self.router)
+    }
+}
+
+impl<K: ?Sized, S> fmt::Debug for Builder<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("quota", &self.quota)
+            .field("config", &self.config)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,192 @@
+//! Time sources: the [`Clock`] trait, the monotonic default, and a manual clock for tests.
+//!
+//! tollgate measures time as [`Timestamp`]s: nanoseconds since a clock's fixed origin. Callers
+//! that already read the time once per event-loop turn can pass it in (`check_at`) instead of
+//! letting every check read the clock.
+
+use std::fmt;
+use std::ops::{Add, Sub};
+use std::time::{Duration, Instant};
+
+// Clocks use std's types even under loom: the models pass time in explicitly and never read a
+// clock, and loom's `Arc` cannot hold a `dyn Clock`.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A point in time on a limiter's clock: nanoseconds since the clock's origin.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Timestamp;
+///
+/// let t = Timestamp::from_nanos(1_500);
+/// assert_eq!((t + Duration::from_nanos(500)).as_nanos(), 2_000);
+/// assert_eq!(t.saturating_duration_since(Timestamp::ZERO), Duration::from_nanos(1_500));
+/// ```
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    /// The clock's origin.
+    pub const ZERO: Timestamp = Timestamp(0);
+
+    /// A timestamp `nanos` after the origin.
+    pub const fn from_nanos(nanos: u64) -> Timestamp {
+        Timestamp(nanos)
+    }
+
+    /// Nanoseconds since the origin.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// How long after `earlier` this is, or zero if it is not later.
+    pub fn saturating_duration_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl Add<Duration> for Timestamp {
+    type Output = Timestamp;
+    /// Saturates at `u64::MAX` nanoseconds instead of overflowing.
+    fn add(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_add(saturating_nanos(d)))
+    }
+}
+
+impl Sub<Duration> for Timestamp {
+    type Output = Timestamp;
+    /// Saturates at the origin instead of underflowing.
+    fn sub(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_sub(saturating_nanos(d)))
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Timestamp({:?})", Duration::from_nanos(self.0))
+    }
+}
+
+pub(crate) fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A source of monotonic time for a limiter.
+///
+/// `now` must never decrease. Timestamps later than about 9 years after the origin saturate
+/// (the limiter keeps working but no longer sees time pass), so origins should be recent.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The current time.
+    fn now(&self) -> Timestamp;
+}
+
+/// The default clock: `std::time::Instant`, with the origin at the clock's creation.
+///
+/// `Instant` is monotonic on every tier-1 platform (unlike a raw TSC read, which is not
+/// guaranteed to agree across cores).
+#[derive(Debug, Clone, Copy)]
+pub struct MonotonicClock {
+    origin: Instant,
+}
+
+impl MonotonicClock {
+    /// A clock whose origin is now.
+    pub fn new() -> MonotonicClock {
+        MonotonicClock {
+            origin: Instant::now(),
+        }
+    }
+
+    /// The `Instant` a timestamp of this clock stands for.
+    pub fn instant(&self, t: Timestamp) -> Instant {
+        self.origin + Duration::from_nanos(t.0)
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        MonotonicClock::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        Timestamp(saturating_nanos(self.origin.elapsed()))
+    }
+}
+
+/// A clock that moves only when told to: for deterministic tests.
+///
+/// Clones share the same time, so a test keeps one handle and gives another to the limiter.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Quota};
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
+/// assert!(limiter.check(&"k").is_ok());
+/// assert!(limiter.check(&"k").is_err());
+/// clock.advance(Duration::from_secs(1));
+/// assert!(limiter.check(&"k").is_ok());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock standing at [`Timestamp::ZERO`].
+    pub fn new() -> ManualClock {
+        ManualClock::default()
+    }
+
+    /// Moves the clock forward by `d` (saturating).
+    pub fn advance(&self, d: Duration) {
+        // ordering: the time is a single value with no data hanging off it.
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(saturating_nanos(d)))
+            });
+    }
+
+    /// Sets the clock to `t`.
+    ///
+    /// # Panics
+    ///
+    /// If `t` is earlier than the current time: clocks are monotonic.
+    pub fn set(&self, t: Timestamp) {
+        let old = self.nanos.fetch_max(t.0, Ordering::Relaxed);
+        assert!(old <= t.0, "ManualClock::set({t:?}) would move time backwards");
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// The limiter's clock: the monotonic default without dynamic dispatch, or any [`Clock`].
+#[derive(Debug, Clone)]
+pub(crate) enum ClockSource {
+    Monotonic(MonotonicClock),
+    Custom(Arc<dyn Clock>),
+}
+
+impl ClockSource {
+    #[inline]
+    pub(crate) fn now(&self) -> Timestamp {
+        match self {
+            ClockSource::Monotonic(c) => c.now(),
+            ClockSource::Custom(c) => c.now(),
+        }
+    }
+}

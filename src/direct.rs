@@ -1,0 +1,166 @@
+//! [`DirectLimiter`]: one GCRA state for everything, in a single atomic word.
+
+use std::fmt;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock::{Clock, ClockSource, MonotonicClock, Timestamp, saturating_nanos};
+use crate::gcra::MAX_NOW;
+use crate::outcome::{Admitted, CheckError, check_capacity, check_step, verdict};
+use crate::quota::Quota;
+use crate::quota_cell::QuotaCell;
+use crate::sync::{Arc, AtomicU64, Ordering, spin_hint};
+
+/// An unkeyed rate limiter: one limit shared by every caller (a global request budget, one
+/// upstream's quota). Its whole state is one `AtomicU64` TAT; a check is one CAS.
+///
+/// Cloning is cheap and clones share the limit.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{DirectLimiter, Quota};
+///
+/// let limiter = DirectLimiter::new(Quota::per_second(1));
+/// assert!(limiter.check().is_ok());
+/// assert!(limiter.check().unwrap_err().is_rate_limited());
+/// ```
+#[derive(Clone)]
+pub struct DirectLimiter {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The TAT in nanoseconds on `clock` (0: no information).
+    tat: CachePadded<AtomicU64>,
+    quota: QuotaCell,
+    clock: ClockSource,
+}
+
+impl DirectLimiter {
+    /// A limiter on the monotonic clock.
+    pub fn new(quota: Quota) -> DirectLimiter {
+        DirectLimiter::with_source(quota, ClockSource::Monotonic(MonotonicClock::new()))
+    }
+
+    /// A limiter on the given clock.
+    pub fn with_clock(quota: Quota, clock: impl Clock) -> DirectLimiter {
+        DirectLimiter::with_source(quota, ClockSource::Custom(std::sync::Arc::new(clock)))
+    }
+
+    fn with_source(quota: Quota, clock: ClockSource) -> DirectLimiter {
+        DirectLimiter {
+            shared: Arc::new(Shared {
+                tat: CachePadded::new(AtomicU64::new(0)),
+                quota: QuotaCell::new(quota),
+                clock,
+            }),
+        }
+    }
+
+    /// The current time on this limiter's clock.
+    #[inline]
+    pub fn now(&self) -> Timestamp {
+        self.shared.clock.now()
+    }
+
+    /// Admits one cell if the rate allows; otherwise records nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::RateLimited`] with the time to retry.
+    #[inline]
+    pub fn check(&self) -> Result<Admitted, CheckError> {
+        self.check_n_at(1, self.now())
+    }
+
+    /// Admits `n` cells at once, or none (`n = 0` always passes and records nothing).
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::RateLimited`], or [`CheckError::InsufficientCapacity`] if `n` exceeds
+    /// the burst.
+    #[inline]
+    pub fn check_n(&self, n: u32) -> Result<Admitted, CheckError> {
+        self.check_n_at(n, self.now())
+    }
+
+    /// [`check`](DirectLimiter::check) at a caller-supplied time.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](DirectLimiter::check).
+    #[inline]
+    pub fn check_at(&self, now: Timestamp) -> Result<Admitted, CheckError> {
+        self.check_n_at(1, now)
+    }
+
+    /// [`check_n`](DirectLimiter::check_n) at a caller-supplied time.
+    ///
+    /// # Errors
+    ///
+    /// As [`check_n`](DirectLimiter::check_n).
+    #[inline]
+    pub fn check_n_at(&self, n: u32, now: Timestamp) -> Result<Admitted, CheckError> {
+        let gcra = self.shared.quota.gcra();
+        check_capacity(gcra, n)?;
+        let now = now.as_nanos().min(MAX_NOW);
+        verdict(gcra, now, self.update(check_step(gcra, now, n)))
+    }
+
+    /// Forgets all history: the next request sees a full burst.
+    pub fn reset(&self) {
+        // ordering: the TAT is the whole message.
+        self.shared.tat.store(0, Ordering::Relaxed);
+    }
+
+    /// Pushes the next admission at least `delay` from now (keeping any later one).
+    pub fn penalize(&self, delay: Duration) {
+        let gcra = self.shared.quota.gcra();
+        let now = self.now().as_nanos().min(MAX_NOW);
+        let delay = saturating_nanos(delay);
+        self.update(|tat| {
+            let target = gcra.penalized(tat, now, delay);
+            ((target > tat).then_some(target), ())
+        });
+    }
+
+    /// The current quota.
+    pub fn quota(&self) -> Quota {
+        self.shared.quota.quota()
+    }
+
+    /// Replaces the quota; the stored state is kept (no fresh burst).
+    pub fn set_quota(&self, quota: Quota) {
+        self.shared.quota.store(quota);
+    }
+
+    /// The CAS loop: `f` maps the TAT to `(write, out)`.
+    #[inline]
+    fn update<R>(&self, f: impl Fn(u64) -> (Option<u64>, R)) -> R {
+        let word = &self.shared.tat;
+        // ordering: the TAT is the whole message; every write to it is an RMW or a reset, and
+        // coherence on this one word is all GCRA needs.
+        let mut tat = word.load(Ordering::Relaxed);
+        loop {
+            let (write, out) = f(tat);
+            let Some(new) = write else { return out };
+            match word.compare_exchange_weak(tat, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return out,
+                Err(current) => {
+                    tat = current;
+                    spin_hint();
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for DirectLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DirectLimiter")
+            .field("quota", &self.quota())
+            .finish_non_exhaustive()
+    }
+}

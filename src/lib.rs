@@ -1,0 +1,55 @@
+//! A lock-free, keyed rate limiter (GCRA) with no runtime dependency.
+//!
+//! * [`Limiter`] keeps one GCRA timestamp per key in a sharded open-addressing table: a
+//!   check of a known key is a hash, a short probe and one CAS, with no lock and no
+//!   allocation. Expired keys are reclaimed as a matter of course and memory has a hard cap.
+//! * [`DirectLimiter`] is the unkeyed form: one atomic word.
+//! * [`Quota`] says how many cells per period and how many at once; the window guarantee is
+//!   on its docs.
+//! * Time comes from a [`Clock`]: [`MonotonicClock`] by default, [`ManualClock`] in tests, or
+//!   a [`Timestamp`] the caller passes in (`check_at`).
+//!
+//! # Examples
+//!
+//! ```
+//! use tollgate::{Limiter, Quota};
+//!
+//! // 5 requests per second per client, bursts of up to 5.
+//! let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(5));
+//! match limiter.check("203.0.113.9") {
+//!     Ok(ok) => println!("serve; {} left", ok.remaining()),
+//!     Err(e) => println!("429; retry after {:?}", e.retry_after()),
+//! }
+//! ```
+//!
+//! # Memory ordering
+//!
+//! Every admitted check is one successful CAS on the key's state word; a refused check
+//! writes nothing. Checks on one key are linearisable in the order of those CASes. The
+//! protocol that keeps a check on one key from touching another key's state when slots are
+//! reused is described (and model-checked with loom) in the table's source, `src/table/`.
+
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+
+mod builder;
+mod clock;
+mod direct;
+mod gcra;
+mod hash;
+mod limiter;
+mod outcome;
+mod quota;
+mod quota_cell;
+mod stats;
+mod sync;
+mod table;
+
+pub use builder::Builder;
+pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
+pub use direct::DirectLimiter;
+pub use hash::{DefaultHasher, RandomState};
+pub use limiter::Limiter;
+pub use outcome::{Admitted, CheckError, TableFull};
+pub use quota::{Quota, QuotaError};
+pub use stats::Stats;
+pub use table::FullPolicy;

@@ -1,0 +1,322 @@
+//! [`Limiter`]: the keyed limiter, one GCRA state per key in a lock-free table.
+
+use std::any::TypeId;
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::builder::Builder;
+use crate::clock::{ClockSource, Timestamp, saturating_nanos};
+use crate::gcra::MAX_NOW;
+use crate::hash::RandomState;
+use crate::outcome::{Admitted, CheckError, TableFull, check_capacity, check_step, verdict};
+use crate::quota::Quota;
+use crate::quota_cell::QuotaCell;
+use crate::stats::{Counters, Stats};
+use crate::sync::Arc;
+use crate::table::{Full, Table, fingerprint};
+
+/// A keyed rate limiter: every key gets its own [`Quota`], enforced with GCRA.
+///
+/// Cloning is cheap and every clone enforces the *same* limits (the state is shared), so one
+/// limiter can be handed to every thread, task and request handler.
+///
+/// Keys are never stored: the table keeps a 64-bit fingerprint per key from a randomly
+/// seeded hash (see [`RandomState`]), so memory per key is the same for a `u64` and a long
+/// `String`. Expired keys are reclaimed automatically; memory grows with live keys up to
+/// [`capacity`](Limiter::capacity), and a full table follows its
+/// [`FullPolicy`](crate::FullPolicy).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Limiter, Quota};
+///
+/// let limiter = Limiter::keyed(Quota::per_second(2));
+/// assert!(limiter.check("10.0.0.1").is_ok());
+/// assert!(limiter.check("10.0.0.1").is_ok());
+/// let err = limiter.check("10.0.0.1").unwrap_err();
+/// assert!(err.retry_after().unwrap() <= std::time::Duration::from_millis(500));
+/// assert!(limiter.check("10.0.0.2").is_ok()); // another key, another limit
+/// ```
+pub struct Limiter<K: ?Sized, S = RandomState> {
+    shared: Arc<Shared<S>>,
+    _key: PhantomData<fn(&K)>,
+}
+
+#[derive(Debug)]
+struct Shared<S> {
+    table: Table,
+    quota: QuotaCell,
+    clock: ClockSource,
+    identity: RandomState,
+    router: S,
+    counters: Counters,
+}
+
+impl<K: Hash + ?Sized> Limiter<K> {
+    /// A keyed limiter with the default configuration: monotonic clock, capacity
+    /// [`Builder::DEFAULT_CAPACITY`] keys, evict-closest-to-expiry when full.
+    pub fn keyed(quota: Quota) -> Limiter<K> {
+        Limiter::builder(quota).build()
+    }
+
+    /// A builder to choose capacity, presizing, hasher, clock and full-table policy.
+    pub fn builder(quota: Quota) -> Builder<K> {
+        Builder::new(quota)
+    }
+}
+
+impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
+    pub(crate) fn from_parts(
+        table: Table,
+        quota: Quota,
+        clock: ClockSource,
+        router: S,
+    ) -> Limiter<K, S> {
+        Limiter {
+            shared: Arc::new(Shared {
+                table,
+                quota: QuotaCell::new(quota),
+                clock,
+                identity: RandomState::new(),
+                router,
+                counters: Counters::new(),
+            }),
+            _key: PhantomData,
+        }
+    }
+
+    /// `(route, fingerprint)`: the shard hash and the identity of `key`.
+    #[inline]
+    fn hashes<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
+        let id = self.shared.identity.hash_one(key);
+        // With the default router the identity hash routes too: one hash per check. A custom
+        // router only picks the shard; identity stays with our seeded hash either way.
+        let route = if TypeId::of::<S>() == TypeId::of::<RandomState>() {
+            id
+        } else {
+            self.shared.router.hash_one(key)
+        };
+        (route, fingerprint(id))
+    }
+
+    /// The current time on this limiter's clock, for the `_at` methods.
+    #[inline]
+    pub fn now(&self) -> Timestamp {
+        self.shared.clock.now()
+    }
+
+    /// Admits one cell for `key` if its rate allows, recording it; otherwise records nothing.
+    ///
+    /// Known keys take no lock and allocate nothing: a hash, a short probe and one CAS.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::RateLimited`] with the time to retry, or [`CheckError::TableFull`] for
+    /// a new key when the table is full under [`FullPolicy::RefuseNewKeys`](crate::FullPolicy).
+    #[inline]
+    pub fn check<Q>(&self, key: &Q) -> Result<Admitted, CheckError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.check_n_at(key, 1, self.now())
+    }
+
+    /// Admits `n` cells at once for `key`, or none.
+    ///
+    /// `n = 0` is always admitted and records nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Limiter::check), plus [`CheckError::InsufficientCapacity`] when `n`
+    /// exceeds the burst (such a request can never pass; waiting does not help).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_second(10));
+    /// assert!(limiter.check_n(&7u32, 10).is_ok());
+    /// assert!(limiter.check_n(&7u32, 11).unwrap_err().is_insufficient_capacity());
+    /// ```
+    #[inline]
+    pub fn check_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, CheckError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.check_n_at(key, n, self.now())
+    }
+
+    /// [`check`](Limiter::check) at a time the caller read from [`now`](Limiter::now), so a
+    /// batch of checks reads the clock once.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Limiter::check).
+    #[inline]
+    pub fn check_at<Q>(&self, key: &Q, now: Timestamp) -> Result<Admitted, CheckError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.check_n_at(key, 1, now)
+    }
+
+    /// [`check_n`](Limiter::check_n) at a caller-supplied time.
+    ///
+    /// # Errors
+    ///
+    /// As [`check_n`](Limiter::check_n).
+    #[inline]
+    pub fn check_n_at<Q>(&self, key: &Q, n: u32, now: Timestamp) -> Result<Admitted, CheckError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let shared = &*self.shared;
+        let gcra = shared.quota.gcra();
+        check_capacity(gcra, n)?;
+        let now = now.as_nanos().min(MAX_NOW);
+        let (route, fp) = self.hashes(key);
+        let step = check_step(gcra, now, n);
+        match shared.table.update(route, fp, now, step) {
+            Ok(v) => {
+                if v.is_ok() {
+                    shared.counters.admitted();
+                } else {
+                    shared.counters.denied();
+                }
+                verdict(gcra, now, v)
+            }
+            Err(Full) => Err(CheckError::TableFull {
+                capacity: shared.table.capacity(),
+            }),
+        }
+    }
+
+    /// Forgets `key`: its next request is treated as its first. Returns whether the key held
+    /// any state.
+    pub fn reset<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let (route, fp) = self.hashes(key);
+        self.shared.table.remove(route, fp)
+    }
+
+    /// Pushes `key`'s next admission at least `delay` from now, keeping any later one: for
+    /// escalating against abuse, or honouring a server's `Retry-After`. Durations too long
+    /// to represent saturate (about 18 years).
+    ///
+    /// # Errors
+    ///
+    /// [`TableFull`] if the key is new and the table refuses new keys.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::builder(Quota::per_second(100)).clock(clock.clone()).build();
+    /// limiter.penalize("api.example.com", Duration::from_secs(30)).unwrap();
+    /// assert_eq!(
+    ///     limiter.check("api.example.com").unwrap_err().retry_after(),
+    ///     Some(Duration::from_secs(30))
+    /// );
+    /// ```
+    pub fn penalize<Q>(&self, key: &Q, delay: Duration) -> Result<(), TableFull>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let shared = &*self.shared;
+        let gcra = shared.quota.gcra();
+        let now = self.now().as_nanos().min(MAX_NOW);
+        let delay = saturating_nanos(delay);
+        if delay == 0 {
+            return Ok(());
+        }
+        let (route, fp) = self.hashes(key);
+        shared
+            .table
+            .update(route, fp, now, |tat| {
+                let target = gcra.penalized(tat, now, delay);
+                ((target > tat).then_some(target), ())
+            })
+            .map_err(|Full| TableFull {
+                capacity: shared.table.capacity(),
+            })
+    }
+
+    /// The current quota.
+    pub fn quota(&self) -> Quota {
+        self.shared.quota.quota()
+    }
+
+    /// Replaces the quota for every key at once. Stored states are kept: a key that just used
+    /// its burst does not get a fresh one.
+    pub fn set_quota(&self, quota: Quota) {
+        self.shared.quota.store(quota);
+    }
+
+    /// Keys whose state still carries information: a lock-free O(capacity) scan.
+    pub fn len(&self) -> usize {
+        self.shared.table.live_keys(self.now().as_nanos())
+    }
+
+    /// Whether no key is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys this limiter holds at once.
+    pub fn capacity(&self) -> usize {
+        self.shared.table.capacity()
+    }
+
+    /// A snapshot of counters and memory (takes each shard's lock briefly, and scans the
+    /// table for `live_keys`).
+    pub fn stats(&self) -> Stats {
+        let shared = &*self.shared;
+        let (admitted, denied) = shared.counters.totals();
+        let table = shared.table.counts();
+        Stats {
+            admitted,
+            denied,
+            live_keys: self.len(),
+            keys_held: table.keys_held,
+            expired_reclaimed: table.reclaimed,
+            forced_evictions: table.evicted,
+            refused_keys: table.refused,
+            bytes: table.bytes + shared.counters.bytes() + std::mem::size_of::<Shared<S>>(),
+            retired_bytes: table.retired_bytes,
+            capacity: shared.table.capacity(),
+        }
+    }
+}
+
+impl<K: ?Sized, S> Clone for Limiter<K, S> {
+    fn clone(&self) -> Self {
+        Limiter {
+            shared: Arc::clone(&self.shared),
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K: ?Sized, S> fmt::Debug for Limiter<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("capacity", &self.shared.table.capacity())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,177 @@
+//! What a check returns: [`Admitted`] on success, [`CheckError`] otherwise.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::gcra::{Decision, Gcra};
+
+/// A check was admitted. Carries what an HTTP layer needs for rate-limit headers, computed
+/// only when asked for.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Limiter, Quota};
+///
+/// let limiter = Limiter::keyed(Quota::per_second(10));
+/// let ok = limiter.check(&"client").unwrap();
+/// assert_eq!(ok.limit(), 10);
+/// assert_eq!(ok.remaining(), 9);
+/// assert!(ok.reset_after() <= std::time::Duration::from_millis(100));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct Admitted {
+    tat: u64,
+    now: u64,
+    gcra: Gcra,
+}
+
+impl Admitted {
+    /// The burst: how many cells the key may use at once (the `limit` header).
+    pub fn limit(&self) -> u32 {
+        self.gcra.burst
+    }
+
+    /// How many more single cells would be admitted right now (the `remaining` header).
+    pub fn remaining(&self) -> u32 {
+        self.gcra.remaining(self.tat, self.now)
+    }
+
+    /// How long until the key is back to a full burst (the `reset` header).
+    pub fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.tat.saturating_sub(self.now))
+    }
+}
+
+/// Why a check was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The key is over its rate. Nothing was recorded; retrying at `earliest` (after `wait`)
+    /// succeeds unless other requests for the key come first.
+    RateLimited {
+        /// The earliest time at which the same request would be admitted.
+        earliest: Timestamp,
+        /// `earliest - now`: what to put in a `Retry-After` header.
+        wait: Duration,
+        /// The burst, for the `limit` header.
+        limit: u32,
+    },
+    /// More cells were asked for than the burst allows: this request can never be admitted,
+    /// however long the caller waits.
+    InsufficientCapacity {
+        /// The cells requested.
+        requested: u32,
+        /// The burst.
+        burst: u32,
+    },
+    /// The key is new, the limiter holds as many keys as its capacity allows, none has
+    /// expired, and the policy is [`FullPolicy::RefuseNewKeys`](crate::FullPolicy).
+    TableFull {
+        /// The limiter's capacity in keys.
+        capacity: usize,
+    },
+}
+
+impl CheckError {
+    /// Whether the key is over its rate (as opposed to a request that can never pass).
+    pub fn is_rate_limited(&self) -> bool {
+        matches!(self, CheckError::RateLimited { .. })
+    }
+
+    /// Whether `n` exceeds the burst.
+    pub fn is_insufficient_capacity(&self) -> bool {
+        matches!(self, CheckError::InsufficientCapacity { .. })
+    }
+
+    /// Whether the table was full and refused a new key.
+    pub fn is_table_full(&self) -> bool {
+        matches!(self, CheckError::TableFull { .. })
+    }
+
+    /// How long to wait before retrying, if waiting can help.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match *self {
+            CheckError::RateLimited { wait, .. } => Some(wait),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckError::RateLimited { wait, .. } => write!(f, "rate limited; retry in {wait:?}"),
+            CheckError::InsufficientCapacity { requested, burst } => write!(
+                f,
+                "{requested} cells requested but the burst is {burst}: never admissible"
+            ),
+            CheckError::TableFull { capacity } => write!(
+                f,
+                "the limiter holds its capacity of {capacity} keys and refuses new ones"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CheckError {}
+
+/// The key is new and the limiter is full (policy
+/// [`FullPolicy::RefuseNewKeys`](crate::FullPolicy)): returned by operations that would
+/// insert it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableFull {
+    /// The limiter's capacity in keys.
+    pub capacity: usize,
+}
+
+impl fmt::Display for TableFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the limiter holds its capacity of {} keys and refuses new ones", self.capacity)
+    }
+}
+
+impl std::error::Error for TableFull {}
+
+/// The check every limiter runs on one stored TAT: the closure's `(write, verdict)`.
+/// `Ok(tat)` is the admitted TAT (0 cells admit without writing), `Err(admit_at)` a refusal.
+#[inline]
+pub(crate) fn check_step(gcra: Gcra, now: u64, n: u32) -> impl Fn(u64) -> (Option<u64>, Result<u64, u64>) {
+    move |tat| {
+        if n == 0 {
+            return (None, Ok(tat));
+        }
+        match gcra.decide(tat, now, n) {
+            Decision::Admit { new_tat } => (Some(new_tat), Ok(new_tat)),
+            Decision::Deny { admit_at } => (None, Err(admit_at)),
+        }
+    }
+}
+
+/// Validates `n` against the burst before any state is touched.
+#[inline]
+pub(crate) fn check_capacity(gcra: Gcra, n: u32) -> Result<(), CheckError> {
+    if n > gcra.burst {
+        Err(CheckError::InsufficientCapacity {
+            requested: n,
+            burst: gcra.burst,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Turns a verdict into the public result.
+#[inline]
+pub(crate) fn verdict(gcra: Gcra, now: u64, v: Result<u64, u64>) -> Result<Admitted, CheckError> {
+    match v {
+        Ok(tat) => Ok(Admitted { tat, now, gcra }),
+        Err(admit_at) => Err(CheckError::RateLimited {
+            earliest: Timestamp::from_nanos(admit_at),
+            wait: Duration::from_nanos(admit_at.saturating_sub(now)),
+            limit: gcra.burst,
+        }),
+    }
+}

@@ -1,0 +1,273 @@
+//! [`Quota`]: how many cells per period, and how many at once.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The longest emission window tollgate accepts: `burst × interval` must not exceed this
+/// (about 9 years), so every timestamp it computes stays inside the 59-bit state word.
+pub(crate) const MAX_WINDOW_NANOS: u64 = 1 << 58;
+
+/// A rate limit: one cell every `interval`, with up to `burst` cells available at once.
+///
+/// The guarantee, for any time window of length `W`: at most `burst + floor(W / interval)`
+/// cells are admitted. A quota built with [`Quota::per_second`]`(n)` therefore admits `n` cells
+/// at once after idle time, then one every `1/n` s: up to `2n - 1` cells in a one-second
+/// window that starts with a full burst. Use [`Quota::allow_burst`] to choose the burst
+/// explicitly (for example `per_second(10).allow_burst(1)` for strictly evenly spaced cells).
+///
+/// Intervals are whole nanoseconds; a period that does not divide evenly by `n` is rounded
+/// *up*, so rounding never admits more than asked for.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Quota;
+///
+/// let q = Quota::per_second(100).allow_burst(10);
+/// assert_eq!(q.interval(), Duration::from_millis(10));
+/// assert_eq!(q.burst(), 10);
+///
+/// // Fractional rates: one cell every ten seconds is 0.1 per second.
+/// let slow = Quota::with_period(Duration::from_secs(10));
+/// assert_eq!(slow.burst(), 1);
+///
+/// // The fallible constructor reports bad input instead of panicking.
+/// assert!(Quota::new(0, Duration::from_secs(1)).is_err());
+/// ```
+#[derive(Copy, Clone, PartialEq, Eq, Hash)]
+pub struct Quota {
+    interval_nanos: u64,
+    burst: u32,
+}
+
+impl Quota {
+    /// `cells` per `period`, with a burst of `cells`: the general, fallible constructor.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError`] if `cells` is zero, the period is zero, the resulting interval is
+    /// shorter than a nanosecond, or the burst window exceeds about 9 years.
+    pub fn new(cells: u32, period: Duration) -> Result<Quota, QuotaError> {
+        if cells == 0 {
+            return Err(QuotaError::ZeroCells);
+        }
+        let period_nanos = period.as_nanos();
+        if period_nanos == 0 {
+            return Err(QuotaError::ZeroPeriod);
+        }
+        let interval = period_nanos.div_ceil(u128::from(cells));
+        if period_nanos < u128::from(cells) {
+            return Err(QuotaError::IntervalBelowOneNanosecond { cells, period });
+        }
+        let interval = u64::try_from(interval).map_err(|_| QuotaError::WindowTooLong)?;
+        Quota::from_parts(interval, cells)
+    }
+
+    /// One cell every `period`, burst 1: the way to write fractional rates
+    /// (`with_period(Duration::from_secs(10))` is 0.1 per second).
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError`] if the period is zero or longer than about 9 years.
+    pub fn try_with_period(period: Duration) -> Result<Quota, QuotaError> {
+        Quota::new(1, period)
+    }
+
+    /// `n` cells per second, burst `n` (the same meaning as governor's `per_second`).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    #[track_caller]
+    pub fn per_second(n: u32) -> Quota {
+        Quota::expect(Quota::new(n, Duration::from_secs(1)), n, "per_second")
+    }
+
+    /// `n` cells per minute, burst `n`: after idle time all `n` may come at once.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    #[track_caller]
+    pub fn per_minute(n: u32) -> Quota {
+        Quota::expect(Quota::new(n, Duration::from_secs(60)), n, "per_minute")
+    }
+
+    /// `n` cells per hour, burst `n`: after idle time all `n` may come at once.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    #[track_caller]
+    pub fn per_hour(n: u32) -> Quota {
+        Quota::expect(Quota::new(n, Duration::from_secs(3600)), n, "per_hour")
+    }
+
+    /// One cell every `period`, burst 1.
+    ///
+    /// # Panics
+    ///
+    /// If `period` is zero or longer than about 9 years. Use [`Quota::try_with_period`] to
+    /// get an error instead.
+    #[track_caller]
+    pub fn with_period(period: Duration) -> Quota {
+        match Quota::try_with_period(period) {
+            Ok(q) => q,
+            Err(e) => panic!("Quota::with_period({period:?}): {e}"),
+        }
+    }
+
+    /// The same interval with a burst of `burst` cells.
+    ///
+    /// # Panics
+    ///
+    /// If `burst` is zero or `burst × interval` exceeds about 9 years. Use
+    /// [`Quota::try_allow_burst`] to get an error instead.
+    #[track_caller]
+    #[must_use]
+    pub fn allow_burst(self, burst: u32) -> Quota {
+        match self.try_allow_burst(burst) {
+            Ok(q) => q,
+            Err(e) => panic!("Quota::allow_burst({burst}): {e}"),
+        }
+    }
+
+    /// The same interval with a burst of `burst` cells.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::ZeroBurst`] or [`QuotaError::WindowTooLong`].
+    pub fn try_allow_burst(self, burst: u32) -> Result<Quota, QuotaError> {
+        Quota::from_parts(self.interval_nanos, burst)
+    }
+
+    /// The emission interval: one cell becomes available every `interval`.
+    pub fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_nanos)
+    }
+
+    /// The burst: how many cells may be admitted at once after idle time.
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    pub(crate) fn interval_nanos(&self) -> u64 {
+        self.interval_nanos
+    }
+
+    pub(crate) fn from_parts(interval_nanos: u64, burst: u32) -> Result<Quota, QuotaError> {
+        if burst == 0 {
+            return Err(QuotaError::ZeroBurst);
+        }
+        if interval_nanos == 0 {
+            return Err(QuotaError::ZeroPeriod);
+        }
+        match interval_nanos.checked_mul(u64::from(burst)) {
+            Some(window) if window <= MAX_WINDOW_NANOS => Ok(Quota {
+                interval_nanos,
+                burst,
+            }),
+            _ => Err(QuotaError::WindowTooLong),
+        }
+    }
+
+    #[track_caller]
+    fn expect(q: Result<Quota, QuotaError>, n: u32, name: &str) -> Quota {
+        match q {
+            Ok(q) => q,
+            Err(e) => panic!("Quota::{name}({n}): {e}"),
+        }
+    }
+}
+
+impl fmt::Debug for Quota {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Quota")
+            .field("interval", &self.interval())
+            .field("burst", &self.burst)
+            .finish()
+    }
+}
+
+/// Why a [`Quota`] could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuotaError {
+    /// Zero cells per period: a limiter that never admits anything is not a rate.
+    ZeroCells,
+    /// A zero period (or zero interval).
+    ZeroPeriod,
+    /// A burst of zero: no request could ever be admitted.
+    ZeroBurst,
+    /// More than one cell per nanosecond: tollgate's clock resolution.
+    IntervalBelowOneNanosecond {
+        /// The requested cells.
+        cells: u32,
+        /// The requested period.
+        period: Duration,
+    },
+    /// `burst × interval` exceeds about 9 years (2^58 ns).
+    WindowTooLong,
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaError::ZeroCells => f.write_str("a quota needs at least one cell per period"),
+            QuotaError::ZeroPeriod => f.write_str("a quota's period must be longer than zero"),
+            QuotaError::ZeroBurst => f.write_str("a quota's burst must be at least 1"),
+            QuotaError::IntervalBelowOneNanosecond { cells, period } => write!(
+                f,
+                "{cells} cells per {period:?} is more than one per nanosecond, the clock's resolution"
+            ),
+            QuotaError::WindowTooLong => {
+                f.write_str("burst × interval exceeds the longest supported window (2^58 ns, about 9 years)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for QuotaError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_second_matches_governor_meaning() {
+        let q = Quota::per_second(2);
+        assert_eq!(q.interval(), Duration::from_millis(500));
+        assert_eq!(q.burst(), 2);
+        assert_eq!(Quota::per_minute(60).interval(), Duration::from_secs(1));
+        assert_eq!(Quota::per_hour(1).interval(), Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn uneven_periods_round_the_interval_up() {
+        let q = Quota::per_second(3);
+        assert_eq!(q.interval_nanos(), 333_333_334);
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert_eq!(Quota::new(0, Duration::from_secs(1)), Err(QuotaError::ZeroCells));
+        assert_eq!(Quota::new(1, Duration::ZERO), Err(QuotaError::ZeroPeriod));
+        assert!(matches!(
+            Quota::new(2, Duration::from_nanos(1)),
+            Err(QuotaError::IntervalBelowOneNanosecond { .. })
+        ));
+        assert_eq!(Quota::try_with_period(Duration::MAX), Err(QuotaError::WindowTooLong));
+        assert_eq!(Quota::per_second(1).try_allow_burst(0), Err(QuotaError::ZeroBurst));
+        assert_eq!(
+            Quota::per_hour(1).try_allow_burst(u32::MAX),
+            Err(QuotaError::WindowTooLong)
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "Quota::per_second(0)")]
+    fn shorthand_panics_naming_the_value() {
+        let _ = Quota::per_second(0);
+    }
+}

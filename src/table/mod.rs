@@ -1,0 +1,260 @@
+//! The keyed state table: sharded open addressing, lock-free for known keys.
+//!
+//! A key is known to the table only by two 64-bit hashes the caller computes: `route` picks the
+//! shard and `fp` (its identity fingerprint) picks the home slot and names the key. The table
+//! stores `{fp, state}` per key and knows nothing of time or GCRA: callers pass a closure that
+//! maps the stored TAT to a new one, and a `now` below which stored TATs count as expired.
+//!
+//! See `slot.rs` for the per-slot protocol and `shard.rs` for inserts, reclamation and growth.
+
+mod shard;
+mod slot;
+
+use crossbeam_utils::CachePadded;
+
+pub use shard::FullPolicy;
+pub(crate) use shard::Full;
+pub(crate) use slot::Step;
+
+use shard::{MIN_LEN, Shard, len_for_keys};
+use slot::{Attempt, EMPTY, TOMBSTONE, is_live, tat_of};
+
+/// How a table is sized and what it does when full.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableConfig {
+    /// The most keys held at once (a hard cap; memory grows up to it).
+    pub(crate) capacity: usize,
+    /// Keys to size the arrays for up front (0: start small and grow).
+    pub(crate) presize: usize,
+    pub(crate) policy: FullPolicy,
+    pub(crate) shards: usize,
+}
+
+/// What the table holds, summed over shards.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TableCounts {
+    pub(crate) keys_held: usize,
+    pub(crate) reclaimed: u64,
+    pub(crate) evicted: u64,
+    pub(crate) refused: u64,
+    pub(crate) bytes: usize,
+    pub(crate) retired_bytes: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct Table {
+    shards: Box<[CachePadded<Shard>]>,
+    policy: FullPolicy,
+    capacity: usize,
+}
+
+/// Remaps a 64-bit identity hash away from the `EMPTY` and `TOMBSTONE` markers.
+#[inline]
+pub(crate) fn fingerprint(hash: u64) -> u64 {
+    if hash <= TOMBSTONE { hash + 2 } else { hash }
+}
+
+impl Table {
+    pub(crate) fn new(config: TableConfig) -> Table {
+        let shards = config.shards.max(1);
+        let capacity = config.capacity.max(1);
+        let shard_cap = capacity.div_ceil(shards);
+        let initial_len = if config.presize == 0 {
+            MIN_LEN
+        } else {
+            // Room for the shard's share plus four standard deviations of hashing noise.
+            let share = config.presize.div_ceil(shards);
+            let slack = 4 * (share as f64).sqrt() as usize + 1;
+            len_for_keys((share + slack).min(shard_cap))
+        };
+        Table {
+            shards: (0..shards)
+                .map(|_| CachePadded::new(Shard::new(initial_len, shard_cap)))
+                .collect(),
+            policy: config.policy,
+            capacity: shard_cap * shards,
+        }
+    }
+
+    /// The most keys the table holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    #[inline]
+    fn shard(&self, route: u64) -> &Shard {
+        let i = ((u128::from(route) * self.shards.len() as u128) >> 64) as usize;
+        &self.shards[i]
+    }
+
+    /// Runs `f` on key `fp`'s TAT (0 if absent or expired-and-reclaimed) and stores what it
+    /// returns. Known keys: lock-free, one CAS. An absent key is inserted only if `f` writes.
+    #[inline]
+    pub(crate) fn update<R>(
+        &self,
+        route: u64,
+        fp: u64,
+        now: u64,
+        mut f: impl FnMut(u64) -> Step<R>,
+    ) -> Result<R, Full> {
+        let shard = self.shard(route);
+        loop {
+            let Some(slot) = shard.array().find(fp) else {
+                break;
+            };
+            match slot.update(fp, &mut f) {
+                Attempt::Done(out) => return Ok(out),
+                Attempt::Moved => continue,
+                Attempt::Frozen => break,
+            }
+        }
+        shard.update_locked(fp, now, self.policy, &mut f)
+    }
+
+    /// Forgets key `fp`. Returns whether it was held.
+    pub(crate) fn remove(&self, route: u64, fp: u64) -> bool {
+        let shard = self.shard(route);
+        // A lock-free probe first, so resetting an unknown key takes no lock.
+        shard.array().find(fp).is_some() && shard.remove(fp)
+    }
+
+    /// Keys whose stored TAT is later than `now`: an O(slots) lock-free scan.
+    pub(crate) fn live_keys(&self, now: u64) -> usize {
+        self.shards
+            .iter()
+            .flat_map(|shard| shard.array().slots())
+            .filter(|slot| {
+                let fp = slot.fp.load(crate::sync::Ordering::Relaxed);
+                let word = slot.word();
+                fp != EMPTY && fp != TOMBSTONE && is_live(word) && tat_of(word) > now
+            })
+            .count()
+    }
+
+    pub(crate) fn counts(&self) -> TableCounts {
+        let mut total = TableCounts {
+            bytes: std::mem::size_of::<Table>()
+                + self.shards.len() * std::mem::size_of::<CachePadded<Shard>>(),
+            ..TableCounts::default()
+        };
+        for shard in self.shards.iter() {
+            let c = shard.counts();
+            total.keys_held += c.used;
+            total.reclaimed += c.reclaimed;
+            total.evicted += c.evicted;
+            total.refused += c.refused;
+            total.bytes += c.bytes;
+            total.retired_bytes += c.retired_bytes;
+        }
+        total
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+
+    fn table(capacity: usize, policy: FullPolicy) -> Table {
+        Table::new(TableConfig {
+            capacity,
+            presize: 0,
+            policy,
+            shards: 1,
+        })
+    }
+
+    /// Stores `tat` for key `fp` (a plain write, no GCRA).
+    fn put(t: &Table, fp: u64, tat: u64, now: u64) -> Result<(), Full> {
+        t.update(fp, fingerprint(fp), now, |_| (Some(tat), ()))
+    }
+
+    fn get(t: &Table, fp: u64) -> u64 {
+        t.update(fp, fingerprint(fp), 0, |tat| (None, tat)).unwrap()
+    }
+
+    #[test]
+    fn grows_and_keeps_every_key() {
+        let t = table(100_000, FullPolicy::RefuseNewKeys);
+        for k in 2..50_000u64 {
+            put(&t, k.wrapping_mul(0x2545_F491_4F6C_DD1D), 1_000 + k, 0).unwrap();
+        }
+        for k in 2..50_000u64 {
+            assert_eq!(get(&t, k.wrapping_mul(0x2545_F491_4F6C_DD1D)), 1_000 + k);
+        }
+        let c = t.counts();
+        assert_eq!(c.keys_held, 49_998);
+        assert_eq!(t.live_keys(0), 49_998);
+        assert!(c.retired_bytes > 0 && c.retired_bytes < c.bytes / 2 + 1024);
+    }
+
+    #[test]
+    fn expired_keys_are_reclaimed_instead_of_growing() {
+        let t = table(64, FullPolicy::RefuseNewKeys);
+        // A flood of one-off keys, each expiring before the next arrives.
+        for k in 2..100_000u64 {
+            put(&t, k.wrapping_mul(0x9E37_79B9_7F4A_7C15), k + 1, k).unwrap();
+        }
+        let c = t.counts();
+        assert!(c.keys_held <= 64, "{c:?}");
+        assert!(c.reclaimed >= 100_000 - 2 - 64, "{c:?}");
+        assert_eq!(c.evicted, 0);
+    }
+
+    #[test]
+    fn full_table_refuses_or_evicts_the_closest_to_expiry() {
+        let t = table(16, FullPolicy::RefuseNewKeys);
+        for k in 2..18u64 {
+            put(&t, k << 40, 1_000 + k, 0).unwrap();
+        }
+        assert_eq!(put(&t, 99 << 40, 5_000, 0), Err(Full));
+        assert_eq!(t.counts().refused, 1);
+
+        let t = table(16, FullPolicy::EvictClosestToExpiry);
+        for k in 2..18u64 {
+            put(&t, k << 40, 1_000 + k, 0).unwrap();
+        }
+        put(&t, 99 << 40, 5_000, 0).unwrap();
+        assert_eq!(t.counts().evicted, 1);
+        // The earliest-expiring key (2) went; the others stayed.
+        assert_eq!(get(&t, 2 << 40), 0);
+        for k in 3..18u64 {
+            assert_eq!(get(&t, k << 40), 1_000 + k);
+        }
+    }
+
+    #[test]
+    fn keys_sharing_a_home_slot_stay_separate() {
+        // Six fingerprints with the same home in an 8-slot shard that cannot grow: they
+        // form one probe run, and each keeps its own state through updates and reuse.
+        let t = table(6, FullPolicy::RefuseNewKeys);
+        let array_len = 8;
+        let home = |fp: u64| ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * array_len) >> 64) as u64;
+        let fps: Vec<u64> = (2..).filter(|&fp| home(fp) == 3).take(6).collect();
+        let tat = |i: usize| if i == 2 { 50 } else { 200 + i as u64 };
+        for (i, &fp) in fps.iter().enumerate() {
+            assert_eq!(t.update(0, fp, 0, |_| (Some(tat(i)), ())), Ok(()));
+        }
+        for (i, &fp) in fps.iter().enumerate() {
+            assert_eq!(t.update(0, fp, 0, |stored| (None, stored)), Ok(tat(i)));
+        }
+        // The third key expires; a seventh key with the same home reclaims its slot, and the
+        // others keep their states.
+        let late = (2..).filter(|&fp| home(fp) == 3).nth(6).unwrap();
+        assert_eq!(t.update(0, late, 100, |_| (Some(999), ())), Ok(()));
+        assert_eq!(t.counts().reclaimed, 1);
+        for (i, &fp) in fps.iter().enumerate().filter(|(i, _)| *i != 2) {
+            assert_eq!(t.update(0, fp, 0, |stored| (None, stored)), Ok(tat(i)));
+        }
+        assert_eq!(t.update(0, late, 0, |tat| (None, tat)), Ok(999));
+        assert_eq!(t.update(0, fps[2], 0, |tat| (None, tat)), Ok(0));
+    }
+
+    #[test]
+    fn remove_forgets_the_key() {
+        let t = table(10, FullPolicy::RefuseNewKeys);
+        put(&t, 7, 500, 0).unwrap();
+        assert!(t.remove(7, fingerprint(7)));
+        assert!(!t.remove(7, fingerprint(7)));
+        assert_eq!(get(&t, 7), 0);
+    }
+}

@@ -1,0 +1,443 @@
+//! One shard: an open-addressing array of slots (linear probing), its lock, and growth.
+//!
+//! Lock-free: `find` (probe for a fingerprint) and updates of live slots (see `slot.rs`).
+//! Under the shard lock: inserting, reclaiming expired keys, forced eviction, tombstone
+//! clean-up and growth. Every locked operation re-probes, so one key never has two slots.
+//!
+//! Invariant (probe runs): no key is separated from its home slot by an `EMPTY` slot. Inserts
+//! keep it by taking the first free slot on the key's own run; tombstones turn back into
+//! `EMPTY` only when the next slot is `EMPTY` (the run ends there anyway).
+//!
+//! Growth builds a larger array, freezes and copies every live key into it, drops the expired
+//! ones, then publishes it (Release). Updaters meet frozen words in the old array and take the
+//! locked path, which waits for the copy. Old arrays are *retired*, not freed: an updater may
+//! still be reading one. They are freed with the table and counted in `bytes`; their total
+//! is at most the size of the current array.
+
+use super::slot::{Attempt, EMPTY, Slot, Step, TOMBSTONE, frozen_word, is_live, tat_of};
+use crate::sync::{AtomicPtr, Mutex, Ordering, lock};
+
+/// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
+const MAX_LOAD_NUM: usize = 5;
+const MAX_LOAD_DEN: usize = 6;
+/// Slots in a new, unsized shard.
+pub(crate) const MIN_LEN: usize = 8;
+/// How many slots around a new key's home are searched for the entry closest to expiry.
+const EVICTION_WINDOW: usize = 64;
+
+/// What to do when a shard holds its share of the capacity and no key has expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FullPolicy {
+    /// Evict the key whose state expires soonest among the keys near the new key's slot (an
+    /// approximation of "closest to expiry" that keeps inserts O(1)); counted in
+    /// [`Stats::forced_evictions`](crate::Stats::forced_evictions). The evicted key is
+    /// forgotten: its next request is treated as its first. The default.
+    #[default]
+    EvictClosestToExpiry,
+    /// Refuse the new key: checks on it fail with
+    /// [`CheckError::TableFull`](crate::CheckError::TableFull); known keys are unaffected.
+    RefuseNewKeys,
+}
+
+/// The shard holds its share of the capacity and the policy refused a new key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Full;
+
+pub(crate) fn len_for_keys(keys: usize) -> usize {
+    keys.saturating_mul(MAX_LOAD_DEN).div_ceil(MAX_LOAD_NUM).max(MIN_LEN)
+}
+
+#[derive(Debug)]
+pub(crate) struct SlotArray {
+    slots: Box<[Slot]>,
+}
+
+impl SlotArray {
+    fn new(len: usize) -> SlotArray {
+        SlotArray {
+            slots: (0..len).map(|_| Slot::new()).collect(),
+        }
+    }
+
+    pub(crate) fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.slots) + std::mem::size_of::<SlotArray>()
+    }
+
+    #[inline]
+    fn home(&self, fp: u64) -> usize {
+        // Multiply-shift onto [0, len): uses all of fp's bits, and differs from the top bits
+        // that (by default) picked the shard.
+        let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((u128::from(mixed) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    #[inline]
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() { 0 } else { i + 1 }
+    }
+
+    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    #[inline]
+    pub(crate) fn find(&self, fp: u64) -> Option<&Slot> {
+        let mut i = self.home(fp);
+        for _ in 0..self.slots.len() {
+            let slot = &self.slots[i];
+            // ordering: Acquire pairs with the Release fp store of an insert, so the state
+            // word read next is at least the frozen word that preceded it (see slot.rs).
+            match slot.fp.load(Ordering::Acquire) {
+                f if f == fp => return Some(slot),
+                EMPTY => return None,
+                _ => i = self.next(i),
+            }
+        }
+        None
+    }
+
+    /// Locked probe: the key's slot, or where a new key could go.
+    fn probe_locked(&self, fp: u64, now: u64) -> Probe {
+        let mut i = self.home(fp);
+        let mut free = None;
+        for _ in 0..self.slots.len() {
+            let slot = &self.slots[i];
+            // ordering: fingerprints only change under the lock we hold.
+            match slot.fp.load(Ordering::Relaxed) {
+                f if f == fp => return Probe::Found(i),
+                EMPTY => return Probe::Absent(free.or(Some(Free::Empty(i)))),
+                TOMBSTONE => free = free.or(Some(Free::Tombstone(i))),
+                _ => {
+                    let word = slot.word();
+                    if free.is_none() && is_live(word) && tat_of(word) <= now {
+                        free = Some(Free::Expired(i));
+                    }
+                }
+            }
+            i = self.next(i);
+        }
+        Probe::Absent(free)
+    }
+
+    /// Puts a key into a fresh, unpublished array.
+    fn place(&self, fp: u64, tat: u64) {
+        let mut i = self.home(fp);
+        // ordering: unpublished; the Release store of the array pointer publishes it.
+        while self.slots[i].fp.load(Ordering::Relaxed) != EMPTY {
+            i = self.next(i);
+        }
+        self.slots[i].hand_over(0, fp, tat);
+    }
+}
+
+enum Probe {
+    Found(usize),
+    Absent(Option<Free>),
+}
+
+#[derive(Clone, Copy)]
+enum Free {
+    Tombstone(usize),
+    Expired(usize),
+    Empty(usize),
+}
+
+/// Counters and bookkeeping, all under the shard lock.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ShardCounts {
+    /// Slots holding a key (live words).
+    pub(crate) used: usize,
+    pub(crate) tombstones: usize,
+    pub(crate) reclaimed: u64,
+    pub(crate) evicted: u64,
+    pub(crate) refused: u64,
+    pub(crate) bytes: usize,
+    pub(crate) retired_bytes: usize,
+    /// No key can expire before this, so a sweep before it would find nothing.
+    next_sweep_at: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    counts: ShardCounts,
+    retired: Vec<AtomicPtr<SlotArray>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shard {
+    /// The current array. Never null; replaced (never freed) by growth under the lock.
+    current: AtomicPtr<SlotArray>,
+    inner: Mutex<Inner>,
+    /// The most keys this shard holds.
+    cap: usize,
+    /// The largest array this shard grows to.
+    max_len: usize,
+}
+
+impl Shard {
+    pub(crate) fn new(initial_len: usize, cap: usize) -> Shard {
+        let max_len = len_for_keys(cap);
+        let array = Box::new(SlotArray::new(initial_len.clamp(MIN_LEN, max_len)));
+        let bytes = array.bytes();
+        Shard {
+            current: AtomicPtr::new(Box::into_raw(array)),
+            inner: Mutex::new(Inner {
+                counts: ShardCounts {
+                    bytes,
+                    ..ShardCounts::default()
+                },
+                retired: Vec::new(),
+            }),
+            cap,
+            max_len,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn array(&self) -> &SlotArray {
+        // ordering: Acquire pairs with the Release store in `grow`: the array's slots are
+        // fully written before we read them.
+        let ptr = self.current.load(Ordering::Acquire);
+        // SAFETY: (1) `ptr` came from `Box::into_raw` and is never null; (2) arrays are freed
+        // only in `Drop`, which has `&mut self`, so none is freed while this `&self` borrow
+        // lives; (3) we only create shared references, and the slots are atomics.
+        unsafe { &*ptr }
+    }
+
+    /// The locked path: runs `f` on the key's TAT, inserting the key if `f` writes and it is
+    /// absent.
+    pub(crate) fn update_locked<R>(
+        &self,
+        fp: u64,
+        now: u64,
+        policy: FullPolicy,
+        f: &mut impl FnMut(u64) -> Step<R>,
+    ) -> Result<R, Full> {
+        let mut inner = lock(&self.inner);
+        let array = self.array();
+        if let Probe::Found(i) = array.probe_locked(fp, now) {
+            match array.slots[i].update(fp, f) {
+                Attempt::Done(out) => return Ok(out),
+                // Only lock holders freeze slots or change fingerprints.
+                Attempt::Frozen | Attempt::Moved => unreachable!("slot changed under the lock"),
+            }
+        }
+        let (write, out) = f(0);
+        if let Some(tat) = write {
+            self.insert(&mut inner, fp, tat, now, policy)?;
+        }
+        Ok(out)
+    }
+
+    /// Forgets a key. Returns whether it was present.
+    pub(crate) fn remove(&self, fp: u64) -> bool {
+        let mut inner = lock(&self.inner);
+        let array = self.array();
+        let Probe::Found(i) = array.probe_locked(fp, 0) else {
+            return false;
+        };
+        let slot = &array.slots[i];
+        if slot.freeze_unless(|_| false).is_none() {
+            return false;
+        }
+        slot.clear(TOMBSTONE);
+        inner.counts.used -= 1;
+        inner.counts.tombstones += 1;
+        true
+    }
+
+    fn insert(
+        &self,
+        inner: &mut Inner,
+        fp: u64,
+        tat: u64,
+        now: u64,
+        policy: FullPolicy,
+    ) -> Result<(), Full> {
+        loop {
+            let array = self.array();
+            let free = match array.probe_locked(fp, now) {
+                Probe::Absent(free) => free,
+                Probe::Found(_) => unreachable!("the caller probed under the same lock"),
+            };
+            let counts = &mut inner.counts;
+            let at_cap = counts.used >= self.cap;
+            let roomy = (counts.used + counts.tombstones + 1) * MAX_LOAD_DEN
+                <= array.slots.len() * MAX_LOAD_NUM
+                || array.slots.len() == self.max_len;
+            match free {
+                Some(Free::Expired(i)) => {
+                    let slot = &array.slots[i];
+                    // Reclaim only if still expired: an updater may have revived it.
+                    if let Some(old) = slot.freeze_unless(|t| t > now) {
+                        slot.hand_over(frozen_word(old), fp, tat);
+                        counts.reclaimed += 1;
+                        counts.next_sweep_at = counts.next_sweep_at.min(tat);
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Some(Free::Tombstone(i)) if !at_cap => {
+                    let slot = &array.slots[i];
+                    slot.hand_over(slot.word(), fp, tat);
+                    counts.used += 1;
+                    counts.tombstones -= 1;
+                    counts.next_sweep_at = counts.next_sweep_at.min(tat);
+                    return Ok(());
+                }
+                Some(Free::Empty(i)) if !at_cap && roomy => {
+                    let slot = &array.slots[i];
+                    slot.hand_over(slot.word(), fp, tat);
+                    counts.used += 1;
+                    counts.next_sweep_at = counts.next_sweep_at.min(tat);
+                    return Ok(());
+                }
+                _ => {}
+            }
+            // No room on this key's run: make some, then probe again.
+            if now >= counts.next_sweep_at && self.sweep(array, counts, now) > 0 {
+                continue;
+            }
+            if !at_cap && array.slots.len() < self.max_len {
+                self.grow(inner, now);
+                continue;
+            }
+            match policy {
+                FullPolicy::RefuseNewKeys => {
+                    counts.refused += 1;
+                    return Err(Full);
+                }
+                FullPolicy::EvictClosestToExpiry => self.evict_near(array, counts, fp),
+            }
+        }
+    }
+
+    /// Tombstones every expired key, then turns tombstones that end a run back into `EMPTY`.
+    /// Returns how many keys it reclaimed.
+    fn sweep(&self, array: &SlotArray, counts: &mut ShardCounts, now: u64) -> usize {
+        let mut reclaimed = 0;
+        let mut earliest_live = u64::MAX;
+        for slot in array.slots.iter() {
+            let word = slot.word();
+            if !is_live(word) {
+                continue;
+            }
+            if slot.freeze_unless(|t| t > now).is_some() {
+                slot.clear(TOMBSTONE);
+                reclaimed += 1;
+            } else {
+                // TATs only grow outside the lock, so this bounds the next expiry from below.
+                earliest_live = earliest_live.min(tat_of(slot.word()));
+            }
+        }
+        counts.used -= reclaimed;
+        counts.tombstones += reclaimed;
+        counts.reclaimed += reclaimed as u64;
+        counts.next_sweep_at = earliest_live;
+        counts.tombstones -= Self::trim_tombstones(array);
+        reclaimed
+    }
+
+    /// Turns each tombstone directly before an `EMPTY` slot into `EMPTY`, repeatedly.
+    fn trim_tombstones(array: &SlotArray) -> usize {
+        let len = array.slots.len();
+        let fp_at = |i: usize| array.slots[i].fp.load(Ordering::Relaxed);
+        let mut trimmed = 0;
+        for i in 0..len {
+            if fp_at(i) != EMPTY {
+                continue;
+            }
+            let mut j = if i == 0 { len - 1 } else { i - 1 };
+            while j != i && fp_at(j) == TOMBSTONE {
+                array.slots[j].clear(EMPTY);
+                trimmed += 1;
+                j = if j == 0 { len - 1 } else { j - 1 };
+            }
+        }
+        trimmed
+    }
+
+    /// Forcibly evicts the key closest to expiry among those near `fp`'s home.
+    fn evict_near(&self, array: &SlotArray, counts: &mut ShardCounts, fp: u64) {
+        let len = array.slots.len();
+        let start = array.home(fp);
+        let pick = |window: usize| {
+            (0..window)
+                .map(|k| (start + k) % len)
+                .filter_map(|i| {
+                    let word = array.slots[i].word();
+                    is_live(word).then_some((tat_of(word), i))
+                })
+                .min()
+        };
+        let victim = pick(EVICTION_WINDOW.min(len)).or_else(|| pick(len));
+        let Some((_, i)) = victim else {
+            unreachable!("a shard at its cap holds live keys")
+        };
+        let slot = &array.slots[i];
+        if slot.freeze_unless(|_| false).is_some() {
+            slot.clear(TOMBSTONE);
+            counts.used -= 1;
+            counts.tombstones += 1;
+            counts.evicted += 1;
+        }
+    }
+
+    /// Moves every unexpired key into an array twice the size (up to `max_len`).
+    fn grow(&self, inner: &mut Inner, now: u64) {
+        let old = self.array();
+        let len = (old.slots.len() * 2).clamp(MIN_LEN, self.max_len);
+        let new = Box::new(SlotArray::new(len));
+        let counts = &mut inner.counts;
+        let mut used = 0;
+        let mut earliest_live = u64::MAX;
+        for slot in old.slots.iter() {
+            // After this freeze no updater can change the word: they go to the locked path,
+            // which waits for us.
+            let Some(word) = slot.freeze_unless(|_| false) else {
+                continue;
+            };
+            let tat = tat_of(word);
+            if tat <= now {
+                counts.reclaimed += 1;
+            } else {
+                // ordering: the fingerprint only changes under the lock we hold.
+                new.place(slot.fp.load(Ordering::Relaxed), tat);
+                used += 1;
+                earliest_live = earliest_live.min(tat);
+            }
+        }
+        counts.used = used;
+        counts.tombstones = 0;
+        counts.next_sweep_at = earliest_live;
+        counts.retired_bytes += old.bytes();
+        counts.bytes = counts.retired_bytes + new.bytes();
+        let new = Box::into_raw(new);
+        // ordering: Release publishes the fully built array to `array()`'s Acquire load.
+        let old = self.current.swap(new, Ordering::AcqRel);
+        inner.retired.push(AtomicPtr::new(old));
+    }
+
+    pub(crate) fn counts(&self) -> ShardCounts {
+        lock(&self.inner).counts.clone()
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        // ordering: `&mut self`: no other thread can touch these any more.
+        let current = self.current.load(Ordering::Relaxed);
+        let retired: Vec<_> = lock(&self.inner)
+            .retired
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .collect();
+        for ptr in std::iter::once(current).chain(retired) {
+            // SAFETY: (1) every pointer came from `Box::into_raw` in `new` or `grow`; (2) each
+            // is current or retired, never both, so each is freed once; (3) `&mut self` means
+            // no reader holds a reference into any array.
+            drop(unsafe { Box::from_raw(ptr) });
+        }
+    }
+}
