@@ -7,8 +7,6 @@
 //! Notation: emission interval `T`, burst `b`, tolerance `tau = (b - 1)·T`. A stored TAT that is
 //! `<= now` carries no information: it behaves exactly like an absent key (TAT 0).
 
-use crate::quota::Quota;
-
 /// The largest `now` the math accepts (about 9 years after the clock's origin); later
 /// timestamps saturate here. With a window of at most 2^58 ns every TAT then fits in 59 bits.
 pub(crate) const MAX_NOW: u64 = (1 << 58) - 1;
@@ -37,11 +35,11 @@ pub(crate) enum Decision {
 
 impl Gcra {
     #[cfg(test)]
-    pub(crate) fn new(quota: Quota) -> Gcra {
+    pub(crate) fn new(quota: crate::quota::Quota) -> Gcra {
         Gcra::from_parts(quota.interval_nanos(), quota.burst())
     }
 
-    /// From an interval and burst that a [`Quota`] validated (`interval >= 1`, `burst >= 1`,
+    /// From an interval and burst that a `Quota` validated (`interval >= 1`, `burst >= 1`,
     /// `interval × burst <= 2^58`).
     #[inline]
     pub(crate) fn from_parts(interval: u64, burst: u32) -> Gcra {
@@ -123,6 +121,7 @@ impl Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quota::Quota;
     use std::time::Duration;
 
     const MS: u64 = 1_000_000;

@@ -2,13 +2,19 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-#[cfg(feature = "foldhash")]
+#[cfg(all(feature = "foldhash", not(tollgate_loom)))]
 type InnerState = foldhash::fast::RandomState;
-#[cfg(feature = "foldhash")]
+#[cfg(all(feature = "foldhash", not(tollgate_loom)))]
 type InnerHasher = foldhash::fast::FoldHasher<'static>;
-#[cfg(not(feature = "foldhash"))]
+#[cfg(all(not(feature = "foldhash"), not(tollgate_loom)))]
 type InnerState = std::hash::RandomState;
-#[cfg(not(feature = "foldhash"))]
+#[cfg(all(not(feature = "foldhash"), not(tollgate_loom)))]
+type InnerHasher = std::hash::DefaultHasher;
+// Loom replays each model many times and needs every run to take the same branches, so the
+// models hash with a fixed (unseeded) SipHash.
+#[cfg(tollgate_loom)]
+type InnerState = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
+#[cfg(tollgate_loom)]
 type InnerHasher = std::hash::DefaultHasher;
 
 /// tollgate's default hasher: randomly seeded per instance, so nobody outside the process can

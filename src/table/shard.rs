@@ -20,8 +20,11 @@ use crate::sync::{AtomicPtr, Mutex, Ordering, lock};
 /// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
 const MAX_LOAD_NUM: usize = 5;
 const MAX_LOAD_DEN: usize = 6;
-/// Slots in a new, unsized shard.
+/// Slots in a new, unsized shard. Loom models use tiny shards to force collisions and reuse.
+#[cfg(not(tollgate_loom))]
 pub(crate) const MIN_LEN: usize = 8;
+#[cfg(tollgate_loom)]
+pub(crate) const MIN_LEN: usize = 2;
 /// How many slots around a new key's home are searched for the entry closest to expiry.
 const EVICTION_WINDOW: usize = 64;
 

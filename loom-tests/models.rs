@@ -1,0 +1,1 @@
+#![cfg(tollgate_loom)]
