@@ -30,10 +30,26 @@ struct Class {
 }
 
 const CLASSES: [Class; 4] = [
-    Class { name: "idle", clients: 60_000, rate: 0.2 },
-    Class { name: "steady", clients: 30_000, rate: 5.0 },
-    Class { name: "bursty", clients: 6_000, rate: 40.0 },
-    Class { name: "abusive", clients: 500, rate: 1_500.0 },
+    Class {
+        name: "idle",
+        clients: 60_000,
+        rate: 0.2,
+    },
+    Class {
+        name: "steady",
+        clients: 30_000,
+        rate: 5.0,
+    },
+    Class {
+        name: "bursty",
+        clients: 6_000,
+        rate: 40.0,
+    },
+    Class {
+        name: "abusive",
+        clients: 500,
+        rate: 1_500.0,
+    },
 ];
 
 struct Args {
@@ -43,13 +59,24 @@ struct Args {
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { seconds: 60, threads: 2, scale: 1.0 };
+    let mut args = Args {
+        seconds: 60,
+        threads: 2,
+        scale: 1.0,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| usage(&format!("{flag} needs a value")));
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
+        };
         match flag.as_str() {
-            "--seconds" => args.seconds = value().parse().unwrap_or_else(|_| usage("bad --seconds")),
-            "--threads" => args.threads = value().parse().unwrap_or_else(|_| usage("bad --threads")),
+            "--seconds" => {
+                args.seconds = value().parse().unwrap_or_else(|_| usage("bad --seconds"))
+            }
+            "--threads" => {
+                args.threads = value().parse().unwrap_or_else(|_| usage("bad --threads"))
+            }
             "--scale" => args.scale = value().parse().unwrap_or_else(|_| usage("bad --scale")),
             "--help" | "-h" => usage(""),
             other => usage(&format!("unknown flag {other}")),
@@ -65,7 +92,9 @@ fn usage(msg: &str) -> ! {
     if !msg.is_empty() {
         eprintln!("error: {msg}");
     }
-    eprintln!("usage: api_server [--seconds N (virtual)] [--threads N] [--scale F (client count factor)]");
+    eprintln!(
+        "usage: api_server [--seconds N (virtual)] [--threads N] [--scale F (client count factor)]"
+    );
     std::process::exit(2)
 }
 
@@ -132,7 +161,10 @@ fn main() {
                     s.spawn(move || run_slice(limiter, clients, slice_start, slice_end))
                 })
                 .collect();
-            workers.into_iter().map(|w| w.join().expect("worker panicked")).sum::<u64>()
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("worker panicked"))
+                .sum::<u64>()
         });
         slice_start = slice_end;
         let elapsed = started.elapsed().as_secs_f64();
@@ -177,7 +209,9 @@ fn run_step(limiter: &Limiter<u64>, clients: &mut [Client], until: u64) -> u64 {
             checks += 1;
             match limiter.check_at(&c.key, Timestamp::from_nanos(at)) {
                 Ok(_) => c.allowed += 1,
-                Err(_) if c.interval >= 1_000_000_000 / u64::from(RATE) => c.refused_under_rate += 1,
+                Err(_) if c.interval >= 1_000_000_000 / u64::from(RATE) => {
+                    c.refused_under_rate += 1
+                }
                 Err(_) => {}
             }
             c.next += c.interval;

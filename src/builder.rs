@@ -65,7 +65,10 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// If `capacity` is zero.
     #[track_caller]
     pub fn capacity(mut self, capacity: usize) -> Self {
-        assert!(capacity > 0, "Builder::capacity(0): a limiter must hold at least one key");
+        assert!(
+            capacity > 0,
+            "Builder::capacity(0): a limiter must hold at least one key"
+        );
         self.config.capacity = capacity;
         self
     }
@@ -91,7 +94,10 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// If `shards` is zero.
     #[track_caller]
     pub fn shards(mut self, shards: usize) -> Self {
-        assert!(shards > 0, "Builder::shards(0): a table needs at least one shard");
+        assert!(
+            shards > 0,
+            "Builder::shards(0): a table needs at least one shard"
+        );
         self.config.shards = shards;
         self
     }

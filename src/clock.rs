@@ -130,11 +130,11 @@ impl Clock for MonotonicClock {
 /// use tollgate::{Limiter, ManualClock, Quota};
 ///
 /// let clock = ManualClock::new();
-/// let limiter = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
-/// assert!(limiter.check(&"k").is_ok());
-/// assert!(limiter.check(&"k").is_err());
+/// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
+/// assert!(limiter.check("k").is_ok());
+/// assert!(limiter.check("k").is_err());
 /// clock.advance(Duration::from_secs(1));
-/// assert!(limiter.check(&"k").is_ok());
+/// assert!(limiter.check("k").is_ok());
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
@@ -164,7 +164,10 @@ impl ManualClock {
     /// If `t` is earlier than the current time: clocks are monotonic.
     pub fn set(&self, t: Timestamp) {
         let old = self.nanos.fetch_max(t.0, Ordering::Relaxed);
-        assert!(old <= t.0, "ManualClock::set({t:?}) would move time backwards");
+        assert!(
+            old <= t.0,
+            "ManualClock::set({t:?}) would move time backwards"
+        );
     }
 }
 

@@ -141,7 +141,12 @@ mod tests {
                 d => panic!("{d:?}"),
             }
         }
-        assert_eq!(g.decide(tat, now, 1), Decision::Deny { admit_at: now + 500 * MS });
+        assert_eq!(
+            g.decide(tat, now, 1),
+            Decision::Deny {
+                admit_at: now + 500 * MS
+            }
+        );
         assert_eq!(g.remaining(tat, now), 0);
     }
 
@@ -164,8 +169,16 @@ mod tests {
         let g = gcra(Quota::per_second(4));
         let now = 5_000 * MS;
         let tat = g.penalized(0, now, 2_000 * MS);
-        assert_eq!(g.decide(tat, now + 1_999 * MS, 1), Decision::Deny { admit_at: now + 2_000 * MS });
-        assert!(matches!(g.decide(tat, now + 2_000 * MS, 1), Decision::Admit { .. }));
+        assert_eq!(
+            g.decide(tat, now + 1_999 * MS, 1),
+            Decision::Deny {
+                admit_at: now + 2_000 * MS
+            }
+        );
+        assert!(matches!(
+            g.decide(tat, now + 2_000 * MS, 1),
+            Decision::Admit { .. }
+        ));
         // Saturates instead of overflowing.
         assert_eq!(g.penalized(0, now, u64::MAX), MAX_TAT);
     }
@@ -178,6 +191,9 @@ mod tests {
             panic!()
         };
         assert!(new_tat <= MAX_TAT);
-        assert!(matches!(g.decide(new_tat, u64::MAX, 1), Decision::Deny { .. }));
+        assert!(matches!(
+            g.decide(new_tat, u64::MAX, 1),
+            Decision::Deny { .. }
+        ));
     }
 }

@@ -29,7 +29,12 @@
 //! protocol that keeps a check on one key from touching another key's state when slots are
 //! reused is described (and model-checked with loom) in the table's source, `src/table/`.
 
-#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
 
 mod builder;
 mod clock;
@@ -53,3 +58,8 @@ pub use outcome::{Admitted, CheckError, TableFull};
 pub use quota::{Quota, QuotaError};
 pub use stats::Stats;
 pub use table::FullPolicy;
+
+/// The README's examples, compiled and run as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

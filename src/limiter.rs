@@ -34,7 +34,7 @@ use crate::table::{Full, Table, fingerprint};
 /// ```
 /// use tollgate::{Limiter, Quota};
 ///
-/// let limiter = Limiter::keyed(Quota::per_second(2));
+/// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(2));
 /// assert!(limiter.check("10.0.0.1").is_ok());
 /// assert!(limiter.check("10.0.0.1").is_ok());
 /// let err = limiter.check("10.0.0.1").unwrap_err();
@@ -140,9 +140,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter = Limiter::keyed(Quota::per_second(10));
-    /// assert!(limiter.check_n(&7u32, 10).is_ok());
-    /// assert!(limiter.check_n(&7u32, 11).unwrap_err().is_insufficient_capacity());
+    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(10));
+    /// assert!(limiter.check_n(&7, 10).is_ok());
+    /// assert!(limiter.check_n(&7, 11).unwrap_err().is_insufficient_capacity());
     /// ```
     #[inline]
     pub fn check_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, CheckError>
@@ -226,7 +226,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// use tollgate::{Limiter, ManualClock, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter = Limiter::builder(Quota::per_second(100)).clock(clock.clone()).build();
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(100)).clock(clock.clone()).build();
     /// limiter.penalize("api.example.com", Duration::from_secs(30)).unwrap();
     /// assert_eq!(
     ///     limiter.check("api.example.com").unwrap_err().retry_after(),

@@ -14,8 +14,8 @@ use crate::gcra::{Decision, Gcra};
 /// ```
 /// use tollgate::{Limiter, Quota};
 ///
-/// let limiter = Limiter::keyed(Quota::per_second(10));
-/// let ok = limiter.check(&"client").unwrap();
+/// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(10));
+/// let ok = limiter.check("client").unwrap();
 /// assert_eq!(ok.limit(), 10);
 /// assert_eq!(ok.remaining(), 9);
 /// assert!(ok.reset_after() <= std::time::Duration::from_millis(100));
@@ -129,7 +129,11 @@ pub struct TableFull {
 
 impl fmt::Display for TableFull {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the limiter holds its capacity of {} keys and refuses new ones", self.capacity)
+        write!(
+            f,
+            "the limiter holds its capacity of {} keys and refuses new ones",
+            self.capacity
+        )
     }
 }
 
@@ -138,7 +142,11 @@ impl std::error::Error for TableFull {}
 /// The check every limiter runs on one stored TAT: the closure's `(write, verdict)`.
 /// `Ok(tat)` is the admitted TAT (0 cells admit without writing), `Err(admit_at)` a refusal.
 #[inline]
-pub(crate) fn check_step(gcra: Gcra, now: u64, n: u32) -> impl Fn(u64) -> (Option<u64>, Result<u64, u64>) {
+pub(crate) fn check_step(
+    gcra: Gcra,
+    now: u64,
+    n: u32,
+) -> impl Fn(u64) -> (Option<u64>, Result<u64, u64>) {
     move |tat| {
         if n == 0 {
             return (None, Ok(tat));

@@ -221,9 +221,9 @@ impl fmt::Display for QuotaError {
                 f,
                 "{cells} cells per {period:?} is more than one per nanosecond, the clock's resolution"
             ),
-            QuotaError::WindowTooLong => {
-                f.write_str("burst × interval exceeds the longest supported window (2^58 ns, about 9 years)")
-            }
+            QuotaError::WindowTooLong => f.write_str(
+                "burst × interval exceeds the longest supported window (2^58 ns, about 9 years)",
+            ),
         }
     }
 }
@@ -251,14 +251,23 @@ mod tests {
 
     #[test]
     fn bad_input_is_an_error() {
-        assert_eq!(Quota::new(0, Duration::from_secs(1)), Err(QuotaError::ZeroCells));
+        assert_eq!(
+            Quota::new(0, Duration::from_secs(1)),
+            Err(QuotaError::ZeroCells)
+        );
         assert_eq!(Quota::new(1, Duration::ZERO), Err(QuotaError::ZeroPeriod));
         assert!(matches!(
             Quota::new(2, Duration::from_nanos(1)),
             Err(QuotaError::IntervalBelowOneNanosecond { .. })
         ));
-        assert_eq!(Quota::try_with_period(Duration::MAX), Err(QuotaError::WindowTooLong));
-        assert_eq!(Quota::per_second(1).try_allow_burst(0), Err(QuotaError::ZeroBurst));
+        assert_eq!(
+            Quota::try_with_period(Duration::MAX),
+            Err(QuotaError::WindowTooLong)
+        );
+        assert_eq!(
+            Quota::per_second(1).try_allow_burst(0),
+            Err(QuotaError::ZeroBurst)
+        );
         assert_eq!(
             Quota::per_hour(1).try_allow_burst(u32::MAX),
             Err(QuotaError::WindowTooLong)

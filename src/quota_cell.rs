@@ -72,7 +72,8 @@ impl QuotaCell {
         fence(Ordering::Release);
         self.interval
             .store(quota.interval_nanos(), Ordering::Relaxed);
-        self.burst.store(u64::from(quota.burst()), Ordering::Relaxed);
+        self.burst
+            .store(u64::from(quota.burst()), Ordering::Relaxed);
         // ordering: Release publishes the data to readers that Acquire this even `seq`.
         self.seq.store(seq + 2, Ordering::Release);
     }

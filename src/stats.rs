@@ -77,7 +77,9 @@ impl Counters {
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         let stripes = (2 * threads).next_power_of_two().clamp(2, 128);
         Counters {
-            stripes: (0..stripes).map(|_| CachePadded::new(Stripe::default())).collect(),
+            stripes: (0..stripes)
+                .map(|_| CachePadded::new(Stripe::default()))
+                .collect(),
         }
     }
 

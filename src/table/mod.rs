@@ -12,8 +12,8 @@ mod slot;
 
 use crossbeam_utils::CachePadded;
 
-pub use shard::FullPolicy;
 pub(crate) use shard::Full;
+pub use shard::FullPolicy;
 pub(crate) use slot::Step;
 
 use shard::{MIN_LEN, Shard, len_for_keys};
@@ -228,7 +228,9 @@ mod tests {
         // form one probe run, and each keeps its own state through updates and reuse.
         let t = table(6, FullPolicy::RefuseNewKeys);
         let array_len = 8;
-        let home = |fp: u64| ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * array_len) >> 64) as u64;
+        let home = |fp: u64| {
+            ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * array_len) >> 64) as u64
+        };
         let fps: Vec<u64> = (2..).filter(|&fp| home(fp) == 3).take(6).collect();
         let tat = |i: usize| if i == 2 { 50 } else { 200 + i as u64 };
         for (i, &fp) in fps.iter().enumerate() {

@@ -47,7 +47,9 @@ pub enum FullPolicy {
 pub(crate) struct Full;
 
 pub(crate) fn len_for_keys(keys: usize) -> usize {
-    keys.saturating_mul(MAX_LOAD_DEN).div_ceil(MAX_LOAD_NUM).max(MIN_LEN)
+    keys.saturating_mul(MAX_LOAD_DEN)
+        .div_ceil(MAX_LOAD_NUM)
+        .max(MIN_LEN)
 }
 
 #[derive(Debug)]
