@@ -1,1 +1,945 @@
-fn main() {}
+//! The `check` benchmark: scenarios A–E of DESIGN.md §5, with tollgate beside governor 0.10
+//! (keyed), a `Mutex<HashMap>` GCRA and the `ideal` array, all in one process run.
+//!
+//! ```text
+//! cargo bench --bench check                                  # full run (~2 min on 2 cores)
+//! TOLLGATE_BENCH_QUICK=1 cargo bench --bench check           # smoke run (< 30 s)
+//! cargo bench --bench check --no-default-features            # SipHash instead of foldhash
+//! TOLLGATE_BENCH_SCENARIOS=ABE cargo bench --bench check     # a subset (letters of PXABCDE)
+//! ```
+//!
+//! Every figure is nanoseconds per check (for two threads: wall time divided by the checks
+//! of both threads, i.e. the inverse of throughput), the median over rounds with min–max.
+//! Within a round the limiters take turns, starting with a different one each round, so slow
+//! phases of a noisy machine spread over all of them; one untimed warm-up round comes first.
+//! The markdown tables on stdout are meant for BENCHMARKS.md; progress goes to stderr.
+//!
+//! Built as a test (`cargo test --all-targets`, no `--bench` argument) it runs every
+//! scenario once on tiny sizes, as a smoke test of the harness itself.
+
+mod common;
+
+use std::hash::BuildHasher;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use common::subjects::{
+    DENY, ExplicitTime, Governor, Ideal, LIVE, Naive, Subject, Tollgate, TollgatePresized,
+};
+use common::{Config, Rng, Summary, loadavg, peak_rss_bytes, rss_bytes, run_threads, sig};
+
+/// One round of a measurement: returns nanoseconds per operation.
+type RoundFn<'a> = Box<dyn FnMut() -> f64 + 'a>;
+
+/// Runs one warm-up round and `rounds` timed rounds of every entry, taking turns.
+fn interleave(
+    label: &str,
+    rounds: usize,
+    mut entries: Vec<(&'static str, RoundFn<'_>)>,
+) -> Vec<(&'static str, Summary)> {
+    let n = entries.len();
+    let mut samples = vec![Vec::with_capacity(rounds); n];
+    for round in 0..=rounds {
+        for j in 0..n {
+            let i = (round + j) % n;
+            let ns = (entries[i].1)();
+            if round > 0 {
+                samples[i].push(ns);
+            }
+        }
+    }
+    entries
+        .iter()
+        .zip(&samples)
+        .map(|((name, _), s)| {
+            let sum = Summary::of(s);
+            let raw: Vec<String> = s.iter().map(|x| sig(*x)).collect();
+            eprintln!("  {label:<4} {name:<18} {sum}   rounds: {}", raw.join(" "));
+            (*name, sum)
+        })
+        .collect()
+}
+
+fn find(results: &[(&'static str, Summary)], name: &str) -> Option<Summary> {
+    results.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+// ---------------------------------------------------------------------------------------
+// primitives
+
+fn primitives(cfg: &Config) -> Vec<(&'static str, Summary)> {
+    let iters = cfg.prim_iters;
+    let per_op = move |start: Instant| start.elapsed().as_nanos() as f64 / iters as f64;
+
+    let limiter = tollgate::Limiter::<u64>::keyed(live_quota());
+    let quanta = governor::clock::QuantaClock::default();
+    let tg_hash = tollgate::RandomState::new();
+    let sip_hash = std::hash::RandomState::new();
+    let counter = crossbeam_utils::CachePadded::new(AtomicU64::new(0));
+    let cas = crossbeam_utils::CachePadded::new(AtomicU64::new(0));
+    thread_local! {
+        static STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    }
+
+    let entries: Vec<(&'static str, RoundFn<'_>)> = vec![
+        (
+            "Instant::now()",
+            Box::new(|| {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    black_box(Instant::now());
+                }
+                per_op(t)
+            }),
+        ),
+        (
+            "origin.elapsed() as u64 ns (the ideal's clock)",
+            Box::new(|| {
+                let origin = Instant::now();
+                let t = Instant::now();
+                for _ in 0..iters {
+                    black_box(origin.elapsed().as_nanos() as u64);
+                }
+                per_op(t)
+            }),
+        ),
+        (
+            "tollgate limiter.now()",
+            Box::new(|| {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    black_box(limiter.now());
+                }
+                per_op(t)
+            }),
+        ),
+        (
+            "governor QuantaClock::now()",
+            Box::new(|| {
+                use governor::clock::Clock;
+                let t = Instant::now();
+                for _ in 0..iters {
+                    black_box(quanta.now());
+                }
+                per_op(t)
+            }),
+        ),
+        (
+            "tollgate RandomState hash_one(u64), chained",
+            Box::new(|| {
+                let t = Instant::now();
+                // Chained, so this is latency (as on a check's path to its load).
+                let mut x = 0u64;
+                for _ in 0..iters {
+                    x = tg_hash.hash_one(x);
+                }
+                black_box(x);
+                per_op(t)
+            }),
+        ),
+        (
+            "std RandomState (SipHash) hash_one(u64), chained",
+            Box::new(|| {
+                let t = Instant::now();
+                // Chained, so this is latency (as on a check's path to its load).
+                let mut x = 0u64;
+                for _ in 0..iters {
+                    x = sip_hash.hash_one(x);
+                }
+                black_box(x);
+                per_op(t)
+            }),
+        ),
+        (
+            "thread-local stripe + fetch_add",
+            Box::new(|| {
+                // What tollgate's per-check statistics cost: a thread-local read and an
+                // uncontended atomic add (see src/stats.rs).
+                let t = Instant::now();
+                for _ in 0..iters {
+                    let i = STRIPE.with(|s| {
+                        if s.get() == usize::MAX {
+                            s.set(0);
+                        }
+                        s.get()
+                    });
+                    black_box(i);
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                per_op(t)
+            }),
+        ),
+        (
+            "uncontended CAS",
+            Box::new(|| {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    let v = cas.load(Ordering::Relaxed);
+                    black_box(cas.compare_exchange_weak(
+                        v,
+                        v + 1,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ))
+                    .ok();
+                }
+                per_op(t)
+            }),
+        ),
+    ];
+    interleave("P", cfg.rounds, entries)
+}
+
+fn live_quota() -> tollgate::Quota {
+    tollgate::Quota::with_period(LIVE.interval).allow_burst(LIVE.burst)
+}
+
+// ---------------------------------------------------------------------------------------
+// A. 1 thread, one hot key, allow
+
+/// The ideal's array size in A. Hot keys are consecutive integers, which its Fibonacci
+/// hashing spreads over 2^16 slots without collisions (a shared slot would pool two keys'
+/// bursts and deny).
+const A_IDEAL_SLOTS: usize = 1 << 16;
+
+/// The hot key changes every `a_block` checks (fewer than the live burst) so it is never
+/// denied; the first check of each block inserts, amortised over the block.
+fn scenario_a<S: Subject + 'static>(cfg: &Config) -> RoundFn<'static> {
+    let s = S::build(LIVE, A_IDEAL_SLOTS);
+    let mut key = 0u64;
+    let (block, blocks) = (cfg.a_block, cfg.a_blocks);
+    Box::new(move || {
+        let start = Instant::now();
+        let mut ok = 0u64;
+        for _ in 0..blocks {
+            key += 1;
+            for _ in 0..block {
+                ok += u64::from(s.check(black_box(key)));
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (blocks * block) as f64;
+        assert_eq!(ok, (blocks * block) as u64, "{}: A denied a check", S::NAME);
+        ns
+    })
+}
+
+/// A without the clock: one time read per block, then `check_at`.
+fn scenario_a_at<S: ExplicitTime + 'static>(cfg: &Config) -> RoundFn<'static> {
+    let s = S::build(LIVE, A_IDEAL_SLOTS);
+    let mut key = 0u64;
+    let (block, blocks) = (cfg.a_block, cfg.a_blocks);
+    Box::new(move || {
+        let start = Instant::now();
+        let mut ok = 0u64;
+        for _ in 0..blocks {
+            key += 1;
+            let now = s.now_ns();
+            for _ in 0..block {
+                ok += u64::from(s.check_at(black_box(key), now));
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (blocks * block) as f64;
+        assert_eq!(
+            ok,
+            (blocks * block) as u64,
+            "{}: A/at denied a check",
+            S::NAME
+        );
+        ns
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// B. 1 thread, many live keys, random order
+
+fn scenario_b<'a, S: Subject + 'a>(keys: &'a [u64], order: &'a [u64]) -> RoundFn<'a> {
+    let s = S::build(LIVE, keys.len());
+    for &k in keys {
+        assert!(s.check(k), "{}: B pre-insert denied", S::NAME);
+    }
+    Box::new(move || {
+        let start = Instant::now();
+        let mut ok = 0u64;
+        for &k in order {
+            ok += u64::from(s.check(k));
+        }
+        let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
+        assert_eq!(ok, order.len() as u64, "{}: B denied a check", S::NAME);
+        ns
+    })
+}
+
+/// B without the clock: one time read per round.
+fn scenario_b_at<'a, S: ExplicitTime + 'a>(keys: &'a [u64], order: &'a [u64]) -> RoundFn<'a> {
+    let s = S::build(LIVE, keys.len());
+    for &k in keys {
+        assert!(s.check(k), "{}: B pre-insert denied", S::NAME);
+    }
+    Box::new(move || {
+        let start = Instant::now();
+        let now = s.now_ns();
+        let mut ok = 0u64;
+        for &k in order {
+            ok += u64::from(s.check_at(k, now));
+        }
+        let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
+        assert_eq!(ok, order.len() as u64, "{}: B/at denied a check", S::NAME);
+        ns
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// C. insert many new live keys
+
+#[derive(Debug, Clone, Copy)]
+struct CRound {
+    ns: f64,
+    reported: Option<(usize, usize)>,
+    held: usize,
+    remembered: Option<bool>,
+}
+
+fn scenario_c<S: Subject>(keys: &[u64], verify: bool) -> CRound {
+    let s = S::build(LIVE, keys.len());
+    let start = Instant::now();
+    let mut ok = 0u64;
+    for &k in keys {
+        ok += u64::from(s.check(k));
+    }
+    let ns = start.elapsed().as_nanos() as f64 / keys.len() as f64;
+    assert_eq!(ok, keys.len() as u64, "{}: C denied a new key", S::NAME);
+    let round = CRound {
+        ns,
+        reported: s.reported_bytes(),
+        held: s.keys_held(),
+        remembered: if verify {
+            s.verify_remembered(keys)
+        } else {
+            None
+        },
+    };
+    drop(s);
+    round
+}
+
+/// Memory of one filled limiter, measured in a fresh child process so that memory freed
+/// by earlier rounds (and kept resident by the allocator) cannot hide new allocations.
+#[derive(Debug, Clone, Copy)]
+struct Mem {
+    /// RSS after the inserts minus RSS just before building the limiter.
+    rss_delta: usize,
+    /// Peak RSS (`VmHWM`) after the inserts minus RSS before building: includes the old and
+    /// new tables that coexist while a hash table grows.
+    peak_delta: usize,
+}
+
+/// The child's side: build, fill, print the RSS figures on one line.
+fn c_memory_child<S: Subject>(n: usize) {
+    let keys = Rng::new(0xC).keys(n);
+    let before = rss_bytes().expect("/proc/self/statm");
+    let s = S::build(LIVE, n);
+    for &k in &keys {
+        assert!(s.check(k), "{}: C denied a new key", S::NAME);
+    }
+    let after = rss_bytes().expect("/proc/self/statm");
+    let peak = peak_rss_bytes().expect("/proc/self/status");
+    println!(
+        "{CHILD_TAG} {} {}",
+        after.saturating_sub(before),
+        peak.saturating_sub(before)
+    );
+}
+
+const CHILD_ENV: &str = "TOLLGATE_BENCH_CHILD";
+const CHILD_KEYS_ENV: &str = "TOLLGATE_BENCH_CHILD_KEYS";
+const CHILD_TAG: &str = "TOLLGATE_BENCH_CHILD_RESULT";
+
+/// A limiter of scenario C: its in-process timing round and its child memory measurement.
+struct CSubject {
+    name: &'static str,
+    time: fn(&[u64], bool) -> CRound,
+    memory: fn(usize),
+}
+
+const fn c_subject<S: Subject>() -> CSubject {
+    CSubject {
+        name: S::NAME,
+        time: scenario_c::<S>,
+        memory: c_memory_child::<S>,
+    }
+}
+
+const C_SUBJECTS: [CSubject; 5] = [
+    c_subject::<Tollgate>(),
+    c_subject::<TollgatePresized>(),
+    c_subject::<Governor>(),
+    c_subject::<Naive>(),
+    c_subject::<Ideal>(),
+];
+
+/// Runs this executable again as a child measuring subject `index` of [`C_SUBJECTS`].
+fn c_memory_in_child(index: usize, n: usize) -> Option<Mem> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .env(CHILD_ENV, index.to_string())
+        .env(CHILD_KEYS_ENV, n.to_string())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "  C    child for {} failed: {}",
+            C_SUBJECTS[index].name, out.status
+        );
+        return None;
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.starts_with(CHILD_TAG))?;
+    let mut fields = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse::<usize>().ok());
+    Some(Mem {
+        rss_delta: fields.next()??,
+        peak_delta: fields.next()??,
+    })
+}
+
+/// If this process is a scenario-C memory child, does its job and returns `true`.
+fn run_as_child() -> bool {
+    let Ok(index) = std::env::var(CHILD_ENV) else {
+        return false;
+    };
+    let index: usize = index.parse().expect("child index");
+    let n: usize = std::env::var(CHILD_KEYS_ENV)
+        .expect("child key count")
+        .parse()
+        .expect("child key count");
+    (C_SUBJECTS[index].memory)(n);
+    true
+}
+
+struct CResult {
+    name: &'static str,
+    ns: Summary,
+    rounds: Vec<CRound>,
+    mem: Option<Mem>,
+}
+
+fn run_c(cfg: &Config) -> Vec<CResult> {
+    let keys = Rng::new(0xC).keys(cfg.c_keys);
+    let mut rounds: Vec<Vec<CRound>> = vec![Vec::new(); C_SUBJECTS.len()];
+    for round in 0..cfg.c_rounds {
+        for j in 0..C_SUBJECTS.len() {
+            let i = (round + j) % C_SUBJECTS.len();
+            let CSubject { name, time, .. } = C_SUBJECTS[i];
+            let r = time(&keys, round == 0);
+            eprintln!("  C    {name:<18} round {round}: {} ns/key", sig(r.ns));
+            rounds[i].push(r);
+        }
+    }
+    drop(keys);
+    C_SUBJECTS
+        .iter()
+        .zip(rounds)
+        .enumerate()
+        .map(|(i, (CSubject { name, .. }, rounds))| {
+            let ns: Vec<f64> = rounds.iter().map(|r| r.ns).collect();
+            let mem = c_memory_in_child(i, cfg.c_keys);
+            if let Some(m) = mem {
+                eprintln!(
+                    "  C    {name:<18} fresh process: RSS +{} MiB, peak +{} MiB",
+                    m.rss_delta >> 20,
+                    m.peak_delta >> 20
+                );
+            }
+            CResult {
+                name,
+                ns: Summary::of(&ns),
+                rounds,
+                mem,
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// D. 2 threads, one key, deny
+
+fn scenario_d<S: Subject + 'static>(cfg: &Config) -> RoundFn<'static> {
+    let s = S::build(DENY, 1);
+    let key = 0xD_u64;
+    assert!(s.check(key), "{}: D's first check is admitted", S::NAME);
+    let ops = cfg.d_ops;
+    Box::new(move || {
+        let (wall, admitted) = run_threads(2, |_| {
+            let mut ok = 0u64;
+            for _ in 0..ops {
+                ok += u64::from(s.check(black_box(key)));
+            }
+            ok
+        });
+        assert_eq!(admitted, 0, "{}: D admitted a check", S::NAME);
+        wall / (2 * ops) as f64
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// E. 2 threads, many shared live keys
+
+fn scenario_e<'a, S: Subject + 'a>(keys: &'a [u64], orders: &'a [Vec<u64>; 2]) -> RoundFn<'a> {
+    let s = S::build(LIVE, keys.len());
+    for &k in keys {
+        assert!(s.check(k), "{}: E pre-insert denied", S::NAME);
+    }
+    Box::new(move || {
+        let (wall, ok) = run_threads(2, |t| {
+            let mut ok = 0u64;
+            for &k in &orders[t] {
+                ok += u64::from(s.check(k));
+            }
+            ok
+        });
+        let total = orders[0].len() + orders[1].len();
+        assert_eq!(ok, total as u64, "{}: E denied a check", S::NAME);
+        wall / total as f64
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// the report
+
+struct Row {
+    scenario: String,
+    results: Vec<(&'static str, Summary)>,
+    /// Target on tollgate/ideal, if the target is a ratio to the ideal.
+    ideal_target: Option<f64>,
+}
+
+const COLUMNS: [&str; 4] = [Tollgate::NAME, Governor::NAME, Naive::NAME, Ideal::NAME];
+
+fn ratio(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
+    Some(a?.median / b?.median)
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}"))
+}
+
+fn print_main_table(rows: &[Row], c: Option<&[CResult]>, cfg: &Config) {
+    println!(
+        "| scenario | tollgate | governor 0.10 keyed | Mutex<HashMap> | ideal | tollgate / ideal | tollgate / governor | target | met |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for row in rows {
+        let cells: Vec<String> = COLUMNS
+            .iter()
+            .map(|c| find(&row.results, c).map_or_else(|| "–".to_owned(), |s| s.to_string()))
+            .collect();
+        let t = find(&row.results, Tollgate::NAME);
+        let vs_ideal = ratio(t, find(&row.results, Ideal::NAME));
+        let vs_gov = ratio(t, find(&row.results, Governor::NAME));
+        let (target, met) = match row.ideal_target {
+            Some(x) => (
+                format!("<= {x} x ideal"),
+                vs_ideal.map_or("–", |r| if r <= x { "yes" } else { "**no**" }),
+            ),
+            None => ("–".to_owned(), "–"),
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {target} | {met} |",
+            row.scenario,
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            fmt_ratio(vs_ideal),
+            fmt_ratio(vs_gov),
+        );
+    }
+    let Some(c) = c else { return };
+    let n = cfg.c_keys;
+    let get = |name: &str| c.iter().find(|r| r.name == name);
+    let cell = |name: &str| get(name).map_or_else(|| "–".to_owned(), |r| r.ns.to_string());
+    let (t, tp, g, i) = (
+        get(Tollgate::NAME),
+        get(TollgatePresized::NAME),
+        get(Governor::NAME),
+        get(Ideal::NAME),
+    );
+    let r = |a: Option<&CResult>, b: Option<&CResult>| {
+        fmt_ratio(a.zip(b).map(|(a, b)| a.ns.median / b.ns.median))
+    };
+    let met_ns = |a: Option<&CResult>| match (a, g) {
+        (Some(a), Some(g)) if a.ns.median <= 0.8 * g.ns.median => "yes",
+        (Some(_), Some(_)) => "**no**",
+        _ => "–",
+    };
+    println!(
+        "| C. insert {} new live keys, ns/key (tollgate growing) | {} | {} | {} | {} | {} | {} | <= 0.8 x governor | {} |",
+        thousands(n),
+        cell(Tollgate::NAME),
+        cell(Governor::NAME),
+        cell(Naive::NAME),
+        cell(Ideal::NAME),
+        r(t, i),
+        r(t, g),
+        met_ns(t),
+    );
+    println!(
+        "| C. same, tollgate `.presize({})` | {} | | | | {} | {} | <= 0.8 x governor | {} |",
+        thousands(n),
+        cell(TollgatePresized::NAME),
+        r(tp, i),
+        r(tp, g),
+        met_ns(tp),
+    );
+    let bytes = |name: &str| get(name).and_then(|r| bytes_per_key(r, n));
+    let bcell = |name: &str| {
+        bytes(name).map_or_else(|| "–".to_owned(), |(b, how)| format!("{b:.1} B ({how})"))
+    };
+    let met_b = |name: &str, limit: f64| match bytes(name) {
+        Some((b, _)) if b <= limit => "yes",
+        Some(_) => "**no**",
+        None => "–",
+    };
+    println!(
+        "| C. bytes/key (tollgate growing) | {} | {} | {} | {} | | | <= 32 B | {} |",
+        bcell(Tollgate::NAME),
+        bcell(Governor::NAME),
+        bcell(Naive::NAME),
+        bcell(Ideal::NAME),
+        met_b(Tollgate::NAME, 32.0),
+    );
+    println!(
+        "| C. bytes/key, tollgate presized | {} | | | | | | <= 20 B | {} |",
+        bcell(TollgatePresized::NAME),
+        met_b(TollgatePresized::NAME, 20.0),
+    );
+}
+
+/// Bytes per key: the limiter's own figure where it has one, else the RSS delta.
+fn bytes_per_key(r: &CResult, n: usize) -> Option<(f64, &'static str)> {
+    let first = r.rounds.first()?;
+    match first.reported {
+        Some((b, _)) => Some((
+            b as f64 / n as f64,
+            if r.name == Ideal::NAME {
+                "exact"
+            } else {
+                "stats"
+            },
+        )),
+        None => r.mem.map(|m| (m.rss_delta as f64 / n as f64, "RSS")),
+    }
+}
+
+fn print_c_table(c: &[CResult], n: usize) {
+    println!(
+        "| limiter | ns/key | bytes/key, self-reported | of which retired arrays | bytes/key, RSS delta (fresh process) | peak RSS delta/key during the inserts | keys held afterwards | all keys remembered on re-check |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for r in c {
+        let first = r.rounds[0];
+        let (rep, retired) = match first.reported {
+            Some((b, ret)) => (
+                format!("{:.1} B", b as f64 / n as f64),
+                if r.name == Ideal::NAME {
+                    "–".to_owned()
+                } else {
+                    format!(
+                        "{:.1} B ({:.0} %)",
+                        ret as f64 / n as f64,
+                        100.0 * ret as f64 / b as f64
+                    )
+                },
+            ),
+            None => ("–".to_owned(), "–".to_owned()),
+        };
+        let per_key = |b: usize| format!("{:.1} B", b as f64 / n as f64);
+        let (rss, peak) = r.mem.map_or_else(
+            || ("–".to_owned(), "–".to_owned()),
+            |m| (per_key(m.rss_delta), per_key(m.peak_delta)),
+        );
+        let held = if r.name == Ideal::NAME {
+            "n/a (no collision handling)".to_owned()
+        } else {
+            let all = r.rounds.iter().all(|x| x.held == n);
+            let (lo, hi) = r.rounds.iter().fold((usize::MAX, 0), |(lo, hi), x| {
+                (lo.min(x.held), hi.max(x.held))
+            });
+            if all {
+                format!("{} (every round)", thousands(n))
+            } else {
+                format!(
+                    "**{}–{} of {}**",
+                    thousands(lo),
+                    thousands(hi),
+                    thousands(n)
+                )
+            }
+        };
+        let remembered = match first.remembered {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "–",
+        };
+        println!(
+            "| {} | {} | {rep} | {retired} | {rss} | {peak} | {held} | {remembered} |",
+            r.name, r.ns
+        );
+    }
+}
+
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `YYYY-MM-DD` (UTC) from the system clock (Howard Hinnant's civil-from-days).
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn main() {
+    if run_as_child() {
+        return;
+    }
+    let cfg = Config::from_env();
+    let hasher = if cfg!(feature = "foldhash") {
+        "foldhash (default features)"
+    } else {
+        "SipHash-1-3 (--no-default-features)"
+    };
+    let started = Instant::now();
+    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load_before = loadavg();
+    eprintln!(
+        "tollgate check bench: mode {}, tollgate hasher {hasher}, load average {load_before}",
+        cfg.mode
+    );
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut prims = None;
+    let mut breakdown: Vec<Row> = Vec::new();
+
+    if cfg.runs('P') {
+        eprintln!("P: primitives");
+        prims = Some(primitives(&cfg));
+    }
+    if cfg.runs('A') {
+        eprintln!("A: 1 thread, one hot key, allow");
+        let results = interleave(
+            "A",
+            cfg.rounds,
+            vec![
+                (Tollgate::NAME, scenario_a::<Tollgate>(&cfg)),
+                (Governor::NAME, scenario_a::<Governor>(&cfg)),
+                (Naive::NAME, scenario_a::<Naive>(&cfg)),
+                (Ideal::NAME, scenario_a::<Ideal>(&cfg)),
+            ],
+        );
+        rows.push(Row {
+            scenario: "A. 1 thread, one hot key, allow".to_owned(),
+            results,
+            ideal_target: Some(1.2),
+        });
+        if cfg.runs('X') {
+            let results = interleave(
+                "A/at",
+                cfg.rounds,
+                vec![
+                    (Tollgate::NAME, scenario_a_at::<Tollgate>(&cfg)),
+                    (Ideal::NAME, scenario_a_at::<Ideal>(&cfg)),
+                ],
+            );
+            breakdown.push(Row {
+                scenario: format!(
+                    "A without the clock (`check_at`, one time read per {} checks)",
+                    thousands(cfg.a_block)
+                ),
+                results,
+                ideal_target: None,
+            });
+        }
+    }
+    if cfg.runs('B') {
+        eprintln!(
+            "B: 1 thread, {} live keys, random order",
+            thousands(cfg.b_keys)
+        );
+        let mut rng = Rng::new(0xB);
+        let keys = rng.keys(cfg.b_keys);
+        let order = rng.shuffled(&keys);
+        let results = interleave(
+            "B",
+            cfg.rounds,
+            vec![
+                (Tollgate::NAME, scenario_b::<Tollgate>(&keys, &order)),
+                (Governor::NAME, scenario_b::<Governor>(&keys, &order)),
+                (Naive::NAME, scenario_b::<Naive>(&keys, &order)),
+                (Ideal::NAME, scenario_b::<Ideal>(&keys, &order)),
+            ],
+        );
+        rows.push(Row {
+            scenario: format!(
+                "B. 1 thread, {} live keys, random order",
+                thousands(cfg.b_keys)
+            ),
+            results,
+            ideal_target: Some(1.4),
+        });
+        if cfg.runs('X') {
+            let results = interleave(
+                "B/at",
+                cfg.rounds,
+                vec![
+                    (Tollgate::NAME, scenario_b_at::<Tollgate>(&keys, &order)),
+                    (Ideal::NAME, scenario_b_at::<Ideal>(&keys, &order)),
+                ],
+            );
+            breakdown.push(Row {
+                scenario: "B without the clock (`check_at`, one time read per round)".to_owned(),
+                results,
+                ideal_target: None,
+            });
+        }
+    }
+    let c = if cfg.runs('C') {
+        eprintln!("C: insert {} new live keys", thousands(cfg.c_keys));
+        Some(run_c(&cfg))
+    } else {
+        None
+    };
+    if cfg.runs('D') {
+        eprintln!("D: 2 threads, one key, deny");
+        let results = interleave(
+            "D",
+            cfg.rounds,
+            vec![
+                (Tollgate::NAME, scenario_d::<Tollgate>(&cfg)),
+                (Governor::NAME, scenario_d::<Governor>(&cfg)),
+                (Naive::NAME, scenario_d::<Naive>(&cfg)),
+                (Ideal::NAME, scenario_d::<Ideal>(&cfg)),
+            ],
+        );
+        rows.push(Row {
+            scenario: "D. 2 threads, one key, deny".to_owned(),
+            results,
+            ideal_target: Some(1.5),
+        });
+    }
+    if cfg.runs('E') {
+        eprintln!("E: 2 threads, {} shared live keys", thousands(cfg.e_keys));
+        let mut rng = Rng::new(0xE);
+        let keys = rng.keys(cfg.e_keys);
+        let orders = [rng.shuffled(&keys), rng.shuffled(&keys)];
+        let results = interleave(
+            "E",
+            cfg.rounds,
+            vec![
+                (Tollgate::NAME, scenario_e::<Tollgate>(&keys, &orders)),
+                (Governor::NAME, scenario_e::<Governor>(&keys, &orders)),
+                (Naive::NAME, scenario_e::<Naive>(&keys, &orders)),
+                (Ideal::NAME, scenario_e::<Ideal>(&keys, &orders)),
+            ],
+        );
+        rows.push(Row {
+            scenario: format!("E. 2 threads, {} shared live keys", thousands(cfg.e_keys)),
+            results,
+            ideal_target: Some(1.4),
+        });
+    }
+
+    println!();
+    println!(
+        "### tollgate hasher: {hasher} — mode {}, {} rounds (C: {}), {} CPUs, {}, {}",
+        cfg.mode,
+        cfg.rounds,
+        cfg.c_rounds,
+        threads,
+        cpu_model(),
+        today()
+    );
+    println!();
+    println!(
+        "Load average (1/5/15 min) before: {load_before}; after: {}.",
+        loadavg()
+    );
+    println!();
+    println!(
+        "Median ns per check (min–max over rounds); two-thread rows are wall time / checks of both threads. Live quota: 1 cell/hour, burst {}.",
+        thousands(LIVE.burst as usize)
+    );
+    println!();
+    print_main_table(&rows, c.as_deref(), &cfg);
+    if let Some(c) = &c {
+        println!();
+        println!("Scenario C in detail ({} keys):", thousands(cfg.c_keys));
+        println!();
+        print_c_table(c, cfg.c_keys);
+    }
+    if !breakdown.is_empty() {
+        println!();
+        println!("Without the clock (what the table itself costs):");
+        println!();
+        println!("| measurement | tollgate | ideal | tollgate / ideal |");
+        println!("| --- | --- | --- | --- |");
+        for row in &breakdown {
+            let (t, i) = (
+                find(&row.results, Tollgate::NAME),
+                find(&row.results, Ideal::NAME),
+            );
+            println!(
+                "| {} | {} | {} | {} |",
+                row.scenario,
+                t.map_or_else(|| "–".to_owned(), |s| s.to_string()),
+                i.map_or_else(|| "–".to_owned(), |s| s.to_string()),
+                fmt_ratio(ratio(t, i)),
+            );
+        }
+    }
+    if let Some(p) = &prims {
+        println!();
+        println!("Primitives (one thread):");
+        println!();
+        println!("| operation | ns |");
+        println!("| --- | --- |");
+        for (name, s) in p {
+            println!("| {name} | {s} |");
+        }
+    }
+    eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+}

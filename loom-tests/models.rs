@@ -1,1 +1,505 @@
 #![cfg(tollgate_loom)]
+//! Loom models of tollgate's concurrent protocols (DESIGN.md §4, "Loom").
+//!
+//! Run them in release mode with a preemption bound:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     CARGO_TARGET_DIR=/tmp/target-loom cargo test --release --test loom
+//! ```
+//!
+//! Add `-- --nocapture` to see each model's iteration count and time; `LOOM_LOG=1` and
+//! `LOOM_LOCATION=1` print the interleaving of a failing model, and `LOOM_CHECKPOINT_FILE`
+//! replays one. Without `LOOM_MAX_PREEMPTIONS` the models use a bound of 2, not loom's
+//! unbounded default, which would take hours.
+//!
+//! Under `--cfg tollgate_loom` every atomic, lock and `Arc` in the crate is loom's, key
+//! hashing is a fixed SipHash (so every run takes the same branches) and a new shard has two
+//! slots. The models use only the public API and pass time in explicitly; the limiters get a
+//! [`ManualClock`] that never moves, so the few methods that read the clock internally
+//! (`stats`) read a constant.
+//!
+//! Each model runs two threads (the main one and one spawned) on one shard of two to four
+//! slots, and checks the outcome against every linearisation the model allows. The
+//! table's stored state is read afterwards with a 0-cell check at time 0: it is
+//! always admitted, writes nothing, inserts nothing, and its `reset_after` is the stored TAT
+//! (see `tat`).
+
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use loom::thread;
+use tollgate::{
+    Admitted, CheckError, DirectLimiter, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
+};
+
+/// The emission interval of every model's quota, in nanoseconds.
+const T: u64 = 1_000;
+
+/// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise) and
+/// reports how many interleavings it explored.
+fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = count.clone();
+    let start = Instant::now();
+    builder.check(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "loom model {name}: {} interleavings in {:.2?}",
+        count.load(Ordering::Relaxed),
+        start.elapsed()
+    );
+}
+
+fn quota(burst: u32) -> Quota {
+    Quota::with_period(Duration::from_nanos(T)).allow_burst(burst)
+}
+
+fn at(nanos: u64) -> Timestamp {
+    Timestamp::from_nanos(nanos)
+}
+
+/// A one-shard limiter holding at most `capacity` keys (its array grows from 2 slots to at
+/// most `ceil(capacity * 6 / 5)`).
+fn limiter(burst: u32, capacity: usize, policy: FullPolicy) -> Limiter<u64> {
+    Limiter::builder(quota(burst))
+        .shards(1)
+        .capacity(capacity)
+        .full_policy(policy)
+        .clock(ManualClock::new())
+        .build()
+}
+
+/// The TAT stored for `key` (0 if the table does not hold it), read without writing.
+fn tat(limiter: &Limiter<u64>, key: u64) -> u64 {
+    let probe = limiter.check_n_at(&key, 0, Timestamp::ZERO);
+    nanos(
+        probe
+            .expect("a 0-cell check is always admitted")
+            .reset_after(),
+    )
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap()
+}
+
+/// A check's outcome in model terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// Admitted; the key's TAT became this.
+    Admitted(u64),
+    /// Rate limited; admissible at this time.
+    Limited(u64),
+    /// A new key refused by a full table.
+    Full,
+}
+
+fn seen(result: Result<Admitted, CheckError>, now: u64) -> Seen {
+    match result {
+        Ok(ok) => Seen::Admitted(now + nanos(ok.reset_after())),
+        Err(CheckError::RateLimited { earliest, .. }) => Seen::Limited(earliest.as_nanos()),
+        Err(CheckError::TableFull { .. }) => Seen::Full,
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+}
+
+/// The slot a key's fingerprint calls home in an array of `len` slots, mirroring the loom
+/// build's fixed SipHash, the fingerprint remap (`table::fingerprint`) and `SlotArray::home`.
+/// Only used to pick keys that collide; if `src/` changes these, the models still check
+/// correctness but may stop forcing slot reuse, so keep them in step.
+fn home(key: u64, len: u64) -> u64 {
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+    let fp = if hash <= 1 { hash + 2 } else { hash };
+    ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * u128::from(len)) >> 64) as u64
+}
+
+/// Two keys, the first `a`, that share (`same = true`) or do not share a home slot in a
+/// two-slot array.
+fn key_pair(same: bool) -> (u64, u64) {
+    let a = 1;
+    let b = (2..).find(|&b| (home(b, 2) == home(a, 2)) == same).unwrap();
+    (a, b)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Two updates on one key.
+
+/// Two lock-free checks race on a key the table already holds. `left` cells remain at `NOW`:
+/// exactly `min(left, 2)` checks pass, each from a distinct state (no lost update), and the
+/// stored TAT records every admission.
+fn two_updates_on_one_key(left: u32) {
+    const NOW: u64 = 10_000;
+    let l = limiter(left + 1, 4, FullPolicy::RefuseNewKeys);
+    // One cell used: the key is held and live, so both threads take the lock-free path.
+    assert!(l.check_at(&7, at(NOW)).is_ok());
+    let l2 = l.clone();
+    let other = thread::spawn(move || seen(l2.check_at(&7, at(NOW)), NOW));
+    let mine = seen(l.check_at(&7, at(NOW)), NOW);
+    let other = other.join().unwrap();
+
+    let admitted: Vec<u64> = [mine, other]
+        .into_iter()
+        .filter_map(|s| match s {
+            Seen::Admitted(tat) => Some(tat),
+            Seen::Limited(_) => None,
+            Seen::Full => panic!("a held key cannot be refused"),
+        })
+        .collect();
+    let expected = left.min(2) as usize;
+    assert_eq!(admitted.len(), expected, "{mine:?} {other:?}");
+    // Each admission advanced the TAT by one interval from the one before it.
+    let mut tats = admitted.clone();
+    tats.sort_unstable();
+    let want: Vec<u64> = (0..expected as u64).map(|i| NOW + (i + 2) * T).collect();
+    assert_eq!(tats, want, "{mine:?} {other:?}");
+    // The final state holds all of them, and the burst is used up.
+    assert_eq!(tat(&l, 7), NOW + (1 + expected as u64) * T);
+    if left <= 2 {
+        assert!(l.check_at(&7, at(NOW)).unwrap_err().is_rate_limited());
+    }
+    assert_eq!(l.stats().keys_held, 1);
+}
+
+#[test]
+fn two_updates_on_one_key_both_pass() {
+    model("two_updates_on_one_key_both_pass", || {
+        two_updates_on_one_key(2)
+    });
+}
+
+#[test]
+fn two_updates_on_one_key_one_passes() {
+    model("two_updates_on_one_key_one_passes", || {
+        two_updates_on_one_key(1)
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Two inserts of one new key.
+
+/// Two threads check a key the table does not hold. The capacity leaves room for a second
+/// slot, so a locked path that failed to re-probe would show up as two held keys.
+fn two_inserts_of_one_new_key(burst: u32) {
+    const NOW: u64 = 10_000;
+    let l = limiter(burst, 4, FullPolicy::RefuseNewKeys);
+    let l2 = l.clone();
+    let other = thread::spawn(move || seen(l2.check_at(&7, at(NOW)), NOW));
+    let mine = seen(l.check_at(&7, at(NOW)), NOW);
+    let other = other.join().unwrap();
+
+    let mut admitted: Vec<u64> = [mine, other]
+        .into_iter()
+        .filter_map(|s| match s {
+            Seen::Admitted(tat) => Some(tat),
+            Seen::Limited(_) => None,
+            Seen::Full => panic!("the table has room"),
+        })
+        .collect();
+    admitted.sort_unstable();
+    let expected = burst.min(2) as u64;
+    let want: Vec<u64> = (1..=expected).map(|i| NOW + i * T).collect();
+    assert_eq!(admitted, want, "{mine:?} {other:?}");
+    let stats = l.stats();
+    assert_eq!(stats.keys_held, 1, "one key, one slot: {stats:?}");
+    assert_eq!(stats.admitted, expected);
+    assert_eq!(tat(&l, 7), NOW + expected * T);
+    if burst <= 2 {
+        assert!(l.check_at(&7, at(NOW)).unwrap_err().is_rate_limited());
+    }
+}
+
+#[test]
+fn two_inserts_of_one_new_key_burst_2() {
+    model("two_inserts_of_one_new_key_burst_2", || {
+        two_inserts_of_one_new_key(2)
+    });
+}
+
+#[test]
+fn two_inserts_of_one_new_key_burst_1() {
+    model("two_inserts_of_one_new_key_burst_1", || {
+        two_inserts_of_one_new_key(1)
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Update vs reuse of an expired slot: no cross-key contamination.
+
+/// Key A is held but expired. One thread checks A (at 5 500, one cell: A's TAT becomes
+/// 6 500) while the other checks new key B (at 5 000, two cells: 7 000) in a table of
+/// capacity 1. With `same_home` B's probe meets A's slot and reclaims it in place (freeze,
+/// new fp, new word): the updater of A may have loaded A's word just before. Otherwise a
+/// sweep frees A's slot and B goes to its own home.
+///
+/// The distinct TATs name whose check wrote a state: a CAS of A's check landing in B's slot
+/// would leave B at 6 500.
+fn update_vs_reuse_of_expired_slot(policy: FullPolicy, same_home: bool) {
+    const NOW_A: u64 = 5_500;
+    const NOW_B: u64 = 5_000;
+    let (a, b) = key_pair(same_home);
+    let l = limiter(2, 1, policy);
+    // A's TAT is 1 000, expired at both threads' `now`.
+    assert!(l.check_at(&a, at(0)).is_ok());
+    let l2 = l.clone();
+    let other = thread::spawn(move || seen(l2.check_n_at(&b, 2, at(NOW_B)), NOW_B));
+    let ra = seen(l.check_at(&a, at(NOW_A)), NOW_A);
+    let rb = other.join().unwrap();
+
+    let stats = l.stats();
+    let (ta, tb) = (tat(&l, a), tat(&l, b));
+    let ctx = format!("A: {ra:?} B: {rb:?} stored A {ta} B {tb} {stats:?}");
+    // Whatever else happened, an admission is of the check's own key.
+    assert!(matches!(ra, Seen::Admitted(6_500) | Seen::Full), "{ctx}");
+    assert!(matches!(rb, Seen::Admitted(7_000) | Seen::Full), "{ctx}");
+    assert_eq!(stats.keys_held, 1, "{ctx}");
+    match policy {
+        FullPolicy::RefuseNewKeys => match (ra, rb) {
+            // A revived its own slot first; B found A live and was refused.
+            (Seen::Admitted(_), Seen::Full) => {
+                assert_eq!((ta, tb), (6_500, 0), "{ctx}");
+                assert_eq!(stats.refused_keys, 1, "{ctx}");
+            }
+            // B reclaimed A's slot first; A, now a new key, found B live and was refused.
+            (Seen::Full, Seen::Admitted(_)) => {
+                assert_eq!((ta, tb), (0, 7_000), "{ctx}");
+                assert_eq!(
+                    (stats.expired_reclaimed, stats.refused_keys),
+                    (1, 1),
+                    "{ctx}"
+                );
+            }
+            _ => panic!("exactly one key fits: {ctx}"),
+        },
+        FullPolicy::EvictClosestToExpiry => {
+            assert_eq!(
+                (ra, rb),
+                (Seen::Admitted(6_500), Seen::Admitted(7_000)),
+                "{ctx}"
+            );
+            assert_eq!(stats.forced_evictions, 1, "{ctx}");
+            // The later insert evicted the earlier key; the survivor holds its own TAT.
+            assert!((ta, tb) == (6_500, 0) || (ta, tb) == (0, 7_000), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn update_vs_reuse_of_expired_slot_refuse() {
+    model("update_vs_reuse_of_expired_slot_refuse", || {
+        update_vs_reuse_of_expired_slot(FullPolicy::RefuseNewKeys, true)
+    });
+}
+
+#[test]
+fn update_vs_reuse_of_expired_slot_evict() {
+    model("update_vs_reuse_of_expired_slot_evict", || {
+        update_vs_reuse_of_expired_slot(FullPolicy::EvictClosestToExpiry, true)
+    });
+}
+
+#[test]
+fn update_vs_sweep_of_expired_slot_refuse() {
+    model("update_vs_sweep_of_expired_slot_refuse", || {
+        update_vs_reuse_of_expired_slot(FullPolicy::RefuseNewKeys, false)
+    });
+}
+
+#[test]
+fn update_vs_sweep_of_expired_slot_evict() {
+    model("update_vs_sweep_of_expired_slot_evict", || {
+        update_vs_reuse_of_expired_slot(FullPolicy::EvictClosestToExpiry, false)
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Update vs growth.
+
+/// Key E is held in a two-slot array; one thread checks E while the other inserts a new
+/// key, which does not fit and grows the array (capacity 3: up to 4 slots), freezing and
+/// copying E. E's admission must land exactly once, in whichever array is current.
+fn update_vs_growth() {
+    const NOW: u64 = 10_000;
+    let l = limiter(3, 3, FullPolicy::RefuseNewKeys);
+    assert!(l.check_at(&1, at(NOW)).is_ok());
+    let before = l.stats();
+    assert_eq!(before.retired_bytes, 0);
+    let l2 = l.clone();
+    let other = thread::spawn(move || seen(l2.check_at(&2, at(NOW)), NOW));
+    let re = seen(l.check_at(&1, at(NOW)), NOW);
+    let rn = other.join().unwrap();
+
+    assert_eq!(
+        (re, rn),
+        (Seen::Admitted(NOW + 2 * T), Seen::Admitted(NOW + T))
+    );
+    let stats = l.stats();
+    assert!(
+        stats.retired_bytes > 0,
+        "the insert grew the array: {stats:?}"
+    );
+    assert_eq!(stats.keys_held, 2, "no key lost or duplicated: {stats:?}");
+    assert_eq!((tat(&l, 1), tat(&l, 2)), (NOW + 2 * T, NOW + T));
+    // E's third cell is still there, and then its burst is used up.
+    assert!(l.check_at(&1, at(NOW)).is_ok());
+    assert!(l.check_at(&1, at(NOW)).unwrap_err().is_rate_limited());
+}
+
+#[test]
+fn update_vs_growth_model() {
+    model("update_vs_growth", update_vs_growth);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Quota change vs check.
+
+/// One thread replaces the quota (interval 1 000, burst 2) with (interval 3 000, burst 5)
+/// while the other admits 2 cells. The admission shows both halves of the quota it used:
+/// its `limit` is the burst and its TAT advanced by 2 intervals, so a torn read
+/// (1 000, 5) or (3 000, 2) would be visible.
+fn quota_change_vs_check() {
+    const NOW: u64 = 10_000;
+    let old = quota(2);
+    let new = Quota::with_period(Duration::from_nanos(3 * T)).allow_burst(5);
+    let l = limiter(2, 4, FullPolicy::RefuseNewKeys);
+    // Key held (and expired at NOW), so the check is one lock-free CAS.
+    assert!(l.check_at(&7, at(0)).is_ok());
+    let l2 = l.clone();
+    let writer = thread::spawn(move || l2.set_quota(new));
+    let ok = l
+        .check_n_at(&7, 2, at(NOW))
+        .expect("2 cells fit either quota");
+    writer.join().unwrap();
+
+    let used = (ok.limit(), nanos(ok.reset_after()));
+    assert!(
+        used == (2, 2 * T) || used == (5, 2 * 3 * T),
+        "torn quota: {used:?}"
+    );
+    // Old: tau = 1 000, nothing left. New: tau = 12 000, 3 cells left.
+    let remaining = if used.0 == 2 { 0 } else { 3 };
+    assert_eq!(ok.remaining(), remaining, "{used:?}");
+    assert_eq!(tat(&l, 7), NOW + used.1);
+    assert_eq!(l.quota(), new);
+    assert_ne!(old, new);
+}
+
+#[test]
+fn quota_change_vs_check_model() {
+    model("quota_change_vs_check", quota_change_vs_check);
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Reset vs check; eviction vs update.
+
+/// Key K (burst 2) has one cell used. One thread resets K while the other checks it. The
+/// check is admitted either way: before the reset from K's state (TAT 2 000, then the reset
+/// forgets K), after it from scratch (TAT 1 000, and K stays held).
+fn reset_vs_check() {
+    let l = limiter(2, 4, FullPolicy::RefuseNewKeys);
+    assert!(l.check_at(&7, at(0)).is_ok());
+    let l2 = l.clone();
+    let resetter = thread::spawn(move || l2.reset(&7));
+    let r = seen(l.check_at(&7, at(0)), 0);
+    let was_held = resetter.join().unwrap();
+
+    assert!(was_held, "nothing else removes the key");
+    let held = l.stats().keys_held;
+    match r {
+        // Before the reset: the reset forgot the admission with the rest.
+        Seen::Admitted(2_000) => assert_eq!((tat(&l, 7), held), (0, 0)),
+        // After the reset: a fresh state that the table kept.
+        Seen::Admitted(1_000) => assert_eq!((tat(&l, 7), held), (1_000, 1)),
+        _ => panic!("{r:?}"),
+    }
+}
+
+#[test]
+fn reset_vs_check_model() {
+    model("reset_vs_check", reset_vs_check);
+}
+
+/// Capacity 1, evict when full. Live key A (TAT 1 000) is checked at 0 (TAT -> 2 000) while
+/// new key B, sharing A's home, is checked at 0 and evicts A to take its slot with TAT
+/// 1 000. A's word before and B's word after are then `{1, g, 1000}` and `{1, g+1, 1000}`:
+/// only the generation keeps a stale CAS of A's check from landing on B.
+fn evict_vs_update() {
+    let (a, b) = key_pair(true);
+    let l = limiter(2, 1, FullPolicy::EvictClosestToExpiry);
+    assert!(l.check_at(&a, at(0)).is_ok());
+    let l2 = l.clone();
+    let other = thread::spawn(move || seen(l2.check_at(&b, at(0)), 0));
+    let ra = seen(l.check_at(&a, at(0)), 0);
+    let rb = other.join().unwrap();
+
+    let stats = l.stats();
+    let (ta, tb) = (tat(&l, a), tat(&l, b));
+    let ctx = format!("A: {ra:?} B: {rb:?} stored A {ta} B {tb} {stats:?}");
+    assert_eq!(rb, Seen::Admitted(1_000), "{ctx}");
+    assert_eq!(stats.keys_held, 1, "{ctx}");
+    match ra {
+        // A's check came first (from A's state); B then evicted A.
+        Seen::Admitted(2_000) => {
+            assert_eq!((ta, tb, stats.forced_evictions), (0, 1_000, 1), "{ctx}");
+        }
+        // B evicted A first; A came back as a new key and evicted B.
+        Seen::Admitted(1_000) => {
+            assert_eq!((ta, tb, stats.forced_evictions), (1_000, 0, 2), "{ctx}");
+        }
+        _ => panic!("{ctx}"),
+    }
+}
+
+#[test]
+fn evict_vs_update_model() {
+    model("evict_vs_update", evict_vs_update);
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. The direct limiter.
+
+/// Two checks on one `DirectLimiter` at the same time: `min(burst, 2)` pass, from distinct
+/// states, and the state records them all.
+fn direct_two_checks(burst: u32) {
+    const NOW: u64 = 10_000;
+    let l = DirectLimiter::with_clock(quota(burst), ManualClock::new());
+    let l2 = l.clone();
+    let other = thread::spawn(move || seen(l2.check_at(at(NOW)), NOW));
+    let mine = seen(l.check_at(at(NOW)), NOW);
+    let other = other.join().unwrap();
+
+    let mut admitted: Vec<u64> = [mine, other]
+        .into_iter()
+        .filter_map(|s| match s {
+            Seen::Admitted(tat) => Some(tat),
+            _ => None,
+        })
+        .collect();
+    admitted.sort_unstable();
+    let expected = u64::from(burst.min(2));
+    let want: Vec<u64> = (1..=expected).map(|i| NOW + i * T).collect();
+    assert_eq!(admitted, want, "{mine:?} {other:?}");
+    // The next cell comes one interval after the last admitted one, less the tolerance.
+    let tolerance = u64::from(burst - 1) * T;
+    match seen(l.check_at(at(NOW)), NOW) {
+        Seen::Limited(earliest) => assert_eq!(earliest, NOW + expected * T - tolerance),
+        s => assert!(burst > 2, "{s:?}"),
+    }
+}
+
+#[test]
+fn direct_two_checks_both_pass() {
+    model("direct_two_checks_both_pass", || direct_two_checks(2));
+}
+
+#[test]
+fn direct_two_checks_one_passes() {
+    model("direct_two_checks_one_passes", || direct_two_checks(1));
+}

@@ -120,6 +120,9 @@ impl DirectLimiter {
         let gcra = self.shared.quota.gcra();
         let now = self.now().as_nanos().min(MAX_NOW);
         let delay = saturating_nanos(delay);
+        if delay == 0 {
+            return;
+        }
         self.update(|tat| {
             let target = gcra.penalized(tat, now, delay);
             ((target > tat).then_some(target), ())

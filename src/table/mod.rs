@@ -98,10 +98,7 @@ impl Table {
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Result<R, Full> {
         let shard = self.shard(route);
-        loop {
-            let Some(slot) = shard.array().find(fp) else {
-                break;
-            };
+        while let Some(slot) = shard.array().find(fp) {
             match slot.update(fp, &mut f) {
                 Attempt::Done(out) => return Ok(out),
                 Attempt::Moved => continue,

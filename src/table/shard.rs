@@ -389,10 +389,17 @@ impl Shard {
         }
     }
 
-    /// Moves every unexpired key into an array twice the size (up to `max_len`).
+    /// Moves every unexpired key into an array twice the size, or straight to `max_len` when
+    /// doubling would leave less than another doubling to go. That jump keeps the retired
+    /// arrays (a geometric series below the last one) smaller than the current array.
     fn grow(&self, inner: &mut Inner, now: u64) {
         let old = self.array();
-        let len = (old.slots.len() * 2).clamp(MIN_LEN, self.max_len);
+        let doubled = old.slots.len().saturating_mul(2);
+        let len = if doubled.saturating_mul(2) > self.max_len {
+            self.max_len
+        } else {
+            doubled.max(MIN_LEN)
+        };
         let new = Box::new(SlotArray::new(len));
         let counts = &mut inner.counts;
         let mut used = 0;

@@ -1,0 +1,397 @@
+//! The keyed table through the public API: capacity, both full-table policies, reclamation
+//! of expired keys, memory figures, and keys that share a shard.
+
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Duration;
+
+use tollgate::{CheckError, FullPolicy, Limiter, ManualClock, Quota, TableFull};
+
+/// A router hasher that sends every key to the same shard.
+#[derive(Default)]
+struct Constant;
+
+impl Hasher for Constant {
+    fn finish(&self) -> u64 {
+        0x5555_5555_5555_5555
+    }
+    fn write(&mut self, _bytes: &[u8]) {}
+}
+
+type ConstantRouter = BuildHasherDefault<Constant>;
+
+/// A quota under which a key checked once stays live for an hour (and has 99 cells left).
+fn live() -> Quota {
+    Quota::per_hour(100)
+}
+
+fn small(policy: FullPolicy, quota: Quota) -> (Limiter<u64>, ManualClock) {
+    let clock = ManualClock::new();
+    let l = Limiter::builder(quota)
+        .shards(1)
+        .capacity(16)
+        .full_policy(policy)
+        .clock(clock.clone())
+        .build();
+    (l, clock)
+}
+
+#[test]
+fn capacity_is_a_multiple_of_the_shard_count() {
+    let q = Quota::per_second(1);
+    assert_eq!(
+        Limiter::<u64>::builder(q)
+            .capacity(16)
+            .shards(1)
+            .build()
+            .capacity(),
+        16
+    );
+    assert_eq!(
+        Limiter::<u64>::builder(q)
+            .capacity(10)
+            .shards(4)
+            .build()
+            .capacity(),
+        12
+    );
+    assert_eq!(
+        Limiter::<u64>::builder(q).capacity(1).build().capacity(),
+        64
+    );
+    let default = Limiter::<u64>::keyed(q);
+    assert_eq!(
+        default.capacity(),
+        tollgate::Builder::<u64>::DEFAULT_CAPACITY
+    );
+    assert_eq!(default.capacity(), 1 << 23);
+    assert_eq!(default.stats().capacity, 1 << 23);
+}
+
+#[test]
+#[should_panic(expected = "capacity(0)")]
+fn zero_capacity_panics() {
+    let _ = Limiter::<u64>::builder(Quota::per_second(1)).capacity(0);
+}
+
+#[test]
+#[should_panic(expected = "shards(0)")]
+fn zero_shards_panics() {
+    let _ = Limiter::<u64>::builder(Quota::per_second(1)).shards(0);
+}
+
+#[test]
+fn len_keys_held_and_capacity() {
+    let clock = ManualClock::new();
+    let l: Limiter<u64> = Limiter::builder(Quota::per_second(1))
+        .clock(clock.clone())
+        .build();
+    assert!(l.is_empty());
+    for k in 0..10 {
+        assert!(l.check(&k).is_ok());
+    }
+    let s = l.stats();
+    assert_eq!((l.len(), s.live_keys, s.keys_held), (10, 10, 10));
+    assert_eq!((s.admitted, s.denied), (10, 0));
+    assert!(l.reset(&3));
+    assert_eq!((l.len(), l.stats().keys_held), (9, 9));
+    // After expiry the keys carry no information: not live, though still held until their
+    // slots are reclaimed.
+    clock.advance(Duration::from_secs(1));
+    let s = l.stats();
+    assert_eq!((l.len(), s.live_keys, s.keys_held), (0, 0, 9));
+    assert!(l.is_empty());
+    // A check on an expired key revives it in place.
+    assert!(l.check(&5).is_ok());
+    assert_eq!((l.len(), l.stats().keys_held), (1, 9));
+}
+
+#[test]
+fn refuse_new_keys_when_full() {
+    let (l, _clock) = small(FullPolicy::RefuseNewKeys, live());
+    assert_eq!(l.capacity(), 16);
+    for k in 0..16 {
+        assert!(l.check(&k).is_ok(), "key {k}");
+    }
+    let err = l.check(&16).unwrap_err();
+    assert_eq!(err, CheckError::TableFull { capacity: 16 });
+    assert!(err.is_table_full() && !err.is_rate_limited());
+    assert_eq!(err.retry_after(), None);
+    assert_eq!(
+        l.penalize(&17, Duration::from_secs(1)),
+        Err(TableFull { capacity: 16 })
+    );
+    // Operations that would not store anything do not need room.
+    assert!(l.check_n(&18, 0).is_ok());
+    assert!(l.check_n(&18, 101).unwrap_err().is_insufficient_capacity());
+    assert_eq!(l.penalize(&18, Duration::ZERO), Ok(()));
+    // Known keys keep working, with their own state.
+    for k in 0..16 {
+        assert_eq!(l.check(&k).unwrap().remaining(), 98, "key {k}");
+    }
+    let s = l.stats();
+    assert_eq!(
+        (s.refused_keys, s.forced_evictions, s.keys_held, l.len()),
+        (2, 0, 16, 16)
+    );
+    // Forgetting a key makes room for exactly one new one.
+    assert!(l.reset(&0));
+    assert!(l.check(&16).is_ok());
+    assert_eq!(
+        l.check(&17).unwrap_err(),
+        CheckError::TableFull { capacity: 16 }
+    );
+    assert_eq!(l.stats().refused_keys, 3);
+}
+
+#[test]
+fn evict_closest_to_expiry_when_full() {
+    let (l, _clock) = small(FullPolicy::EvictClosestToExpiry, live());
+    // Key k uses k + 1 cells: its state expires after (k + 1) · 36 s. Key 0 expires first.
+    for k in 0..16u64 {
+        assert!(l.check_n(&k, k as u32 + 1).is_ok());
+    }
+    assert_eq!(l.stats().forced_evictions, 0);
+    assert!(l.check(&100).is_ok());
+    let s = l.stats();
+    assert_eq!(
+        (s.forced_evictions, s.expired_reclaimed, s.refused_keys),
+        (1, 0, 0)
+    );
+    assert_eq!((s.keys_held, l.len()), (16, 16));
+    // Every other key kept its state: a full burst is still refused (and writes nothing).
+    for k in 1..16u64 {
+        assert!(l.check_n(&k, 100).unwrap_err().is_rate_limited(), "key {k}");
+    }
+    // Key 0 was forgotten: its next request is its first, with the whole burst.
+    assert!(l.check_n(&0, 100).is_ok());
+    assert_eq!(l.stats().forced_evictions, 2);
+}
+
+#[test]
+fn eviction_keeps_memory_at_the_cap() {
+    let clock = ManualClock::new();
+    let l: Limiter<u64> = Limiter::builder(live())
+        .capacity(1_000)
+        .clock(clock.clone())
+        .build();
+    assert_eq!(l.capacity(), 1_024); // 64 shards of 16
+    let cap_bytes = Limiter::<u64>::builder(live())
+        .capacity(1_000)
+        .presize(1_000)
+        .clock(clock.clone())
+        .build()
+        .stats()
+        .bytes;
+    for k in 0..20_000u64 {
+        assert!(l.check(&k).is_ok(), "key {k}");
+    }
+    let s = l.stats();
+    assert_eq!((s.keys_held, s.live_keys), (1_024, 1_024));
+    assert_eq!(s.forced_evictions, 20_000 - 1_024);
+    assert_eq!(s.expired_reclaimed, 0);
+    assert!(
+        s.bytes - s.retired_bytes <= cap_bytes,
+        "{s:?} vs {cap_bytes}"
+    );
+}
+
+#[test]
+fn expired_keys_are_reclaimed_not_evicted_or_refused() {
+    for policy in [FullPolicy::EvictClosestToExpiry, FullPolicy::RefuseNewKeys] {
+        let (l, clock) = small(policy, Quota::per_second(1));
+        for k in 0..16 {
+            assert!(l.check(&k).is_ok());
+        }
+        clock.advance(Duration::from_secs(2));
+        // Sixteen new keys in a full table of sixteen expired ones: each old key's slot is
+        // reclaimed, none is evicted, none refused.
+        for k in 100..116 {
+            assert!(l.check(&k).is_ok(), "{policy:?} key {k}");
+        }
+        let s = l.stats();
+        assert_eq!(s.expired_reclaimed, 16, "{policy:?} {s:?}");
+        assert_eq!(
+            (s.forced_evictions, s.refused_keys),
+            (0, 0),
+            "{policy:?} {s:?}"
+        );
+        assert_eq!((s.keys_held, l.len()), (16, 16), "{policy:?}");
+        // A seventeenth live key does not fit.
+        match policy {
+            FullPolicy::RefuseNewKeys => assert!(l.check(&200).unwrap_err().is_table_full()),
+            _ => {
+                assert!(l.check(&200).is_ok());
+                assert_eq!(l.stats().forced_evictions, 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_flood_of_one_off_keys_does_not_grow_memory() {
+    for shards in [1, 64] {
+        let clock = ManualClock::new();
+        let l: Limiter<u64> = Limiter::builder(Quota::with_period(Duration::from_millis(1)))
+            .shards(shards)
+            .clock(clock.clone())
+            .build();
+        let fresh = l.stats();
+        const N: u64 = 100_000;
+        // Each key is seen once and has expired before the next arrives.
+        for k in 0..N {
+            assert!(l.check(&k).is_ok());
+            clock.advance(Duration::from_millis(1));
+        }
+        let s = l.stats();
+        assert_eq!(s.bytes, fresh.bytes, "{shards} shards: {s:?}");
+        assert_eq!(s.retired_bytes, 0, "{shards} shards");
+        assert_eq!(s.forced_evictions, 0, "{shards} shards");
+        // Every key is either still held (expired, not yet reclaimed) or was reclaimed.
+        assert_eq!(
+            s.expired_reclaimed + s.keys_held as u64,
+            N,
+            "{shards} shards: {s:?}"
+        );
+        assert_eq!(s.live_keys, 0);
+        assert!(l.check(&N).is_ok());
+        assert_eq!(l.len(), 1);
+    }
+}
+
+#[test]
+fn churn_with_live_keys_stays_under_the_cap_without_evicting() {
+    // 100 keys live at any time (each lives 100 ms, one arrives per ms) in a table capped
+    // at 256: expired keys make room, so nothing is ever evicted and memory stays capped.
+    let clock = ManualClock::new();
+    let quota = Quota::with_period(Duration::from_millis(100));
+    let build = || {
+        Limiter::<u64>::builder(quota)
+            .shards(1)
+            .capacity(256)
+            .clock(clock.clone())
+    };
+    let l = build().build();
+    let cap_bytes = build().presize(256).build().stats().bytes;
+    for k in 0..50_000u64 {
+        assert!(l.check(&k).is_ok());
+        if k % 5_000 == 4_999 {
+            let s = l.stats();
+            assert_eq!(s.live_keys, 100);
+            assert_eq!((s.forced_evictions, s.refused_keys), (0, 0), "{s:?}");
+            assert!(s.keys_held <= 256, "{s:?}");
+            assert!(
+                s.bytes - s.retired_bytes <= cap_bytes,
+                "{s:?} vs {cap_bytes}"
+            );
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn retired_arrays_are_at_most_the_current_ones() {
+    // Stats::retired_bytes: "At most the size of the current arrays". Even counting every
+    // other byte of the limiter as "current", growing a shard to its cap breaks that.
+    let l: Limiter<u64> = Limiter::builder(live())
+        .shards(1)
+        .capacity(256)
+        .clock(ManualClock::new())
+        .build();
+    for k in 0..256u64 {
+        assert!(l.check(&k).is_ok());
+    }
+    let s = l.stats();
+    assert_eq!(s.keys_held, 256);
+    assert!(s.retired_bytes <= s.bytes - s.retired_bytes, "{s:?}");
+}
+
+#[test]
+fn ten_keys_fit_in_64_kib() {
+    let l: Limiter<u64> = Limiter::builder(live()).clock(ManualClock::new()).build();
+    for k in 0..10 {
+        assert!(l.check(&k).is_ok());
+    }
+    let s = l.stats();
+    assert_eq!((s.keys_held, s.live_keys, s.retired_bytes), (10, 10, 0));
+    assert!(s.bytes < 64 * 1024, "{s:?}");
+}
+
+#[test]
+fn presized_limiter_holds_every_key_without_growing() {
+    // With one shard the share is exact. With four, the shard sizes include four standard
+    // deviations of slack (a chance of about 1e-5 that one shard still overflows).
+    for shards in [1, 4] {
+        let clock = ManualClock::new();
+        let l: Limiter<u64> = Limiter::builder(live())
+            .capacity(100_000)
+            .presize(10_000)
+            .shards(shards)
+            .clock(clock)
+            .build();
+        let before = l.stats().bytes;
+        for k in 0..10_000u64 {
+            assert!(l.check(&k).is_ok());
+        }
+        let s = l.stats();
+        assert_eq!(
+            (s.keys_held, s.live_keys, l.len()),
+            (10_000, 10_000, 10_000)
+        );
+        assert_eq!(s.retired_bytes, 0, "{shards} shards: {s:?}");
+        assert_eq!(s.bytes, before, "{shards} shards");
+        // Every key is still there, with its own state.
+        for k in 0..10_000u64 {
+            assert_eq!(l.check_n(&k, 99).unwrap().remaining(), 0);
+        }
+    }
+    // The same keys without presizing grow the table and retire arrays.
+    let l: Limiter<u64> = Limiter::builder(live())
+        .capacity(100_000)
+        .clock(ManualClock::new())
+        .build();
+    for k in 0..10_000u64 {
+        assert!(l.check(&k).is_ok());
+    }
+    let s = l.stats();
+    assert_eq!(s.keys_held, 10_000);
+    assert!(s.retired_bytes > 0, "{s:?}");
+}
+
+#[test]
+fn a_constant_hasher_does_not_merge_keys() {
+    let clock = ManualClock::new();
+    let l: Limiter<str, ConstantRouter> = Limiter::builder(Quota::per_second(2))
+        .hasher(ConstantRouter::default())
+        .clock(clock.clone())
+        .build();
+    assert!(l.check_n("a", 2).is_ok());
+    assert!(l.check("a").unwrap_err().is_rate_limited());
+    // "b" lands in the same shard but keeps its own limit.
+    assert_eq!(l.check("b").unwrap().remaining(), 1);
+    assert!(l.check("b").is_ok());
+    assert!(l.check("b").unwrap_err().is_rate_limited());
+    assert!(l.reset("a"));
+    assert_eq!(l.check("a").unwrap().remaining(), 1);
+    assert!(l.check("b").unwrap_err().is_rate_limited());
+
+    // Many keys in one shard: each gets exactly its burst, across growth of that shard.
+    let l: Limiter<u64, ConstantRouter> = Limiter::builder(Quota::per_second(3))
+        .hasher(ConstantRouter::default())
+        .clock(clock)
+        .build();
+    for round in 0..4 {
+        for k in 0..500u64 {
+            let r = l.check(&k);
+            if round < 3 {
+                assert_eq!(r.unwrap().remaining(), 2 - round, "key {k}");
+            } else {
+                assert!(r.unwrap_err().is_rate_limited(), "key {k}");
+            }
+        }
+    }
+    let s = l.stats();
+    assert_eq!(
+        (s.admitted, s.denied, s.keys_held, l.len()),
+        (1_500, 500, 500, 500)
+    );
+}
