@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use common::subjects::{
-    DENY, ExplicitTime, Governor, Ideal, LIVE, Naive, Subject, Tollgate, TollgatePresized,
+    DENY, ExplicitTime, Governor, Ideal, IdealSparse, LIVE, Naive, Subject, Tollgate,
+    TollgatePresized,
 };
 use common::{Config, Rng, Summary, loadavg, peak_rss_bytes, rss_bytes, run_threads, sig};
 
@@ -510,6 +511,17 @@ fn scenario_e<'a, S: Subject + 'a>(keys: &'a [u64], orders: &'a [Vec<u64>; 2]) -
 // ---------------------------------------------------------------------------------------
 // the report
 
+/// A scenario's full result set, extra variants included.
+struct Breakdown {
+    scenario: &'static str,
+    note: String,
+    results: Vec<(&'static str, Summary)>,
+}
+
+/// Variant names: checks with a time read ahead (the clock's cost removed).
+const TOLLGATE_AT: &str = "tollgate check_at";
+const IDEAL_AT: &str = "ideal check_at";
+
 struct Row {
     scenario: String,
     results: Vec<(&'static str, Summary)>,
@@ -753,7 +765,7 @@ fn main() {
 
     let mut rows: Vec<Row> = Vec::new();
     let mut prims = None;
-    let mut breakdown: Vec<Row> = Vec::new();
+    let mut breakdown: Vec<Breakdown> = Vec::new();
 
     if cfg.runs('P') {
         eprintln!("P: primitives");
@@ -761,39 +773,30 @@ fn main() {
     }
     if cfg.runs('A') {
         eprintln!("A: 1 thread, one hot key, allow");
-        let results = interleave(
-            "A",
-            cfg.rounds,
-            vec![
-                (Tollgate::NAME, scenario_a::<Tollgate>(&cfg)),
-                (Governor::NAME, scenario_a::<Governor>(&cfg)),
-                (Naive::NAME, scenario_a::<Naive>(&cfg)),
-                (Ideal::NAME, scenario_a::<Ideal>(&cfg)),
-            ],
-        );
+        let mut entries: Vec<(&'static str, RoundFn<'_>)> = vec![
+            (Tollgate::NAME, scenario_a::<Tollgate>(&cfg)),
+            (Governor::NAME, scenario_a::<Governor>(&cfg)),
+            (Naive::NAME, scenario_a::<Naive>(&cfg)),
+            (Ideal::NAME, scenario_a::<Ideal>(&cfg)),
+        ];
+        if cfg.runs('X') {
+            entries.push((TOLLGATE_AT, scenario_a_at::<Tollgate>(&cfg)));
+            entries.push((IDEAL_AT, scenario_a_at::<Ideal>(&cfg)));
+        }
+        let results = interleave("A", cfg.rounds, entries);
+        breakdown.push(Breakdown {
+            scenario: "A",
+            note: format!(
+                "`check_at` reads the time once per {} checks",
+                thousands(cfg.a_block)
+            ),
+            results: results.clone(),
+        });
         rows.push(Row {
             scenario: "A. 1 thread, one hot key, allow".to_owned(),
             results,
             ideal_target: Some(1.2),
         });
-        if cfg.runs('X') {
-            let results = interleave(
-                "A/at",
-                cfg.rounds,
-                vec![
-                    (Tollgate::NAME, scenario_a_at::<Tollgate>(&cfg)),
-                    (Ideal::NAME, scenario_a_at::<Ideal>(&cfg)),
-                ],
-            );
-            breakdown.push(Row {
-                scenario: format!(
-                    "A without the clock (`check_at`, one time read per {} checks)",
-                    thousands(cfg.a_block)
-                ),
-                results,
-                ideal_target: None,
-            });
-        }
     }
     if cfg.runs('B') {
         eprintln!(
@@ -803,16 +806,27 @@ fn main() {
         let mut rng = Rng::new(0xB);
         let keys = rng.keys(cfg.b_keys);
         let order = rng.shuffled(&keys);
-        let results = interleave(
-            "B",
-            cfg.rounds,
-            vec![
-                (Tollgate::NAME, scenario_b::<Tollgate>(&keys, &order)),
-                (Governor::NAME, scenario_b::<Governor>(&keys, &order)),
-                (Naive::NAME, scenario_b::<Naive>(&keys, &order)),
-                (Ideal::NAME, scenario_b::<Ideal>(&keys, &order)),
-            ],
-        );
+        let mut entries: Vec<(&'static str, RoundFn<'_>)> = vec![
+            (Tollgate::NAME, scenario_b::<Tollgate>(&keys, &order)),
+            (Governor::NAME, scenario_b::<Governor>(&keys, &order)),
+            (Naive::NAME, scenario_b::<Naive>(&keys, &order)),
+            (Ideal::NAME, scenario_b::<Ideal>(&keys, &order)),
+        ];
+        if cfg.runs('X') {
+            entries.push((TOLLGATE_AT, scenario_b_at::<Tollgate>(&keys, &order)));
+            entries.push((IDEAL_AT, scenario_b_at::<Ideal>(&keys, &order)));
+            entries.push((
+                TollgatePresized::NAME,
+                scenario_b::<TollgatePresized>(&keys, &order),
+            ));
+            entries.push((IdealSparse::NAME, scenario_b::<IdealSparse>(&keys, &order)));
+        }
+        let results = interleave("B", cfg.rounds, entries);
+        breakdown.push(Breakdown {
+            scenario: "B",
+            note: "`check_at` reads the time once per round".to_owned(),
+            results: results.clone(),
+        });
         rows.push(Row {
             scenario: format!(
                 "B. 1 thread, {} live keys, random order",
@@ -821,21 +835,6 @@ fn main() {
             results,
             ideal_target: Some(1.4),
         });
-        if cfg.runs('X') {
-            let results = interleave(
-                "B/at",
-                cfg.rounds,
-                vec![
-                    (Tollgate::NAME, scenario_b_at::<Tollgate>(&keys, &order)),
-                    (Ideal::NAME, scenario_b_at::<Ideal>(&keys, &order)),
-                ],
-            );
-            breakdown.push(Row {
-                scenario: "B without the clock (`check_at`, one time read per round)".to_owned(),
-                results,
-                ideal_target: None,
-            });
-        }
     }
     let c = if cfg.runs('C') {
         eprintln!("C: insert {} new live keys", thousands(cfg.c_keys));
@@ -911,24 +910,39 @@ fn main() {
         println!();
         print_c_table(c, cfg.c_keys);
     }
+    let breakdown: Vec<_> = breakdown.iter().filter(|b| b.results.len() > 4).collect();
     if !breakdown.is_empty() {
         println!();
-        println!("Without the clock (what the table itself costs):");
+        println!(
+            "Variants, measured in the same rounds as the scenario (ratios to that scenario's ideal):"
+        );
         println!();
-        println!("| measurement | tollgate | ideal | tollgate / ideal |");
+        println!("| scenario | variant | ns | / ideal |");
         println!("| --- | --- | --- | --- |");
-        for row in &breakdown {
-            let (t, i) = (
-                find(&row.results, Tollgate::NAME),
-                find(&row.results, Ideal::NAME),
-            );
-            println!(
-                "| {} | {} | {} | {} |",
-                row.scenario,
-                t.map_or_else(|| "–".to_owned(), |s| s.to_string()),
-                i.map_or_else(|| "–".to_owned(), |s| s.to_string()),
-                fmt_ratio(ratio(t, i)),
-            );
+        for b in breakdown {
+            let ideal = find(&b.results, Ideal::NAME);
+            let base_ideal = |name: &str| {
+                if name == TOLLGATE_AT {
+                    find(&b.results, IDEAL_AT)
+                } else {
+                    ideal
+                }
+            };
+            for (name, s) in &b.results {
+                let what = match *name {
+                    TOLLGATE_AT | IDEAL_AT => format!("{name} ({})", b.note),
+                    _ => (*name).to_owned(),
+                };
+                let vs = if *name == TOLLGATE_AT {
+                    format!(
+                        "{} (vs ideal check_at)",
+                        fmt_ratio(ratio(Some(*s), base_ideal(name)))
+                    )
+                } else {
+                    fmt_ratio(ratio(Some(*s), ideal))
+                };
+                println!("| {} | {what} | {s} | {vs} |", b.scenario);
+            }
         }
     }
     if let Some(p) = &prims {

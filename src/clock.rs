@@ -76,7 +76,7 @@ pub(crate) fn saturating_nanos(d: Duration) -> u64 {
 
 /// A source of monotonic time for a limiter.
 ///
-/// `now` must never decrease. Timestamps later than about 9 years after the origin saturate
+/// `now` must never decrease. Timestamps later than about 18 years after the origin saturate
 /// (the limiter keeps working but no longer sees time pass), so origins should be recent.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time.

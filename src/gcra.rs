@@ -7,11 +7,11 @@
 //! Notation: emission interval `T`, burst `b`, tolerance `tau = (b - 1)·T`. A stored TAT that is
 //! `<= now` carries no information: it behaves exactly like an absent key (TAT 0).
 
-/// The largest `now` the math accepts (about 9 years after the clock's origin); later
-/// timestamps saturate here. With a window of at most 2^58 ns every TAT then fits in 59 bits.
-pub(crate) const MAX_NOW: u64 = (1 << 58) - 1;
+/// The largest `now` the math accepts (about 18 years after the clock's origin); later
+/// timestamps saturate here. With a window of at most 2^59 ns every TAT then fits in 60 bits.
+pub(crate) const MAX_NOW: u64 = (1 << 59) - 1;
 /// The largest TAT ever stored.
-pub(crate) const MAX_TAT: u64 = (1 << 59) - 1;
+pub(crate) const MAX_TAT: u64 = (1 << 60) - 1;
 
 /// A quota in the form the math uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,7 @@ impl Gcra {
     }
 
     /// From an interval and burst that a `Quota` validated (`interval >= 1`, `burst >= 1`,
-    /// `interval × burst <= 2^58`).
+    /// `interval × burst <= 2^59`).
     #[inline]
     pub(crate) fn from_parts(interval: u64, burst: u32) -> Gcra {
         Gcra {
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn extreme_quota_and_timestamps_do_not_overflow() {
-        let q = Quota::with_period(Duration::from_nanos(1 << 57)).allow_burst(2);
+        let q = Quota::with_period(Duration::from_nanos(1 << 58)).allow_burst(2);
         let g = gcra(q);
         let Decision::Admit { new_tat } = g.decide(0, u64::MAX, 2) else {
             panic!()

@@ -213,7 +213,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
 
     /// Pushes `key`'s next admission at least `delay` from now, keeping any later one: for
     /// escalating against abuse, or honouring a server's `Retry-After`. Durations too long
-    /// to represent saturate (about 18 years).
+    /// to represent saturate (about 36 years).
     ///
     /// # Errors
     ///

@@ -4,8 +4,8 @@ use std::fmt;
 use std::time::Duration;
 
 /// The longest emission window tollgate accepts: `burst × interval` must not exceed this
-/// (about 9 years), so every timestamp it computes stays inside the 59-bit state word.
-pub(crate) const MAX_WINDOW_NANOS: u64 = 1 << 58;
+/// (about 18 years), so every timestamp it computes stays inside the 60-bit TAT of a state word.
+pub(crate) const MAX_WINDOW_NANOS: u64 = 1 << 59;
 
 /// A rate limit: one cell every `interval`, with up to `burst` cells available at once.
 ///
@@ -47,7 +47,7 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError`] if `cells` is zero, the period is zero, the resulting interval is
-    /// shorter than a nanosecond, or the burst window exceeds about 9 years.
+    /// shorter than a nanosecond, or the burst window exceeds about 18 years.
     pub fn new(cells: u32, period: Duration) -> Result<Quota, QuotaError> {
         if cells == 0 {
             return Err(QuotaError::ZeroCells);
@@ -69,7 +69,7 @@ impl Quota {
     ///
     /// # Errors
     ///
-    /// [`QuotaError`] if the period is zero or longer than about 9 years.
+    /// [`QuotaError`] if the period is zero or longer than about 18 years.
     pub fn try_with_period(period: Duration) -> Result<Quota, QuotaError> {
         Quota::new(1, period)
     }
@@ -108,7 +108,7 @@ impl Quota {
     ///
     /// # Panics
     ///
-    /// If `period` is zero or longer than about 9 years. Use [`Quota::try_with_period`] to
+    /// If `period` is zero or longer than about 18 years. Use [`Quota::try_with_period`] to
     /// get an error instead.
     #[track_caller]
     pub fn with_period(period: Duration) -> Quota {
@@ -122,7 +122,7 @@ impl Quota {
     ///
     /// # Panics
     ///
-    /// If `burst` is zero or `burst × interval` exceeds about 9 years. Use
+    /// If `burst` is zero or `burst × interval` exceeds about 18 years. Use
     /// [`Quota::try_allow_burst`] to get an error instead.
     #[track_caller]
     #[must_use]
@@ -207,7 +207,7 @@ pub enum QuotaError {
         /// The requested period.
         period: Duration,
     },
-    /// `burst × interval` exceeds about 9 years (2^58 ns).
+    /// `burst × interval` exceeds about 18 years (2^59 ns).
     WindowTooLong,
 }
 
@@ -222,7 +222,7 @@ impl fmt::Display for QuotaError {
                 "{cells} cells per {period:?} is more than one per nanosecond, the clock's resolution"
             ),
             QuotaError::WindowTooLong => f.write_str(
-                "burst × interval exceeds the longest supported window (2^58 ns, about 9 years)",
+                "burst × interval exceeds the longest supported window (2^59 ns, about 18 years)",
             ),
         }
     }

@@ -1,10 +1,14 @@
 //! Admission counters striped per thread, and the [`Stats`] snapshot.
 //!
-//! Every check bumps a counter. A single shared counter would be a write that every thread
-//! contends on, so each thread writes its own cache-padded stripe (picked once per thread,
-//! round-robin) and a snapshot sums the stripes.
-
-use std::cell::Cell;
+//! Every check bumps a counter, so the counters must not add a shared write, or even a locked
+//! instruction, to the hot path. Each limiter has `OWNED` stripes, and each live thread owns
+//! at most one stripe index, process-wide (indices are handed back when a thread exits). The
+//! owner is a stripe's only writer, so it bumps with a plain load and store, not an atomic
+//! RMW. Threads beyond `OWNED`, and checks made while a thread's locals are being torn down,
+//! share one extra stripe and bump it with `fetch_add`. A snapshot sums the stripes.
+//!
+//! Handing an index from an exited thread to a new one goes through a mutex, so the new
+//! owner's first load sees the old owner's last store.
 
 use crossbeam_utils::CachePadded;
 
@@ -36,11 +40,14 @@ pub struct Stats {
     /// Bytes the limiter holds, retired arrays included.
     pub bytes: usize,
     /// Of `bytes`, arrays outgrown by growth and kept until the limiter drops (readers may
-    /// still be using them). At most the size of the current arrays.
+    /// still be using them). Always less than the current arrays.
     pub retired_bytes: usize,
     /// The most keys the limiter holds at once.
     pub capacity: usize,
 }
+
+/// Stripes with a single owning thread each.
+const OWNED: usize = 64;
 
 #[derive(Debug, Default)]
 struct Stripe {
@@ -50,54 +57,43 @@ struct Stripe {
 
 #[derive(Debug)]
 pub(crate) struct Counters {
+    /// `OWNED` owned stripes, then the shared one.
     stripes: Box<[CachePadded<Stripe>]>,
-}
-
-static NEXT_STRIPE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-thread_local! {
-    static THREAD_STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-#[inline]
-fn thread_stripe() -> usize {
-    THREAD_STRIPE.with(|s| {
-        let mut i = s.get();
-        if i == usize::MAX {
-            // ordering: only uniqueness matters, not order.
-            i = NEXT_STRIPE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            s.set(i);
-        }
-        i
-    })
 }
 
 impl Counters {
     pub(crate) fn new() -> Counters {
-        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-        let stripes = (2 * threads).next_power_of_two().clamp(2, 128);
         Counters {
-            stripes: (0..stripes)
+            stripes: (0..=OWNED)
                 .map(|_| CachePadded::new(Stripe::default()))
                 .collect(),
         }
     }
 
     #[inline]
-    fn stripe(&self) -> &Stripe {
-        &self.stripes[thread_stripe() & (self.stripes.len() - 1)]
-    }
-
-    #[inline]
     pub(crate) fn admitted(&self) {
-        // ordering: a statistic; no other memory depends on it.
-        self.stripe().admitted.fetch_add(1, Ordering::Relaxed);
+        self.bump(|s| &s.admitted);
     }
 
     #[inline]
     pub(crate) fn denied(&self) {
-        // ordering: a statistic; no other memory depends on it.
-        self.stripe().denied.fetch_add(1, Ordering::Relaxed);
+        self.bump(|s| &s.denied);
+    }
+
+    #[inline]
+    fn bump(&self, counter: impl Fn(&Stripe) -> &AtomicU64) {
+        match owned_index() {
+            Some(i) => {
+                let c = counter(&self.stripes[i]);
+                // ordering: this thread is the stripe's only writer (see the module docs), so
+                // a plain load and store lose nothing; readers only sum the values.
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+            None => {
+                // ordering: a statistic; no other memory depends on it.
+                counter(&self.stripes[OWNED]).fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// `(admitted, denied)` summed over the stripes.
@@ -113,5 +109,93 @@ impl Counters {
 
     pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of_val(&*self.stripes)
+    }
+}
+
+/// The stripe index this thread owns, if it owns one.
+#[cfg(not(tollgate_loom))]
+#[inline]
+fn owned_index() -> Option<usize> {
+    OWNER.try_with(|o| o.0).ok().flatten()
+}
+
+/// Loom runs all model threads on one OS thread, so std thread-locals cannot tell them
+/// apart: every model thread shares the atomic stripe.
+#[cfg(tollgate_loom)]
+#[inline]
+fn owned_index() -> Option<usize> {
+    None
+}
+
+#[cfg(not(tollgate_loom))]
+thread_local! {
+    static OWNER: StripeOwner = StripeOwner::acquire();
+}
+
+/// Ownership of one stripe index for the life of a thread.
+#[cfg(not(tollgate_loom))]
+struct StripeOwner(Option<usize>);
+
+#[cfg(not(tollgate_loom))]
+static FREE_INDICES: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+#[cfg(not(tollgate_loom))]
+static NEXT_INDEX: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
+#[cfg(not(tollgate_loom))]
+impl StripeOwner {
+    fn acquire() -> StripeOwner {
+        let mut free = FREE_INDICES.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = free.pop() {
+            return StripeOwner(Some(i));
+        }
+        drop(free);
+        let mut next = NEXT_INDEX.lock().unwrap_or_else(|p| p.into_inner());
+        if *next < OWNED {
+            *next += 1;
+            StripeOwner(Some(*next - 1))
+        } else {
+            StripeOwner(None)
+        }
+    }
+}
+
+#[cfg(not(tollgate_loom))]
+impl Drop for StripeOwner {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            // The mutex orders this thread's last bump before the next owner's first.
+            FREE_INDICES
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(i);
+        }
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_exact_across_many_short_lived_threads() {
+        let counters = Counters::new();
+        // More threads than owned stripes, in waves, so indices are recycled and the shared
+        // stripe is used too.
+        for _ in 0..4 {
+            std::thread::scope(|s| {
+                for _ in 0..(OWNED + 8) {
+                    s.spawn(|| {
+                        for _ in 0..1_000 {
+                            counters.admitted();
+                        }
+                        counters.denied();
+                    });
+                }
+            });
+        }
+        assert_eq!(
+            counters.totals(),
+            (4 * (OWNED as u64 + 8) * 1_000, 4 * (OWNED as u64 + 8))
+        );
     }
 }

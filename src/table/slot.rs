@@ -3,15 +3,16 @@
 //! # The state word
 //!
 //! ```text
-//! state: { live: 1 | gen: 4 | tat: 59 }      (bit 63 | bits 59..63 | bits 0..59)
+//! state: { live: 1 | gen: 3 | tat: 60 }      (bit 63 | bits 60..63 | bits 0..60)
 //! ```
 //!
 //! * `live = 1`: the slot holds the key named by `fp`, and `tat` is its GCRA timestamp.
 //! * `live = 0` ("frozen"): the slot holds no key, or is being handed over under the shard
 //!   lock. An all-zero word is a frozen slot of generation 0, so a fresh array is all empty.
-//! * `gen` counts the slot's owners (mod 16). It is kept across freezing and bumped whenever a
+//! * `gen` counts the slot's owners (mod 8). It is kept across freezing and bumped whenever a
 //!   new key takes the slot, so a word of the old owner never equals a word of the new one
-//!   unless 16 hand-overs and an identical 59-bit TAT coincide.
+//!   unless a multiple of 8 hand-overs and an identical 60-bit TAT coincide while one updater
+//!   is paused between its load and its CAS.
 //!
 //! # Fingerprints
 //!
@@ -56,8 +57,8 @@ pub(crate) const EMPTY: u64 = 0;
 pub(crate) const TOMBSTONE: u64 = 1;
 
 const LIVE: u64 = 1 << 63;
-const GEN_SHIFT: u32 = 59;
-const GEN_MASK: u64 = 0xF << GEN_SHIFT;
+const GEN_SHIFT: u32 = 60;
+const GEN_MASK: u64 = 0x7 << GEN_SHIFT;
 const TAT_MASK: u64 = (1 << GEN_SHIFT) - 1;
 
 /// Packs a live state word `{1, gen, tat}`.
