@@ -1,4 +1,3 @@
-#![cfg(tollgate_loom)]
 //! Loom models of tollgate's concurrent protocols (DESIGN.md §4, "Loom").
 //!
 //! Run them in release mode with a preemption bound:
@@ -8,10 +7,13 @@
 //!     CARGO_TARGET_DIR=/tmp/target-loom cargo test --release --test loom
 //! ```
 //!
-//! Add `-- --nocapture` to see each model's iteration count and time; `LOOM_LOG=1` and
-//! `LOOM_LOCATION=1` print the interleaving of a failing model, and `LOOM_CHECKPOINT_FILE`
-//! replays one. Without `LOOM_MAX_PREEMPTIONS` the models use a bound of 2, not loom's
-//! unbounded default, which would take hours.
+//! Add `-- --nocapture` to see each model's interleaving count and time. Without
+//! `LOOM_MAX_PREEMPTIONS` the models use a bound of 2; the suite takes well under a second at
+//! 2 and a few seconds effectively unbounded (`LOOM_MAX_PREEMPTIONS=100`). A failing model
+//! panics with both threads' outcomes and the table's final state in the message;
+//! `LOOM_LOCATION=1` adds source locations to loom's own reports. (`LOOM_LOG` and
+//! `LOOM_CHECKPOINT_FILE` need a `tracing` subscriber and loom's `checkpoint` feature, which
+//! this crate does not enable.)
 //!
 //! Under `--cfg tollgate_loom` every atomic, lock and `Arc` in the crate is loom's, key
 //! hashing is a fixed SipHash (so every run takes the same branches) and a new shard has two
@@ -19,11 +21,18 @@
 //! [`ManualClock`] that never moves, so the few methods that read the clock internally
 //! (`stats`) read a constant.
 //!
-//! Each model runs two threads (the main one and one spawned) on one shard of two to four
-//! slots, and checks the outcome against every linearisation the model allows. The
+//! Each model runs two threads (the main one and one spawned) on one shard of two to six
+//! slots, and checks the outcome against every linearisation the model allows. Loom 0.7
+//! misses some interleavings of such code unless helped (see `race`): every model runs
+//! twice, once with each role assignment, and each thread opens with an access to a shared
+//! gate. The
 //! table's stored state is read afterwards with a 0-cell check at time 0: it is
 //! always admitted, writes nothing, inserts nothing, and its `reset_after` is the stored TAT
 //! (see `tat`).
+//!
+//! The `cfg` below empties this file in every other build; it comes after this comment so
+//! that the empty test crate still has its docs (`missing_docs` is on for every target).
+#![cfg(tollgate_loom)]
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,25 +46,81 @@ use tollgate::{
 /// The emission interval of every model's quota, in nanoseconds.
 const T: u64 = 1_000;
 
-/// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise) and
-/// reports how many interleavings it explored.
-fn model<F: Fn() + Sync + Send + 'static>(name: &str, f: F) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
-    let count = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = count.clone();
+/// Which thread runs which of a model's two operations.
+#[derive(Debug, Clone, Copy)]
+enum Roles {
+    /// The first operation on the main thread, the second on the spawned one.
+    FirstOnMain,
+    /// The other way round.
+    FirstSpawned,
+}
+
+/// Runs a model under loom twice, once per [`Roles`] (preemption bound 2 unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise), and reports the interleavings and time.
+fn model(name: &str, f: impl Fn(Roles) + Copy + Sync + Send + 'static) {
     let start = Instant::now();
-    builder.check(move || {
-        counter.fetch_add(1, Ordering::Relaxed);
-        f();
-    });
+    let mut total = 0;
+    for roles in [Roles::FirstOnMain, Roles::FirstSpawned] {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        let count = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = count.clone();
+        builder.check(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            f(roles);
+        });
+        total += count.load(Ordering::Relaxed);
+    }
     eprintln!(
-        "loom model {name}: {} interleavings in {:.2?}",
-        count.load(Ordering::Relaxed),
+        "loom model {name}: {total} interleavings in {:.2?}",
         start.elapsed()
     );
+}
+
+/// Runs `first` and `second` concurrently on two loom threads and returns their results.
+///
+/// Loom 0.7's partial-order reduction remembers only the *last* access to each atomic, so
+/// a thread that loads a word before CASing it can hide its CAS's race with the other
+/// thread's earlier load, and a spawned thread whose first operation is a load is never
+/// scheduled ahead of the main thread (tokio-rs/loom#166, #392). Two mitigations, both
+/// checked against a litmus test: each thread starts with a Relaxed RMW on a shared `gate`
+/// (a dependent access that makes loom try the other thread first; it creates no
+/// happens-before edge), and [`model`] runs every model with both role assignments.
+fn race<R1, R2>(
+    roles: Roles,
+    first: impl FnOnce() -> R1 + Send + 'static,
+    second: impl FnOnce() -> R2 + Send + 'static,
+) -> (R1, R2)
+where
+    R1: Send + 'static,
+    R2: Send + 'static,
+{
+    let gate = loom::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+    let spawned_gate = gate.clone();
+    // ordering: the gate only has to be an access loom sees both threads make.
+    let pass = move |g: &loom::sync::atomic::AtomicUsize| g.fetch_add(1, Ordering::Relaxed);
+    match roles {
+        Roles::FirstOnMain => {
+            let other = thread::spawn(move || {
+                pass(&spawned_gate);
+                second()
+            });
+            pass(&gate);
+            let r1 = first();
+            (r1, other.join().unwrap())
+        }
+        Roles::FirstSpawned => {
+            let other = thread::spawn(move || {
+                pass(&spawned_gate);
+                first()
+            });
+            pass(&gate);
+            let r2 = second();
+            (other.join().unwrap(), r2)
+        }
+    }
 }
 
 fn quota(burst: u32) -> Quota {
@@ -92,7 +157,7 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// A check's outcome in model terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Seen {
     /// Admitted; the key's TAT became this.
     Admitted(u64),
@@ -121,8 +186,8 @@ fn home(key: u64, len: u64) -> u64 {
     ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * u128::from(len)) >> 64) as u64
 }
 
-/// Two keys, the first `a`, that share (`same = true`) or do not share a home slot in a
-/// two-slot array.
+/// Keys `(1, b)`, where `b` is the smallest key that shares (`same`) or does not share key 1's
+/// home slot in a two-slot array: `(1, 2)` and `(1, 5)` with the loom build's hash.
 fn key_pair(same: bool) -> (u64, u64) {
     let a = 1;
     let b = (2..).find(|&b| (home(b, 2) == home(a, 2)) == same).unwrap();
@@ -135,15 +200,17 @@ fn key_pair(same: bool) -> (u64, u64) {
 /// Two lock-free checks race on a key the table already holds. `left` cells remain at `NOW`:
 /// exactly `min(left, 2)` checks pass, each from a distinct state (no lost update), and the
 /// stored TAT records every admission.
-fn two_updates_on_one_key(left: u32) {
+fn two_updates_on_one_key(roles: Roles, left: u32) {
     const NOW: u64 = 10_000;
     let l = limiter(left + 1, 4, FullPolicy::RefuseNewKeys);
     // One cell used: the key is held and live, so both threads take the lock-free path.
     assert!(l.check_at(&7, at(NOW)).is_ok());
-    let l2 = l.clone();
-    let other = thread::spawn(move || seen(l2.check_at(&7, at(NOW)), NOW));
-    let mine = seen(l.check_at(&7, at(NOW)), NOW);
-    let other = other.join().unwrap();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (mine, other) = race(
+        roles,
+        move || seen(l1.check_at(&7, at(NOW)), NOW),
+        move || seen(l2.check_at(&7, at(NOW)), NOW),
+    );
 
     let admitted: Vec<u64> = [mine, other]
         .into_iter()
@@ -170,15 +237,15 @@ fn two_updates_on_one_key(left: u32) {
 
 #[test]
 fn two_updates_on_one_key_both_pass() {
-    model("two_updates_on_one_key_both_pass", || {
-        two_updates_on_one_key(2)
+    model("two_updates_on_one_key_both_pass", |roles| {
+        two_updates_on_one_key(roles, 2)
     });
 }
 
 #[test]
 fn two_updates_on_one_key_one_passes() {
-    model("two_updates_on_one_key_one_passes", || {
-        two_updates_on_one_key(1)
+    model("two_updates_on_one_key_one_passes", |roles| {
+        two_updates_on_one_key(roles, 1)
     });
 }
 
@@ -187,13 +254,15 @@ fn two_updates_on_one_key_one_passes() {
 
 /// Two threads check a key the table does not hold. The capacity leaves room for a second
 /// slot, so a locked path that failed to re-probe would show up as two held keys.
-fn two_inserts_of_one_new_key(burst: u32) {
+fn two_inserts_of_one_new_key(roles: Roles, burst: u32) {
     const NOW: u64 = 10_000;
     let l = limiter(burst, 4, FullPolicy::RefuseNewKeys);
-    let l2 = l.clone();
-    let other = thread::spawn(move || seen(l2.check_at(&7, at(NOW)), NOW));
-    let mine = seen(l.check_at(&7, at(NOW)), NOW);
-    let other = other.join().unwrap();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (mine, other) = race(
+        roles,
+        move || seen(l1.check_at(&7, at(NOW)), NOW),
+        move || seen(l2.check_at(&7, at(NOW)), NOW),
+    );
 
     let mut admitted: Vec<u64> = [mine, other]
         .into_iter()
@@ -218,15 +287,104 @@ fn two_inserts_of_one_new_key(burst: u32) {
 
 #[test]
 fn two_inserts_of_one_new_key_burst_2() {
-    model("two_inserts_of_one_new_key_burst_2", || {
-        two_inserts_of_one_new_key(2)
+    model("two_inserts_of_one_new_key_burst_2", |roles| {
+        two_inserts_of_one_new_key(roles, 2)
     });
 }
 
 #[test]
 fn two_inserts_of_one_new_key_burst_1() {
-    model("two_inserts_of_one_new_key_burst_1", || {
-        two_inserts_of_one_new_key(1)
+    model("two_inserts_of_one_new_key_burst_1", |roles| {
+        two_inserts_of_one_new_key(roles, 1)
+    });
+}
+
+/// Two threads check new key B in a full table (capacity 1, evict when full) whose only key,
+/// A, shares B's home, is live and has used its whole burst (TAT 2 000 at time 0). The first
+/// check to take the lock evicts A and hands its slot to B; the other may find B's
+/// fingerprint lock-free while the slot still shows A's word in memory. It must never decide
+/// B's check on A's state: B is fresh, so both checks pass (TATs 1 000 and 2 000).
+fn two_inserts_of_one_new_key_evicting(roles: Roles) {
+    let (a, b) = key_pair(true);
+    let l = limiter(2, 1, FullPolicy::EvictClosestToExpiry);
+    assert!(l.check_n_at(&a, 2, at(0)).is_ok());
+    let (l1, l2) = (l.clone(), l.clone());
+    let (mine, other) = race(
+        roles,
+        move || seen(l1.check_at(&b, at(0)), 0),
+        move || seen(l2.check_at(&b, at(0)), 0),
+    );
+
+    let mut admitted = [mine, other];
+    admitted.sort_unstable();
+    assert_eq!(admitted, [Seen::Admitted(1_000), Seen::Admitted(2_000)]);
+    let stats = l.stats();
+    assert_eq!(
+        (stats.keys_held, stats.forced_evictions),
+        (1, 1),
+        "{stats:?}"
+    );
+    assert_eq!((tat(&l, a), tat(&l, b)), (0, 2_000));
+}
+
+#[test]
+fn two_inserts_of_one_new_key_evicting_a_live_key() {
+    model(
+        "two_inserts_of_one_new_key_evicting_a_live_key",
+        two_inserts_of_one_new_key_evicting,
+    );
+}
+
+/// Two new keys (sharing a home) arrive at a table with room for one. Refusing: exactly one
+/// is admitted and held, the other refused. Evicting: both are admitted, the later one
+/// evicts the earlier, and the survivor holds its own state.
+fn two_new_keys_for_one_place(roles: Roles, policy: FullPolicy) {
+    let (a, b) = key_pair(true);
+    let l = limiter(2, 1, policy);
+    let (l1, l2) = (l.clone(), l.clone());
+    // Distinct TATs say whose state a slot holds: A takes one cell, B two.
+    let (ra, rb) = race(
+        roles,
+        move || seen(l1.check_at(&a, at(0)), 0),
+        move || seen(l2.check_n_at(&b, 2, at(0)), 0),
+    );
+
+    let stats = l.stats();
+    let (ta, tb) = (tat(&l, a), tat(&l, b));
+    let ctx = format!("A: {ra:?} B: {rb:?} stored A {ta} B {tb} {stats:?}");
+    assert_eq!(stats.keys_held, 1, "{ctx}");
+    match policy {
+        FullPolicy::RefuseNewKeys => {
+            assert!(
+                (ra, rb, ta, tb) == (Seen::Admitted(1_000), Seen::Full, 1_000, 0)
+                    || (ra, rb, ta, tb) == (Seen::Full, Seen::Admitted(2_000), 0, 2_000),
+                "{ctx}"
+            );
+            assert_eq!(stats.refused_keys, 1, "{ctx}");
+        }
+        FullPolicy::EvictClosestToExpiry => {
+            assert_eq!(
+                (ra, rb),
+                (Seen::Admitted(1_000), Seen::Admitted(2_000)),
+                "{ctx}"
+            );
+            assert!((ta, tb) == (1_000, 0) || (ta, tb) == (0, 2_000), "{ctx}");
+            assert_eq!(stats.forced_evictions, 1, "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn two_new_keys_for_one_place_refuse() {
+    model("two_new_keys_for_one_place_refuse", |roles| {
+        two_new_keys_for_one_place(roles, FullPolicy::RefuseNewKeys)
+    });
+}
+
+#[test]
+fn two_new_keys_for_one_place_evict() {
+    model("two_new_keys_for_one_place_evict", |roles| {
+        two_new_keys_for_one_place(roles, FullPolicy::EvictClosestToExpiry)
     });
 }
 
@@ -241,17 +399,19 @@ fn two_inserts_of_one_new_key_burst_1() {
 ///
 /// The distinct TATs name whose check wrote a state: a CAS of A's check landing in B's slot
 /// would leave B at 6 500.
-fn update_vs_reuse_of_expired_slot(policy: FullPolicy, same_home: bool) {
+fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: bool) {
     const NOW_A: u64 = 5_500;
     const NOW_B: u64 = 5_000;
     let (a, b) = key_pair(same_home);
     let l = limiter(2, 1, policy);
     // A's TAT is 1 000, expired at both threads' `now`.
     assert!(l.check_at(&a, at(0)).is_ok());
-    let l2 = l.clone();
-    let other = thread::spawn(move || seen(l2.check_n_at(&b, 2, at(NOW_B)), NOW_B));
-    let ra = seen(l.check_at(&a, at(NOW_A)), NOW_A);
-    let rb = other.join().unwrap();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (ra, rb) = race(
+        roles,
+        move || seen(l1.check_at(&a, at(NOW_A)), NOW_A),
+        move || seen(l2.check_n_at(&b, 2, at(NOW_B)), NOW_B),
+    );
 
     let stats = l.stats();
     let (ta, tb) = (tat(&l, a), tat(&l, b));
@@ -293,68 +453,98 @@ fn update_vs_reuse_of_expired_slot(policy: FullPolicy, same_home: bool) {
 
 #[test]
 fn update_vs_reuse_of_expired_slot_refuse() {
-    model("update_vs_reuse_of_expired_slot_refuse", || {
-        update_vs_reuse_of_expired_slot(FullPolicy::RefuseNewKeys, true)
+    model("update_vs_reuse_of_expired_slot_refuse", |roles| {
+        update_vs_reuse_of_expired_slot(roles, FullPolicy::RefuseNewKeys, true)
     });
 }
 
 #[test]
 fn update_vs_reuse_of_expired_slot_evict() {
-    model("update_vs_reuse_of_expired_slot_evict", || {
-        update_vs_reuse_of_expired_slot(FullPolicy::EvictClosestToExpiry, true)
+    model("update_vs_reuse_of_expired_slot_evict", |roles| {
+        update_vs_reuse_of_expired_slot(roles, FullPolicy::EvictClosestToExpiry, true)
     });
 }
 
 #[test]
 fn update_vs_sweep_of_expired_slot_refuse() {
-    model("update_vs_sweep_of_expired_slot_refuse", || {
-        update_vs_reuse_of_expired_slot(FullPolicy::RefuseNewKeys, false)
+    model("update_vs_sweep_of_expired_slot_refuse", |roles| {
+        update_vs_reuse_of_expired_slot(roles, FullPolicy::RefuseNewKeys, false)
     });
 }
 
 #[test]
 fn update_vs_sweep_of_expired_slot_evict() {
-    model("update_vs_sweep_of_expired_slot_evict", || {
-        update_vs_reuse_of_expired_slot(FullPolicy::EvictClosestToExpiry, false)
+    model("update_vs_sweep_of_expired_slot_evict", |roles| {
+        update_vs_reuse_of_expired_slot(roles, FullPolicy::EvictClosestToExpiry, false)
     });
 }
 
 // ---------------------------------------------------------------------------------------
 // 4. Update vs growth.
 
-/// Key E is held in a two-slot array; one thread checks E while the other inserts a new
-/// key, which does not fit and grows the array (capacity 3: up to 4 slots), freezing and
-/// copying E. E's admission must land exactly once, in whichever array is current.
-fn update_vs_growth() {
+/// Key E is held in a two-slot array; one thread checks E `checks` times while the other
+/// inserts `inserts` new keys into a table of capacity `inserts + 2`. The first new key does
+/// not fit and grows the array to 4 slots, freezing and copying E; with 3 inserts the third
+/// grows it again to 6. Every admission of E must land exactly once, in whichever array is
+/// current, and every key must be held exactly once.
+fn update_vs_growth(roles: Roles, checks: u64, inserts: u64) {
     const NOW: u64 = 10_000;
-    let l = limiter(3, 3, FullPolicy::RefuseNewKeys);
-    assert!(l.check_at(&1, at(NOW)).is_ok());
-    let before = l.stats();
-    assert_eq!(before.retired_bytes, 0);
-    let l2 = l.clone();
-    let other = thread::spawn(move || seen(l2.check_at(&2, at(NOW)), NOW));
-    let re = seen(l.check_at(&1, at(NOW)), NOW);
-    let rn = other.join().unwrap();
-
-    assert_eq!(
-        (re, rn),
-        (Seen::Admitted(NOW + 2 * T), Seen::Admitted(NOW + T))
+    let burst = u32::try_from(checks).unwrap() + 1;
+    let l = limiter(
+        burst,
+        usize::try_from(inserts).unwrap() + 2,
+        FullPolicy::RefuseNewKeys,
     );
+    assert!(l.check_at(&1, at(NOW)).is_ok());
+    assert_eq!(l.stats().retired_bytes, 0);
+    let (l1, l2) = (l.clone(), l.clone());
+    let (re, rn) = race(
+        roles,
+        move || -> Vec<Seen> {
+            (0..checks)
+                .map(|_| seen(l1.check_at(&1, at(NOW)), NOW))
+                .collect()
+        },
+        move || -> Vec<Seen> {
+            (2..2 + inserts)
+                .map(|k| seen(l2.check_at(&k, at(NOW)), NOW))
+                .collect()
+        },
+    );
+
+    let want_e: Vec<Seen> = (2..2 + checks)
+        .map(|i| Seen::Admitted(NOW + i * T))
+        .collect();
+    assert_eq!(re, want_e);
+    assert!(rn.iter().all(|&s| s == Seen::Admitted(NOW + T)), "{rn:?}");
     let stats = l.stats();
     assert!(
         stats.retired_bytes > 0,
-        "the insert grew the array: {stats:?}"
+        "the inserts grew the array: {stats:?}"
     );
-    assert_eq!(stats.keys_held, 2, "no key lost or duplicated: {stats:?}");
-    assert_eq!((tat(&l, 1), tat(&l, 2)), (NOW + 2 * T, NOW + T));
-    // E's third cell is still there, and then its burst is used up.
-    assert!(l.check_at(&1, at(NOW)).is_ok());
+    assert_eq!(
+        stats.keys_held,
+        1 + inserts as usize,
+        "no key lost or duplicated: {stats:?}"
+    );
+    assert_eq!(tat(&l, 1), NOW + (1 + checks) * T);
+    for k in 2..2 + inserts {
+        assert_eq!(tat(&l, k), NOW + T);
+    }
+    // E's burst is used up: nothing of it was lost in the move.
     assert!(l.check_at(&1, at(NOW)).unwrap_err().is_rate_limited());
 }
 
 #[test]
 fn update_vs_growth_model() {
-    model("update_vs_growth", update_vs_growth);
+    model("update_vs_growth", |roles| update_vs_growth(roles, 1, 1));
+}
+
+#[test]
+fn updates_vs_two_growths() {
+    model("updates_vs_two_growths", |roles| {
+        update_vs_growth(roles, 2, 3)
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -364,19 +554,20 @@ fn update_vs_growth_model() {
 /// while the other admits 2 cells. The admission shows both halves of the quota it used:
 /// its `limit` is the burst and its TAT advanced by 2 intervals, so a torn read
 /// (1 000, 5) or (3 000, 2) would be visible.
-fn quota_change_vs_check() {
+fn quota_change_vs_check(roles: Roles) {
     const NOW: u64 = 10_000;
     let old = quota(2);
     let new = Quota::with_period(Duration::from_nanos(3 * T)).allow_burst(5);
     let l = limiter(2, 4, FullPolicy::RefuseNewKeys);
     // Key held (and expired at NOW), so the check is one lock-free CAS.
     assert!(l.check_at(&7, at(0)).is_ok());
-    let l2 = l.clone();
-    let writer = thread::spawn(move || l2.set_quota(new));
-    let ok = l
-        .check_n_at(&7, 2, at(NOW))
-        .expect("2 cells fit either quota");
-    writer.join().unwrap();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (ok, ()) = race(
+        roles,
+        move || l1.check_n_at(&7, 2, at(NOW)),
+        move || l2.set_quota(new),
+    );
+    let ok = ok.expect("2 cells fit either quota");
 
     let used = (ok.limit(), nanos(ok.reset_after()));
     assert!(
@@ -402,13 +593,15 @@ fn quota_change_vs_check_model() {
 /// Key K (burst 2) has one cell used. One thread resets K while the other checks it. The
 /// check is admitted either way: before the reset from K's state (TAT 2 000, then the reset
 /// forgets K), after it from scratch (TAT 1 000, and K stays held).
-fn reset_vs_check() {
+fn reset_vs_check(roles: Roles) {
     let l = limiter(2, 4, FullPolicy::RefuseNewKeys);
     assert!(l.check_at(&7, at(0)).is_ok());
-    let l2 = l.clone();
-    let resetter = thread::spawn(move || l2.reset(&7));
-    let r = seen(l.check_at(&7, at(0)), 0);
-    let was_held = resetter.join().unwrap();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (r, was_held) = race(
+        roles,
+        move || seen(l1.check_at(&7, at(0)), 0),
+        move || l2.reset(&7),
+    );
 
     assert!(was_held, "nothing else removes the key");
     let held = l.stats().keys_held;
@@ -430,14 +623,16 @@ fn reset_vs_check_model() {
 /// new key B, sharing A's home, is checked at 0 and evicts A to take its slot with TAT
 /// 1 000. A's word before and B's word after are then `{1, g, 1000}` and `{1, g+1, 1000}`:
 /// only the generation keeps a stale CAS of A's check from landing on B.
-fn evict_vs_update() {
+fn evict_vs_update(roles: Roles) {
     let (a, b) = key_pair(true);
     let l = limiter(2, 1, FullPolicy::EvictClosestToExpiry);
     assert!(l.check_at(&a, at(0)).is_ok());
-    let l2 = l.clone();
-    let other = thread::spawn(move || seen(l2.check_at(&b, at(0)), 0));
-    let ra = seen(l.check_at(&a, at(0)), 0);
-    let rb = other.join().unwrap();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (ra, rb) = race(
+        roles,
+        move || seen(l1.check_at(&a, at(0)), 0),
+        move || seen(l2.check_at(&b, at(0)), 0),
+    );
 
     let stats = l.stats();
     let (ta, tb) = (tat(&l, a), tat(&l, b));
@@ -467,13 +662,15 @@ fn evict_vs_update_model() {
 
 /// Two checks on one `DirectLimiter` at the same time: `min(burst, 2)` pass, from distinct
 /// states, and the state records them all.
-fn direct_two_checks(burst: u32) {
+fn direct_two_checks(roles: Roles, burst: u32) {
     const NOW: u64 = 10_000;
     let l = DirectLimiter::with_clock(quota(burst), ManualClock::new());
-    let l2 = l.clone();
-    let other = thread::spawn(move || seen(l2.check_at(at(NOW)), NOW));
-    let mine = seen(l.check_at(at(NOW)), NOW);
-    let other = other.join().unwrap();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (mine, other) = race(
+        roles,
+        move || seen(l1.check_at(at(NOW)), NOW),
+        move || seen(l2.check_at(at(NOW)), NOW),
+    );
 
     let mut admitted: Vec<u64> = [mine, other]
         .into_iter()
@@ -496,10 +693,14 @@ fn direct_two_checks(burst: u32) {
 
 #[test]
 fn direct_two_checks_both_pass() {
-    model("direct_two_checks_both_pass", || direct_two_checks(2));
+    model("direct_two_checks_both_pass", |roles| {
+        direct_two_checks(roles, 2)
+    });
 }
 
 #[test]
 fn direct_two_checks_one_passes() {
-    model("direct_two_checks_one_passes", || direct_two_checks(1));
+    model("direct_two_checks_one_passes", |roles| {
+        direct_two_checks(roles, 1)
+    });
 }
