@@ -46,6 +46,10 @@ use tollgate::{
 /// The emission interval of every model's quota, in nanoseconds.
 const T: u64 = 1_000;
 
+/// Loom's limit on scheduling points per execution (default 1 000, which is meant to catch
+/// spin loops). Growing to a 9-slot array takes more than that; nothing here spins unboundedly.
+const MAX_BRANCHES: usize = 10_000;
+
 /// Which thread runs which of a model's two operations.
 #[derive(Debug, Clone, Copy)]
 enum Roles {
@@ -65,6 +69,7 @@ fn model(name: &str, f: impl Fn(Roles) + Copy + Sync + Send + 'static) {
         if builder.preemption_bound.is_none() {
             builder.preemption_bound = Some(2);
         }
+        builder.max_branches = builder.max_branches.max(MAX_BRANCHES);
         let count = std::sync::Arc::new(AtomicUsize::new(0));
         let counter = count.clone();
         builder.check(move || {
@@ -482,19 +487,36 @@ fn update_vs_sweep_of_expired_slot_evict() {
 // ---------------------------------------------------------------------------------------
 // 4. Update vs growth.
 
+/// The retired bytes after `inserts` sequential inserts next to key 1 in a table of
+/// `capacity`: the growth the concurrent model below must match. Measured in a one-thread
+/// loom run (loom types exist only inside one), outside the model so that it costs no
+/// branches there.
+fn retired_after(capacity: usize, inserts: u64) -> usize {
+    let out = std::sync::Arc::new(AtomicUsize::new(0));
+    let result = out.clone();
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = builder.max_branches.max(MAX_BRANCHES);
+    builder.check(move || {
+        let l = limiter(1, capacity, FullPolicy::RefuseNewKeys);
+        for k in 1..2 + inserts {
+            assert!(l.check_at(&k, at(0)).is_ok());
+        }
+        result.store(l.stats().retired_bytes, Ordering::Relaxed);
+    });
+    out.load(Ordering::Relaxed)
+}
+
 /// Key E is held in a two-slot array; one thread checks E `checks` times while the other
-/// inserts `inserts` new keys into a table of capacity `inserts + 2`. The first new key does
-/// not fit and grows the array to 4 slots, freezing and copying E; with 3 inserts the third
-/// grows it again to 6. Every admission of E must land exactly once, in whichever array is
-/// current, and every key must be held exactly once.
-fn update_vs_growth(roles: Roles, checks: u64, inserts: u64) {
+/// inserts `inserts` new keys into a table of `capacity`. The first new key does not fit and
+/// grows the array (freezing and copying E): capacity 3 grows it once, 2 -> 4 slots;
+/// capacity 7 with 3 inserts grows it twice, 2 -> 4 -> 9 (the third insert). Every admission
+/// of E must land exactly once, in whichever array is current, and every key must be held
+/// exactly once, with exactly the growth that the same inserts cause sequentially
+/// (`retired`).
+fn update_vs_growth(roles: Roles, checks: u64, inserts: u64, capacity: usize, retired: usize) {
     const NOW: u64 = 10_000;
     let burst = u32::try_from(checks).unwrap() + 1;
-    let l = limiter(
-        burst,
-        usize::try_from(inserts).unwrap() + 2,
-        FullPolicy::RefuseNewKeys,
-    );
+    let l = limiter(burst, capacity, FullPolicy::RefuseNewKeys);
     assert!(l.check_at(&1, at(NOW)).is_ok());
     assert_eq!(l.stats().retired_bytes, 0);
     let (l1, l2) = (l.clone(), l.clone());
@@ -518,10 +540,7 @@ fn update_vs_growth(roles: Roles, checks: u64, inserts: u64) {
     assert_eq!(re, want_e);
     assert!(rn.iter().all(|&s| s == Seen::Admitted(NOW + T)), "{rn:?}");
     let stats = l.stats();
-    assert!(
-        stats.retired_bytes > 0,
-        "the inserts grew the array: {stats:?}"
-    );
+    assert_eq!(stats.retired_bytes, retired, "{stats:?}");
     assert_eq!(
         stats.keys_held,
         1 + inserts as usize,
@@ -537,13 +556,22 @@ fn update_vs_growth(roles: Roles, checks: u64, inserts: u64) {
 
 #[test]
 fn update_vs_growth_model() {
-    model("update_vs_growth", |roles| update_vs_growth(roles, 1, 1));
+    let retired = retired_after(3, 1);
+    assert!(retired > 0, "one insert must grow the array");
+    model("update_vs_growth", move |roles| {
+        update_vs_growth(roles, 1, 1, 3, retired)
+    });
 }
 
 #[test]
 fn updates_vs_two_growths() {
-    model("updates_vs_two_growths", |roles| {
-        update_vs_growth(roles, 2, 3)
+    let retired = retired_after(7, 3);
+    assert!(
+        retired > retired_after(7, 1),
+        "the third insert must grow the array again: update the model's sizes"
+    );
+    model("updates_vs_two_growths", move |roles| {
+        update_vs_growth(roles, 2, 3, 7, retired)
     });
 }
 
