@@ -104,7 +104,7 @@ impl<K: ?Sized, S> Builder<K, S> {
 
     /// The clock (default: [`MonotonicClock`]).
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = ClockSource::Custom(std::sync::Arc::new(clock));
+        self.clock = ClockSource::from_clock(clock);
         self
     }
 

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::timer::{Sleep, TimerCore, TimerRef};
+
 /// A point in time on a limiter's clock: nanoseconds since the clock's origin.
 ///
 /// # Examples
@@ -78,25 +80,31 @@ pub(crate) fn saturating_nanos(d: Duration) -> u64 {
 ///
 /// `now` must never decrease. Timestamps later than about 18 years after the origin saturate
 /// (the limiter keeps working but no longer sees time pass), so origins should be recent.
+///
+/// Waits (`until_ready`) on a limiter with a custom clock sleep on tollgate's real-time timer
+/// for as long as the clock says is left at reservation time: exact for clocks that advance
+/// at the rate of real time, approximate for any other.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time.
     fn now(&self) -> Timestamp;
 }
 
-/// The default clock: `std::time::Instant`, with the origin at the clock's creation.
+/// The default clock: `std::time::Instant`, counted from tollgate's process-wide origin.
 ///
-/// `Instant` is monotonic on every tier-1 platform (unlike a raw TSC read, which is not
-/// guaranteed to agree across cores).
+/// Every `MonotonicClock` shares one origin (the first time any of them, or tollgate's timer,
+/// was used), so their timestamps agree with each other and with the deadlines of tollgate's
+/// timer. `Instant` is monotonic on every tier-1 platform (unlike a raw TSC read, which is
+/// not guaranteed to agree across cores).
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
     origin: Instant,
 }
 
 impl MonotonicClock {
-    /// A clock whose origin is now.
+    /// A clock on tollgate's process-wide origin (see the type's docs).
     pub fn new() -> MonotonicClock {
         MonotonicClock {
-            origin: Instant::now(),
+            origin: crate::timer::origin(),
         }
     }
 
@@ -129,6 +137,9 @@ impl Clock for MonotonicClock {
 /// A clock that moves only when told to: for deterministic tests.
 ///
 /// Clones share the same time, so a test keeps one handle and gives another to the limiter.
+/// Each clock also drives its own timer: futures that wait on a limiter with this clock are
+/// woken by [`advance`](Self::advance) and [`set`](Self::set), on the calling thread, as soon
+/// as their deadlines are reached, never by real time passing.
 ///
 /// # Examples
 ///
@@ -143,9 +154,23 @@ impl Clock for MonotonicClock {
 /// clock.advance(Duration::from_secs(1));
 /// assert!(limiter.check("k").is_ok());
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ManualClock {
     nanos: Arc<AtomicU64>,
+    /// Follows `nanos`: every change of the time is followed by an `advance_to` of at least
+    /// the new value, so the timer never runs ahead of the clock and catches up with it when
+    /// the last concurrent change returns. (A separate value, not the timer's own, keeps
+    /// reading this clock free of the timer's loom-modelled atomics.)
+    timer: crate::sync::Arc<TimerCore>,
+}
+
+impl Default for ManualClock {
+    fn default() -> ManualClock {
+        ManualClock {
+            nanos: Arc::default(),
+            timer: crate::sync::Arc::new(TimerCore::manual()),
+        }
+    }
 }
 
 impl ManualClock {
@@ -154,7 +179,8 @@ impl ManualClock {
         ManualClock::default()
     }
 
-    /// Moves the clock forward by `d` (saturating).
+    /// Moves the clock forward by `d` (saturating), then wakes every waiter whose deadline
+    /// has been reached.
     pub fn advance(&self, d: Duration) {
         // ordering: the time is a single value with no data hanging off it.
         let _ = self
@@ -162,9 +188,10 @@ impl ManualClock {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 Some(n.saturating_add(saturating_nanos(d)))
             });
+        self.sync_timer();
     }
 
-    /// Sets the clock to `t`.
+    /// Sets the clock to `t`, then wakes every waiter whose deadline has been reached.
     ///
     /// # Panics
     ///
@@ -175,6 +202,18 @@ impl ManualClock {
             old <= t.0,
             "ManualClock::set({t:?}) would move time backwards"
         );
+        self.sync_timer();
+    }
+
+    /// The timer this clock drives, for futures that wait on its time.
+    pub(crate) fn timer(&self) -> TimerRef {
+        TimerRef::Manual(crate::sync::Arc::clone(&self.timer))
+    }
+
+    fn sync_timer(&self) {
+        // ordering: our own write above or later (coherence); the timer orders the time it
+        // is given against registrations itself.
+        self.timer.advance_to(self.nanos.load(Ordering::Relaxed));
     }
 }
 
@@ -188,15 +227,53 @@ impl Clock for ManualClock {
 #[derive(Debug, Clone)]
 pub(crate) enum ClockSource {
     Monotonic(MonotonicClock),
+    /// Waits sleep on the clock's own timer, fired by `advance`/`set`.
+    Manual(ManualClock),
+    /// Waits sleep on the real timer, for as long as this clock says is left.
     Custom(Arc<dyn Clock>),
 }
 
 impl ClockSource {
+    /// Recognises tollgate's own clocks, so checks avoid dynamic dispatch and waits on a
+    /// `ManualClock` use its timer.
+    pub(crate) fn from_clock<C: Clock>(clock: C) -> ClockSource {
+        let any: Box<dyn std::any::Any> = Box::new(clock);
+        let any = match any.downcast::<MonotonicClock>() {
+            Ok(c) => return ClockSource::Monotonic(*c),
+            Err(any) => any,
+        };
+        let any = match any.downcast::<ManualClock>() {
+            Ok(c) => return ClockSource::Manual(*c),
+            Err(any) => any,
+        };
+        match any.downcast::<C>() {
+            Ok(c) => ClockSource::Custom(Arc::new(*c)),
+            Err(_) => unreachable!("the box holds a C"),
+        }
+    }
+
     #[inline]
     pub(crate) fn now(&self) -> Timestamp {
         match self {
             ClockSource::Monotonic(c) => c.now(),
+            ClockSource::Manual(c) => c.now(),
             ClockSource::Custom(c) => c.now(),
+        }
+    }
+
+    /// A sleep that ends when this clock reaches `at` (never before).
+    pub(crate) fn sleep_until(&self, at: u64) -> Sleep {
+        match self {
+            // MonotonicClock counts from the timer's origin: its timestamps are timer time.
+            ClockSource::Monotonic(_) => Sleep::new(TimerRef::Global, at),
+            ClockSource::Manual(c) => Sleep::new(c.timer(), at),
+            // A foreign clock: wait in real time for as long as it says is left. Exact for
+            // clocks that run at real time's rate; documented on `Clock`.
+            ClockSource::Custom(c) => {
+                let left = at.saturating_sub(c.now().as_nanos());
+                let real_now = crate::timer::nanos_since_origin(Instant::now());
+                Sleep::new(TimerRef::Global, real_now.saturating_add(left))
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::gcra::MAX_NOW;
 use crate::outcome::{Admitted, CheckError, check_capacity, check_step, verdict};
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
-use crate::sync::{Arc, AtomicU64, Ordering, spin_hint};
+use crate::sync::{Arc, AtomicU64, Ordering, cas_retry_hint};
 
 /// An unkeyed rate limiter: one limit shared by every caller (a global request budget, one
 /// upstream's quota). Its whole state is one `AtomicU64` TAT; a check is one CAS.
@@ -31,11 +31,13 @@ pub struct DirectLimiter {
     shared: Arc<Shared>,
 }
 
-struct Shared {
+/// The state every clone shares (the waiting futures use it directly).
+#[derive(Debug)]
+pub(crate) struct Shared {
     /// The TAT in nanoseconds on `clock` (0: no information).
     tat: CachePadded<AtomicU64>,
-    quota: QuotaCell,
-    clock: ClockSource,
+    pub(crate) quota: QuotaCell,
+    pub(crate) clock: ClockSource,
 }
 
 impl DirectLimiter {
@@ -46,7 +48,7 @@ impl DirectLimiter {
 
     /// A limiter on the given clock.
     pub fn with_clock(quota: Quota, clock: impl Clock) -> DirectLimiter {
-        DirectLimiter::with_source(quota, ClockSource::Custom(std::sync::Arc::new(clock)))
+        DirectLimiter::with_source(quota, ClockSource::from_clock(clock))
     }
 
     fn with_source(quota: Quota, clock: ClockSource) -> DirectLimiter {
@@ -139,10 +141,21 @@ impl DirectLimiter {
         self.shared.quota.store(quota);
     }
 
-    /// The CAS loop: `f` maps the TAT to `(write, out)`.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     #[inline]
     fn update<R>(&self, f: impl Fn(u64) -> (Option<u64>, R)) -> R {
-        let word = &self.shared.tat;
+        self.shared.update(f)
+    }
+}
+
+impl Shared {
+    /// The CAS loop: `f` maps the TAT to `(write, out)`.
+    #[inline]
+    pub(crate) fn update<R>(&self, f: impl Fn(u64) -> (Option<u64>, R)) -> R {
+        let word = &self.tat;
         // ordering: the TAT is the whole message; every write to it is an RMW or a reset, and
         // coherence on this one word is all GCRA needs.
         let mut tat = word.load(Ordering::Relaxed);
@@ -153,7 +166,7 @@ impl DirectLimiter {
                 Ok(_) => return out,
                 Err(current) => {
                     tat = current;
-                    spin_hint();
+                    cas_retry_hint();
                 }
             }
         }

@@ -48,6 +48,8 @@ mod quota_cell;
 mod stats;
 mod sync;
 mod table;
+mod timer;
+mod wait;
 
 pub use builder::Builder;
 pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
@@ -58,6 +60,11 @@ pub use outcome::{Admitted, CheckError, TableFull};
 pub use quota::{Quota, QuotaError};
 pub use stats::Stats;
 pub use table::FullPolicy;
+pub use timer::{Sleep, sleep, sleep_until};
+pub use wait::{DirectUntilReady, Paced, Throttled, UntilReady, WaitError};
+
+#[cfg(tollgate_loom)]
+pub use timer::__loom;
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.
 #[cfg(doctest)]

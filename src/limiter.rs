@@ -46,14 +46,15 @@ pub struct Limiter<K: ?Sized, S = RandomState> {
     _key: PhantomData<fn(&K)>,
 }
 
+/// The state every clone of a limiter shares (the waiting futures use it directly).
 #[derive(Debug)]
-struct Shared<S> {
-    table: Table,
-    quota: QuotaCell,
-    clock: ClockSource,
+pub(crate) struct Shared<S> {
+    pub(crate) table: Table,
+    pub(crate) quota: QuotaCell,
+    pub(crate) clock: ClockSource,
     identity: RandomState,
     router: S,
-    counters: Counters,
+    pub(crate) counters: Counters,
 }
 
 impl<K: Hash + ?Sized> Limiter<K> {
@@ -89,9 +90,13 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         }
     }
 
+    pub(crate) fn shared(&self) -> &Arc<Shared<S>> {
+        &self.shared
+    }
+
     /// `(route, fingerprint)`: the shard hash and the identity of `key`.
     #[inline]
-    fn hashes<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
+    pub(crate) fn hashes<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
         let id = self.shared.identity.hash_one(key);
         // With the default router the identity hash routes too: one hash per check. A custom
         // router only picks the shard; identity stays with our seeded hash either way.

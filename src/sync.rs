@@ -15,7 +15,16 @@ pub(crate) use loom::sync::{
     atomic::{AtomicPtr, AtomicU64, Ordering},
 };
 
-/// Spin-loop hint for a CAS retry. Under loom it yields so the model explores other threads.
+/// Hint for a CAS retry loop. A CAS only fails after another thread wrote the word, so the
+/// loop always makes progress and needs no yield under loom; yielding there would even hide
+/// interleavings (after a yield loom stops offering a thread values it saw before).
+#[inline]
+pub(crate) fn cas_retry_hint() {
+    std::hint::spin_loop();
+}
+
+/// Hint for a loop that waits on another thread (the quota seqlock's reader). Under loom it
+/// yields, so the model lets the writer finish.
 #[inline]
 pub(crate) fn spin_hint() {
     #[cfg(not(tollgate_loom))]
@@ -35,3 +44,40 @@ pub(crate) use std::sync::atomic::fence;
 
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::atomic::fence;
+
+#[cfg(not(tollgate_loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+#[cfg(tollgate_loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize};
+
+/// A slot for one task's waker, written by the task and taken by whoever wakes it.
+#[cfg(not(tollgate_loom))]
+pub(crate) use atomic_waker::AtomicWaker;
+
+#[cfg(tollgate_loom)]
+pub(crate) use loom_waker::AtomicWaker;
+
+/// `atomic-waker` has no loom support, so models get loom's mock behind `atomic-waker`'s API
+/// (`register` by reference, `take`).
+#[cfg(tollgate_loom)]
+mod loom_waker {
+    use std::task::Waker;
+
+    #[derive(Debug, Default)]
+    pub(crate) struct AtomicWaker(loom::future::AtomicWaker);
+
+    impl AtomicWaker {
+        pub(crate) fn new() -> AtomicWaker {
+            AtomicWaker(loom::future::AtomicWaker::new())
+        }
+
+        pub(crate) fn register(&self, waker: &Waker) {
+            self.0.register_by_ref(waker);
+        }
+
+        pub(crate) fn take(&self) -> Option<Waker> {
+            self.0.take_waker()
+        }
+    }
+}

@@ -49,7 +49,7 @@
 //!
 //! Loom checks these cases in `loom-tests/`.
 
-use crate::sync::{AtomicU64, Ordering, spin_hint};
+use crate::sync::{AtomicU64, Ordering, cas_retry_hint};
 
 /// `fp` of a never-used slot: a probe for an absent key stops here.
 pub(crate) const EMPTY: u64 = 0;
@@ -148,7 +148,7 @@ impl Slot {
                 Ok(_) => return Attempt::Done(out),
                 Err(current) => {
                     word = current;
-                    spin_hint();
+                    cas_retry_hint();
                 }
             }
         }

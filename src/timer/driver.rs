@@ -1,0 +1,441 @@
+//! One timer: the inbox of new registrations, the heap of known entries, and the driver turn
+//! that fires them.
+//!
+//! # Fields and who writes them
+//!
+//! * `inbox` (`stack.rs`): pushed by registrants, lock-free; drained whole by a driver.
+//! * `queue`: a binary min-heap of `(deadline, seq)` and the entries behind it, behind a mutex
+//!   that only *drivers* take (the timer thread, or `advance_to` callers and cancellers of a
+//!   manual timer, which only ever `try_lock`). No future holds it, so a forgotten future
+//!   blocks nothing.
+//! * `earliest`: the deadline the driver will wake up for by itself. Drivers store it; every
+//!   registrant lowers it with `fetch_min`. `u64::MAX` means "parked until unparked".
+//! * `pending`: entries still `PENDING`. `dead`: entries no longer `PENDING` that the timer
+//!   still holds (see `entry.rs` for why it is bumped before the CAS).
+//! * `compact`: set by the canceller that finds more than half of the held entries dead;
+//!   cleared by the driver that compacts.
+//!
+//! # Registration and the lost-wakeup argument
+//!
+//! A registrant pushes its entry, issues a SeqCst fence, then `earliest.fetch_min(deadline)`,
+//! and unparks the driver only if its deadline is below the value it replaced. A driver turn
+//! drains the inbox, fires what is due, stores the heap's minimum into `earliest`, issues a
+//! SeqCst fence, and goes round again instead of parking if the inbox is not empty.
+//!
+//! The two fences are totally ordered. If the registrant's comes first, the driver's
+//! re-check sees the push and does not park. If the driver's comes first, the registrant's
+//! `fetch_min` reads the driver's store or a later `fetch_min`; `earliest` only decreases
+//! until the next driver store, so either the registrant's deadline is at or after the time
+//! the driver will wake by itself, or it is below the value it read and the registrant
+//! unparks (an unpark before the park is kept as a token), or an earlier registrant with a
+//! smaller deadline already unparked it and the driver's next turn repeats the argument. A
+//! registration is therefore never left in the inbox past its deadline while the driver
+//! sleeps. Registrations that do not lower `earliest` cost no syscall: only the first
+//! registration after the timer goes idle, or one that moves the next wake-up earlier, does.
+//!
+//! Manual time has the same shape: `advance_to` stores the new time and the next turn fences
+//! before draining, while `Sleep::poll` re-reads the time after its registration's fence. One
+//! of them sees the other: the turn fires the entry, or the poll completes by itself.
+//!
+//! loom checks both (`loom-tests/timer.rs`): the manual race fails without either fence, and
+//! the driver's park protocol deadlocks without the re-check or the unpark. Loom cannot show
+//! the store-buffering reordering that the registrant's fence rules out for `earliest` (its
+//! RMWs always read the latest value), so that one step rests on the argument above.
+//!
+//! # Firing
+//!
+//! Under the lock a turn pops every entry with `deadline <= now` (never early), CASes each
+//! `PENDING -> FIRED` and collects those it won; it releases the lock and only then takes and
+//! wakes their wakers, each inside `catch_unwind`, so a panicking waker neither kills the
+//! timer thread nor skips the rest of the batch, and a waker may re-enter the timer. No waker
+//! is woken or dropped under the lock.
+//!
+//! # Bounded memory under cancellation
+//!
+//! A dropped future's entry stays in the heap (a heap cannot remove from the middle cheaply)
+//! and is counted in `dead`. When dead entries exceed half of those held (and at least
+//! `COMPACT_MIN`), the driver drops all of them in one O(n) pass, so each cancellation costs
+//! O(1) amortised and the timer holds at most about twice the live entries. The canceller
+//! that first sees the threshold crossed unparks the timer thread (which may be parked until
+//! a far deadline); a manual timer compacts on the canceller's thread if its lock is free.
+
+use std::collections::BinaryHeap;
+use std::collections::binary_heap::PeekMut;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::TryLockError;
+
+use super::entry::{Entry, Retire};
+use super::stack::Inbox;
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+
+/// Compaction waits for at least this many dead entries: small heaps are not worth a pass.
+pub(super) const COMPACT_MIN: usize = 32;
+
+/// What drives a timer's turns.
+enum Kind {
+    /// The process-wide timer: a lazily started thread reading real time.
+    #[cfg(not(tollgate_loom))]
+    Thread(super::thread::Handle),
+    /// Driven by hand: time moves only in `advance_to`, which runs the turn on its caller.
+    Manual {
+        /// The current time, in nanoseconds; only increases.
+        now: AtomicU64,
+        /// A loom model's driver thread, unparked like the real timer thread. (Set once,
+        /// before the model's registrants start; std's cell suffices.)
+        #[cfg(tollgate_loom)]
+        driver: std::sync::OnceLock<loom::thread::Thread>,
+    },
+}
+
+/// One timer: inbox stack, heap, `earliest` and the kind of driver (module docs).
+pub(crate) struct TimerCore {
+    inbox: Inbox,
+    /// The time the driver wakes up by itself; `u64::MAX` = not until unparked.
+    earliest: AtomicU64,
+    /// Entries still `PENDING`.
+    pending: AtomicUsize,
+    /// Entries no longer `PENDING` still held in the inbox or heap (may briefly over-count).
+    dead: AtomicUsize,
+    /// A canceller asked for compaction; cleared by the driver that compacts.
+    compact: AtomicBool,
+    queue: Mutex<Queue>,
+    kind: Kind,
+}
+
+/// The driver's private state.
+#[derive(Default)]
+struct Queue {
+    heap: BinaryHeap<Item>,
+    /// Tie-breaker: equal deadlines fire in registration (drain) order.
+    seq: u64,
+    /// Reused buffer for drained entries.
+    scratch: Vec<Arc<Entry>>,
+}
+
+impl Queue {
+    /// Gives memory back after a burst: capacity stays within 4x what is held (amortised,
+    /// since it only shrinks to twice the length).
+    fn shrink(&mut self) {
+        const FLOOR: usize = 1024;
+        let len = self.heap.len();
+        if self.heap.capacity() > FLOOR.max(4 * len) {
+            self.heap.shrink_to(FLOOR.max(2 * len));
+        }
+        if self.scratch.capacity() > FLOOR {
+            self.scratch = Vec::new();
+        }
+    }
+}
+
+/// A heap slot; ordered so that `BinaryHeap`'s maximum is the earliest `(deadline, seq)`.
+struct Item {
+    deadline: u64,
+    seq: u64,
+    entry: Arc<Entry>,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, other: &Item) -> bool {
+        (self.deadline, self.seq) == (other.deadline, other.seq)
+    }
+}
+
+impl Eq for Item {}
+
+impl PartialOrd for Item {
+    fn partial_cmp(&self, other: &Item) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Item {
+    fn cmp(&self, other: &Item) -> std::cmp::Ordering {
+        (other.deadline, other.seq).cmp(&(self.deadline, self.seq))
+    }
+}
+
+impl TimerCore {
+    fn with_kind(kind: Kind) -> TimerCore {
+        TimerCore {
+            inbox: Inbox::new(),
+            earliest: AtomicU64::new(u64::MAX),
+            pending: AtomicUsize::new(0),
+            dead: AtomicUsize::new(0),
+            compact: AtomicBool::new(false),
+            queue: Mutex::new(Queue::default()),
+            kind,
+        }
+    }
+
+    /// The process-wide real timer; its thread starts lazily on the first registration.
+    #[cfg(not(tollgate_loom))]
+    pub(crate) fn global() -> &'static TimerCore {
+        static GLOBAL: std::sync::OnceLock<TimerCore> = std::sync::OnceLock::new();
+        GLOBAL.get_or_init(|| TimerCore::with_kind(Kind::Thread(super::thread::Handle::new())))
+    }
+
+    /// A timer driven by hand: no thread; [`advance_to`](Self::advance_to) fires due entries.
+    pub(crate) fn manual() -> TimerCore {
+        TimerCore::with_kind(Kind::Manual {
+            now: AtomicU64::new(0),
+            #[cfg(tollgate_loom)]
+            driver: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Makes registrations (and compaction requests) unpark `driver` as they would the timer
+    /// thread. Only the first call has an effect.
+    #[cfg(tollgate_loom)]
+    pub(crate) fn set_driver(&self, driver: loom::thread::Thread) {
+        let Kind::Manual { driver: slot, .. } = &self.kind;
+        let _ = slot.set(driver);
+    }
+
+    /// Now, in this timer's nanoseconds: since [`origin`](super::origin) for the global
+    /// timer, the last `advance_to` value for a manual one.
+    pub(crate) fn now(&self) -> u64 {
+        match &self.kind {
+            #[cfg(not(tollgate_loom))]
+            Kind::Thread(_) => super::nanos_since_origin(std::time::Instant::now()),
+            // ordering: a lone value; registrations order it with their fence (module docs).
+            Kind::Manual { now, .. } => now.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Manual timers: sets now (monotonic: the max with the current time) and fires every
+    /// entry with `deadline <= now`, on the calling thread.
+    ///
+    /// # Panics
+    ///
+    /// On the global timer, whose time is real.
+    pub(crate) fn advance_to(&self, now: u64) {
+        let time = match &self.kind {
+            Kind::Manual { now, .. } => now,
+            #[cfg(not(tollgate_loom))]
+            Kind::Thread(_) => panic!("only a manual timer can be advanced"),
+        };
+        // ordering: the turn's leading SeqCst fence publishes the new time against
+        // registrations before it drains (module docs).
+        time.fetch_max(now, Ordering::Relaxed);
+        // ordering: at least `now` (coherence); a concurrent advance may have moved it
+        // further, which only fires more.
+        let now = time.load(Ordering::Relaxed);
+        // One turn fires everything registered before it; a registration racing it sees the
+        // new time in its poll and completes by itself.
+        let _ = self.turn(now);
+    }
+
+    /// Pending (registered, not fired, not cancelled) entries.
+    pub(crate) fn pending(&self) -> usize {
+        // ordering: a statistic.
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Entries the timer holds, live or dead (draining the inbox first): for tests.
+    #[cfg(any(test, tollgate_loom))]
+    pub(crate) fn held(&self) -> usize {
+        let mut queue = lock(&self.queue);
+        self.take_inbox(&mut queue);
+        queue.heap.len()
+    }
+
+    /// Hands `entry` (already holding its waiter's waker) to the timer. Lock-free.
+    pub(crate) fn register(&self, entry: Arc<Entry>) {
+        let deadline = entry.deadline;
+        // ordering: a counter; the push's Release orders it before the driver's decrement.
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        self.inbox.push(entry);
+        // ordering: the registrant's half of the fence pair with `turn` (module docs): the
+        // push is ordered before the `fetch_min` here and before the caller's next read of
+        // a manual timer's time.
+        fence(Ordering::SeqCst);
+        // ordering: ordered by the fence above; `earliest` carries no other data.
+        let previous = self.earliest.fetch_min(deadline, Ordering::Relaxed);
+        if deadline < previous {
+            self.unpark_driver();
+        }
+    }
+
+    /// The waiter of `entry` saw its deadline pass without being fired: `PENDING -> FIRED`.
+    /// Whether this call or the driver fired it, the deadline has passed.
+    pub(crate) fn elapse(&self, entry: &Entry) {
+        if entry.retire(Retire::Elapsed, &self.dead) {
+            // ordering: a counter.
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The waiter of `entry` is gone: `PENDING -> CANCELLED` unless it already fired. The
+    /// entry is dropped at the driver's next drain or compaction.
+    pub(crate) fn cancel(&self, entry: &Entry) {
+        if !entry.retire(Retire::Cancel, &self.dead) {
+            return;
+        }
+        // ordering: a counter.
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        // ordering: statistics that only decide whether to ask for a compaction.
+        let dead = self.dead.load(Ordering::Relaxed);
+        if dead >= COMPACT_MIN && dead > self.pending.load(Ordering::Relaxed) {
+            self.request_compaction();
+        }
+    }
+
+    /// One driver turn at `now`: drain the inbox, fire every entry due at `now`, compact if
+    /// needed, publish the next deadline in `earliest`, and wake the fired entries' tasks.
+    /// Returns `Some(next)` if the driver may sleep until `next` (`u64::MAX`: until
+    /// unparked), or `None` if registrations arrived meanwhile and it must go round again.
+    pub(crate) fn turn(&self, now: u64) -> Option<u64> {
+        // ordering: a manual driver's half of the fence pair with registration: the time
+        // its caller stored is ordered before the drain below (module docs).
+        fence(Ordering::SeqCst);
+        let mut fired = Vec::new();
+        let next = {
+            let mut queue = lock(&self.queue);
+            self.take_inbox(&mut queue);
+            self.fire_due(&mut queue, now, &mut fired);
+            self.maybe_compact(&mut queue);
+            queue.shrink();
+            let next = queue.heap.peek().map_or(u64::MAX, |item| item.deadline);
+            // ordering: ordered against registrations' pushes by the fence below.
+            self.earliest.store(next, Ordering::Relaxed);
+            next
+        };
+        wake_all(fired);
+        // ordering: the driver's half of the fence pair with registration: either this
+        // re-check sees a concurrent push, or that registration's `fetch_min` sees the store
+        // above (module docs).
+        fence(Ordering::SeqCst);
+        self.inbox.is_empty().then_some(next)
+    }
+
+    /// Moves new registrations into the heap, dropping those already dead.
+    fn take_inbox(&self, queue: &mut Queue) {
+        let Queue { heap, seq, scratch } = queue;
+        self.inbox.drain_into(scratch);
+        for entry in scratch.drain(..) {
+            if entry.is_pending() {
+                heap.push(Item {
+                    deadline: entry.deadline,
+                    seq: *seq,
+                    entry,
+                });
+                *seq += 1;
+            } else {
+                // ordering: after `is_pending`'s Acquire saw the terminal state, so after the
+                // retiring thread's increment (entry.rs).
+                self.dead.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Pops every entry due at `now` and collects those this turn fired, to be woken (and
+    /// dropped) after the lock is released.
+    fn fire_due(&self, queue: &mut Queue, now: u64, fired: &mut Vec<Arc<Entry>>) {
+        while let Some(top) = queue.heap.peek_mut() {
+            if top.deadline > now {
+                break;
+            }
+            let item = PeekMut::pop(top);
+            if item.entry.fire() {
+                // ordering: a counter.
+                self.pending.fetch_sub(1, Ordering::Relaxed);
+                fired.push(item.entry);
+            } else {
+                // ordering: after `fire`'s Acquire failure saw the terminal state.
+                self.dead.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Drops every dead entry from the heap if they are more than half of it, or if a
+    /// canceller asked.
+    fn maybe_compact(&self, queue: &mut Queue) {
+        // ordering: heuristics; the pass itself re-reads each entry's state (Acquire).
+        let dead = self.dead.load(Ordering::Relaxed);
+        let asked = self.compact.load(Ordering::Relaxed);
+        if !asked && (dead < COMPACT_MIN || dead <= queue.heap.len() / 2) {
+            return;
+        }
+        // ordering: the flag carries no data. Cleared before the pass, so a request made
+        // during it is not lost, only served by a later turn.
+        self.compact.store(false, Ordering::Relaxed);
+        let before = queue.heap.len();
+        queue.heap.retain(|item| item.entry.is_pending());
+        // ordering: after `is_pending`'s Acquire saw each removed entry's terminal state.
+        self.dead
+            .fetch_sub(before - queue.heap.len(), Ordering::Relaxed);
+    }
+
+    /// A canceller found most held entries dead: make sure a driver compacts soon.
+    fn request_compaction(&self) {
+        // ordering: the flag carries no data; the driver re-counts under its lock.
+        if self.compact.swap(true, Ordering::Relaxed) {
+            return; // Already asked; the driver has not compacted since.
+        }
+        match &self.kind {
+            #[cfg(not(tollgate_loom))]
+            Kind::Thread(handle) => handle.unpark(),
+            Kind::Manual { .. } => {
+                // Nobody drives a manual timer between advances: compact here, unless a
+                // driver holds the lock (it will see the flag in this turn or the next).
+                let queue = match self.queue.try_lock() {
+                    Ok(queue) => Some(queue),
+                    Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                    Err(TryLockError::WouldBlock) => None,
+                };
+                if let Some(mut queue) = queue {
+                    self.take_inbox(&mut queue);
+                    self.maybe_compact(&mut queue);
+                }
+            }
+        }
+    }
+
+    /// Wakes the driver so it re-reads `earliest` and the inbox.
+    fn unpark_driver(&self) {
+        match &self.kind {
+            #[cfg(not(tollgate_loom))]
+            Kind::Thread(handle) => handle.unpark(),
+            #[cfg(not(tollgate_loom))]
+            Kind::Manual { .. } => {}
+            #[cfg(tollgate_loom)]
+            Kind::Manual { driver, .. } => {
+                if let Some(driver) = driver.get() {
+                    driver.unpark();
+                }
+            }
+        }
+    }
+}
+
+/// Wakes the task of each fired entry and drops the timer's reference to it; a panicking
+/// waker neither escapes nor skips the rest.
+fn wake_all(fired: Vec<Arc<Entry>>) {
+    for entry in fired {
+        let _ = catch_unwind(AssertUnwindSafe(move || {
+            // After the CAS to FIRED: `AtomicWaker` hands over the waker the waiter registered
+            // last, or makes a concurrent registration see FIRED (entry.rs).
+            if let Some(waker) = entry.waker.take() {
+                waker.wake();
+            }
+        }));
+    }
+}
+
+impl fmt::Debug for TimerCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            #[cfg(not(tollgate_loom))]
+            Kind::Thread(_) => "global",
+            Kind::Manual { .. } => "manual",
+        };
+        // ordering: statistics for display.
+        f.debug_struct("TimerCore")
+            .field("kind", &kind)
+            .field("now", &self.now())
+            .field("pending", &self.pending())
+            .field("earliest", &self.earliest.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}

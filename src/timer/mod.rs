@@ -1,0 +1,178 @@
+//! tollgate's own timer: wakes tasks at deadlines without any async runtime.
+//!
+//! # Design
+//!
+//! A timer ([`TimerCore`], `driver.rs`) is an *inbox* (a lock-free push-only stack of new
+//! registrations, `stack.rs`), a binary *heap* of known entries that only the driver touches,
+//! and `earliest`, the deadline the driver will wake up for by itself. An *entry*
+//! (`entry.rs`) is one waiting future's deadline, waker and state word:
+//!
+//! ```text
+//!   PENDING --driver: deadline <= now--> FIRED (waker woken, once)
+//!   PENDING --waiter: deadline <= now--> FIRED (completes without a wake)
+//!   PENDING --waiter dropped-----------> CANCELLED (waker dropped)
+//! ```
+//!
+//! Each transition is one CAS out of `PENDING`, so a fire racing a drop is resolved by which
+//! CAS wins: a task is woken at most once, never after its future was dropped, and never
+//! before its deadline.
+//!
+//! * **Registration** (first pending poll of a [`Sleep`]): allocate the entry, register the
+//!   waker in it, push it on the inbox, SeqCst fence, `earliest.fetch_min(deadline)`, and
+//!   unpark the driver only if that lowered `earliest`. No lock, and no syscall unless the
+//!   next wake-up moves earlier.
+//! * **Driver turn**: drain the whole inbox with one swap, pop and fire every entry due,
+//!   compact dead entries if they are over half the heap, store the heap's minimum in
+//!   `earliest`, wake the batch outside the lock (each waker in `catch_unwind`), SeqCst
+//!   fence, and re-check the inbox before parking. The fence pair is the lost-wakeup
+//!   argument, written out in `driver.rs`.
+//! * **Drivers**: the global timer's is one lazily started thread (`thread.rs`) that parks
+//!   until the next deadline, or indefinitely when nothing is pending. A manual timer (for
+//!   [`ManualClock`](crate::ManualClock)) runs the same turn on the caller of `advance_to`.
+//! * **Cancellation**: a dropped [`Sleep`] CASes its entry to `CANCELLED`; dead entries are
+//!   dropped when drained or compacted away, so memory stays within about twice the live
+//!   entries however many futures are dropped.
+//!
+//! The heap is O(log n) per registration and per fire; with 24-byte heap slots it stays
+//! cache-friendly into the hundreds of thousands of entries, and only the driver touches it.
+//!
+//! The timer knows nothing of keys or rates; it imports only `crate::sync` and std.
+
+mod driver;
+mod entry;
+mod sleep;
+mod stack;
+// The tests drive the real timer thread too, which loom builds leave out.
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests;
+#[cfg(not(tollgate_loom))]
+mod thread;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub(crate) use driver::TimerCore;
+pub use sleep::{Sleep, sleep, sleep_until};
+
+use crate::sync::Arc;
+
+/// The process-wide origin of real time: the global timer counts nanoseconds from it, and so
+/// does every [`MonotonicClock`](crate::MonotonicClock), so a limiter's timestamps are global
+/// timer nanoseconds.
+pub(crate) fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// Nanoseconds from [`origin`] to `t` (0 if `t` is earlier; saturating after 584 years).
+pub(crate) fn nanos_since_origin(t: Instant) -> u64 {
+    let d = t.saturating_duration_since(origin());
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
+}
+
+/// The instant `nanos` after [`origin`] (clamped to a century if that does not fit).
+pub(crate) fn instant_at(nanos: u64) -> Instant {
+    let origin = origin();
+    origin
+        .checked_add(Duration::from_nanos(nanos))
+        .unwrap_or_else(|| origin + Duration::from_secs(100 * 365 * 24 * 60 * 60))
+}
+
+/// Which timer a waiting future registers with.
+#[derive(Debug, Clone)]
+pub(crate) enum TimerRef {
+    /// The process-wide real timer ([`TimerCore::global`]).
+    Global,
+    /// A manual timer, shared with the [`ManualClock`](crate::ManualClock) that drives it.
+    Manual(Arc<TimerCore>),
+}
+
+impl TimerRef {
+    pub(crate) fn core(&self) -> &TimerCore {
+        match self {
+            #[cfg(not(tollgate_loom))]
+            TimerRef::Global => TimerCore::global(),
+            #[cfg(tollgate_loom)]
+            TimerRef::Global => panic!("the global timer is not modelled under loom"),
+            TimerRef::Manual(core) => core,
+        }
+    }
+}
+
+/// What the loom models in `loom-tests/timer.rs` need of the timer's internals.
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub mod __loom {
+    use super::{Sleep, TimerCore, TimerRef, entry::Entry, stack};
+    use crate::sync::Arc;
+
+    /// A manual timer.
+    #[derive(Debug)]
+    pub struct ManualTimer(Arc<TimerCore>);
+
+    impl ManualTimer {
+        /// A manual timer at time 0 with no driver thread.
+        #[allow(clippy::new_without_default)]
+        pub fn new() -> ManualTimer {
+            ManualTimer(Arc::new(TimerCore::manual()))
+        }
+
+        /// Makes registrations unpark `driver` whenever they lower the earliest deadline, as
+        /// they would the real timer thread. Call it before any registration.
+        pub fn set_driver(&self, driver: loom::thread::Thread) {
+            self.0.set_driver(driver);
+        }
+
+        /// A sleep until `deadline` on this timer.
+        pub fn sleep(&self, deadline: u64) -> Sleep {
+            Sleep::new(TimerRef::Manual(Arc::clone(&self.0)), deadline)
+        }
+
+        /// Sets the time and fires what is due.
+        pub fn advance_to(&self, now: u64) {
+            self.0.advance_to(now);
+        }
+
+        /// One driver turn at `now`, as the timer thread runs it: `Some(next)` if the driver
+        /// may park until `next`, `None` to go round again.
+        pub fn turn(&self, now: u64) -> Option<u64> {
+            self.0.turn(now)
+        }
+
+        /// Entries still pending.
+        pub fn pending(&self) -> usize {
+            self.0.pending()
+        }
+
+        /// Entries held in the inbox and heap, live or dead.
+        pub fn held(&self) -> usize {
+            self.0.held()
+        }
+    }
+
+    /// The registration stack alone, carrying deadlines as ids.
+    #[derive(Debug)]
+    pub struct Inbox(stack::Inbox);
+
+    impl Inbox {
+        /// An empty stack.
+        #[allow(clippy::new_without_default)]
+        pub fn new() -> Inbox {
+            Inbox(stack::Inbox::new())
+        }
+
+        /// Pushes a new entry with deadline `id`.
+        pub fn push(&self, id: u64) {
+            self.0.push(Arc::new(Entry::new(id)));
+        }
+
+        /// Takes every entry, returning their ids oldest first.
+        pub fn drain(&self) -> Vec<u64> {
+            let mut out = Vec::new();
+            self.0.drain_into(&mut out);
+            out.iter().map(|entry| entry.deadline).collect()
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! [`Sleep`]: a future that completes at or after a deadline on one of tollgate's timers.
+//!
+//! A `Sleep` registers with its timer lazily, on its first poll that finds the deadline still
+//! ahead: it allocates one entry, registers its waker *in the entry* before publishing it
+//! (nobody else can see it yet), and pushes it (`driver.rs`). Every later poll re-registers
+//! the waker and then checks the entry's state, the `AtomicWaker` protocol that makes a
+//! concurrent fire either wake the new waker or be seen by the check.
+//!
+//! After registering, a poll also re-reads its timer's time and completes by itself if the
+//! deadline has passed (`PENDING -> FIRED` by the waiter). For a manual timer this closes the
+//! race with an `advance_to` that drained the inbox just before the push; for the real timer
+//! it saves a round trip through the timer thread when the thread runs late.
+//!
+//! Dropping a registered `Sleep` cancels its entry (`PENDING -> CANCELLED`) and drops its
+//! waker at once; the timer frees the entry at its next drain or compaction.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::driver::TimerCore;
+use super::entry::Entry;
+use super::{TimerRef, instant_at, nanos_since_origin};
+use crate::sync::Arc;
+
+/// A future that completes at or after its deadline, never before.
+///
+/// Made by [`sleep`] and [`sleep_until`] on tollgate's own timer: one thread for the whole
+/// process, started on first use and parked whenever nothing is due. No async runtime is
+/// needed or used, so a `Sleep` works under any executor, or none.
+///
+/// A `Sleep` does nothing until polled. Its first poll with the deadline still ahead
+/// registers it with the timer; the task is then woken once, at or after the deadline.
+///
+/// # Cancel safety
+///
+/// Dropping a `Sleep` before it completes unregisters it: the timer never wakes its task and
+/// frees its entry soon after. [`mem::forget`](std::mem::forget) of a registered `Sleep`
+/// blocks nothing; its entry stays with the timer until its deadline passes.
+///
+/// # Panics
+///
+/// The first poll that needs the timer thread starts it, and panics if the operating
+/// system refuses to start a thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let start = Instant::now();
+/// futures_executor::block_on(tollgate::sleep(Duration::from_millis(5)));
+/// assert!(start.elapsed() >= Duration::from_millis(5));
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    timer: TimerRef,
+    /// In the timer's nanoseconds.
+    deadline: u64,
+    /// Our registration, made by the first pending poll.
+    entry: Option<Arc<Entry>>,
+}
+
+impl Sleep {
+    /// A sleep until `deadline_nanos` on `timer`; it registers on its first pending poll.
+    pub(crate) fn new(timer: TimerRef, deadline_nanos: u64) -> Sleep {
+        Sleep {
+            timer,
+            deadline: deadline_nanos,
+            entry: None,
+        }
+    }
+
+    /// The instant this sleep completes at (or soon after).
+    ///
+    /// For a sleep on a [`ManualClock`](crate::ManualClock)'s timer this is a nominal
+    /// instant: tollgate's real-time origin plus the deadline's nanoseconds on the manual clock.
+    pub fn deadline(&self) -> Instant {
+        instant_at(self.deadline)
+    }
+
+    /// Whether the deadline has passed (a poll would complete).
+    pub fn is_elapsed(&self) -> bool {
+        self.entry.as_ref().is_some_and(|entry| entry.is_fired())
+            || self.deadline <= self.timer.core().now()
+    }
+
+    /// Moves the deadline to `deadline`, whether or not this sleep has completed.
+    ///
+    /// A registration for the old deadline is cancelled; the next poll registers the new one,
+    /// so poll the sleep again after a reset (as a `poll` method that resets does anyway).
+    /// For a sleep on a manual clock's timer, `deadline` is read on the same nominal scale as
+    /// [`deadline`](Self::deadline).
+    pub fn reset(&mut self, deadline: Instant) {
+        self.reset_nanos(nanos_since_origin(deadline));
+    }
+
+    /// [`reset`](Self::reset) in the timer's nanoseconds.
+    pub(crate) fn reset_nanos(&mut self, deadline_nanos: u64) {
+        self.unregister();
+        self.deadline = deadline_nanos;
+    }
+
+    fn unregister(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            if !entry.is_fired() {
+                self.timer.core().cancel(&entry);
+            }
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let timer: &TimerCore = this.timer.core();
+        let entry = match &this.entry {
+            Some(entry) => {
+                if entry.is_fired() {
+                    return Poll::Ready(());
+                }
+                // Register, then check: a fire that took the old waker is seen below, and one
+                // that takes this waker wakes it.
+                entry.waker.register(cx.waker());
+                entry
+            }
+            None => {
+                if this.deadline <= timer.now() {
+                    return Poll::Ready(());
+                }
+                let entry = Arc::new(Entry::new(this.deadline));
+                // Not yet shared: this cannot race a fire.
+                entry.waker.register(cx.waker());
+                timer.register(Arc::clone(&entry));
+                this.entry.insert(entry)
+            }
+        };
+        if entry.is_fired() {
+            return Poll::Ready(());
+        }
+        if this.deadline <= timer.now() {
+            // The deadline passed while we registered: complete without the driver.
+            timer.elapse(entry);
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.unregister();
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("timer", &self.timer)
+            .field("deadline", &Duration::from_nanos(self.deadline))
+            .field("registered", &self.entry.is_some())
+            .field("fired", &self.entry.as_ref().is_some_and(|e| e.is_fired()))
+            .finish()
+    }
+}
+
+/// A future that completes `duration` from now (or later, never earlier), on tollgate's own
+/// timer thread. Needs no async runtime.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// futures_executor::block_on(async {
+///     tollgate::sleep(Duration::from_millis(1)).await;
+/// });
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    let now = nanos_since_origin(Instant::now());
+    let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    Sleep::new(TimerRef::Global, now.saturating_add(nanos))
+}
+
+/// A future that completes at `deadline` (or later, never earlier), on tollgate's own timer
+/// thread. A deadline in the past completes at the first poll. Needs no async runtime.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let deadline = Instant::now() + Duration::from_millis(2);
+/// futures_executor::block_on(tollgate::sleep_until(deadline));
+/// assert!(Instant::now() >= deadline);
+/// ```
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep::new(TimerRef::Global, nanos_since_origin(deadline))
+}

@@ -1,0 +1,197 @@
+//! Waiting on a [`DirectLimiter`]: [`DirectUntilReady`], blocking, throttling and pacing.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_core::Stream;
+
+use super::WaitError;
+use super::blocking::block_on;
+use super::cells::{Bound, DirectCells};
+use super::throttle::{Paced, Throttled};
+use super::waiter::Waiter;
+use crate::clock::{Timestamp, saturating_nanos};
+use crate::direct::{DirectLimiter, Shared};
+
+/// Completes when the direct limiter admits the requested cells: the future of
+/// [`DirectLimiter::until_ready`] and its forms.
+///
+/// # Cancel safety
+///
+/// Dropping it before it completes gives its cells back if nothing was reserved after it;
+/// otherwise they are lost (never an over-admission). Its timer entry is freed either way.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct DirectUntilReady<'a> {
+    waiter: Waiter<DirectCells<&'a Shared>>,
+}
+
+impl Future for DirectUntilReady<'_> {
+    type Output = Result<(), WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().waiter.poll_wait(cx)
+    }
+}
+
+impl DirectLimiter {
+    fn waiter(&self, n: u32, bound: Bound) -> DirectUntilReady<'_> {
+        DirectUntilReady {
+            waiter: Waiter::new(DirectCells(&**self.shared()), n, bound),
+        }
+    }
+
+    /// Waits until one cell is admitted; waiters are admitted in FIFO order, each woken once.
+    ///
+    /// # Errors
+    ///
+    /// None in practice for one cell (the burst is at least 1); the `Result` matches the
+    /// other forms.
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`DirectUntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(100).allow_burst(1));
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..3 {
+    ///         limiter.until_ready().await.unwrap(); // 10 ms apart
+    ///     }
+    /// });
+    /// ```
+    pub fn until_ready(&self) -> DirectUntilReady<'_> {
+        self.waiter(1, Bound::Unbounded)
+    }
+
+    /// Waits until `n` cells are admitted at once.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::InsufficientCapacity`] at once if `n` exceeds the burst.
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`DirectUntilReady`].
+    pub fn until_n_ready(&self, n: u32) -> DirectUntilReady<'_> {
+        self.waiter(n, Bound::Unbounded)
+    }
+
+    /// Waits for one cell unless that would take longer than `max`: then fails at once,
+    /// reserving nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::TooLong`].
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`DirectUntilReady`].
+    pub fn until_ready_within(&self, max: Duration) -> DirectUntilReady<'_> {
+        self.waiter(1, Bound::Within(saturating_nanos(max)))
+    }
+
+    /// `n` cells, bounded by `max`.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::InsufficientCapacity`] or [`WaitError::TooLong`].
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`DirectUntilReady`].
+    pub fn until_n_ready_within(&self, n: u32, max: Duration) -> DirectUntilReady<'_> {
+        self.waiter(n, Bound::Within(saturating_nanos(max)))
+    }
+
+    /// Waits for one cell unless it would be admitted after `deadline` (this limiter's clock).
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::TooLong`].
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`DirectUntilReady`].
+    pub fn until_ready_until(&self, deadline: Timestamp) -> DirectUntilReady<'_> {
+        self.waiter(1, Bound::Until(deadline.as_nanos()))
+    }
+
+    /// `n` cells, admitted no later than `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::InsufficientCapacity`] or [`WaitError::TooLong`].
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`DirectUntilReady`].
+    pub fn until_n_ready_until(&self, n: u32, deadline: Timestamp) -> DirectUntilReady<'_> {
+        self.waiter(n, Bound::Until(deadline.as_nanos()))
+    }
+
+    /// Blocks the calling thread until one cell is admitted (FIFO with async waiters).
+    ///
+    /// # Blocking
+    ///
+    /// Parks the thread. Never call it from async code; use
+    /// [`until_ready`](DirectLimiter::until_ready) there.
+    ///
+    /// # Errors
+    ///
+    /// As [`until_ready`](DirectLimiter::until_ready).
+    pub fn until_ready_blocking(&self) -> Result<(), WaitError> {
+        block_on(self.until_ready())
+    }
+
+    /// Blocks until `n` cells are admitted.
+    ///
+    /// # Blocking
+    ///
+    /// Parks the thread; see [`until_ready_blocking`](DirectLimiter::until_ready_blocking).
+    ///
+    /// # Errors
+    ///
+    /// As [`until_n_ready`](DirectLimiter::until_n_ready).
+    pub fn until_n_ready_blocking(&self, n: u32) -> Result<(), WaitError> {
+        block_on(self.until_n_ready(n))
+    }
+
+    /// Runs `fut` once a cell is admitted.
+    ///
+    /// # Errors
+    ///
+    /// The wait's [`WaitError`] (only possible if the quota changes under it).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`DirectUntilReady`] while waiting; afterwards as `fut`.
+    pub fn throttle<F: Future>(&self, fut: F) -> Throttled<DirectUntilReady<'_>, F> {
+        Throttled::new(self.until_ready(), fut)
+    }
+
+    /// Paces a stream: each item is released only when a cell is admitted for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use futures_core::Stream;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(1_000).allow_burst(1));
+    /// let items = futures_util::stream::iter(0..5);
+    /// let paced = limiter.pace(items);
+    /// let got: Vec<i32> = futures_executor::block_on(futures_util::StreamExt::collect(paced));
+    /// assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    /// ```
+    pub fn pace<St: Stream>(&self, stream: St) -> Paced<St> {
+        Paced::new(DirectCells(self.shared().clone()), stream)
+    }
+}

@@ -1,0 +1,64 @@
+//! [`WaitError`]: why a wait ended without admission.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+
+/// Why an `until_ready` future (or blocking wait) refused. Nothing was reserved in any case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitError {
+    /// More cells were asked for than the burst allows: no wait could ever satisfy them.
+    InsufficientCapacity {
+        /// The cells requested.
+        requested: u32,
+        /// The burst.
+        burst: u32,
+    },
+    /// The wait would end after the bound given to a `_within` or `_until` wait.
+    TooLong {
+        /// When the cells would have been admitted.
+        earliest: Timestamp,
+        /// How long that is from now.
+        wait: Duration,
+    },
+    /// The key is new and the table is full under
+    /// [`FullPolicy::RefuseNewKeys`](crate::FullPolicy::RefuseNewKeys).
+    TableFull {
+        /// The limiter's capacity in keys.
+        capacity: usize,
+    },
+}
+
+impl WaitError {
+    /// Whether the wait was refused for exceeding its bound.
+    pub fn is_too_long(&self) -> bool {
+        matches!(self, WaitError::TooLong { .. })
+    }
+
+    /// Whether `n` exceeds the burst.
+    pub fn is_insufficient_capacity(&self) -> bool {
+        matches!(self, WaitError::InsufficientCapacity { .. })
+    }
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::InsufficientCapacity { requested, burst } => write!(
+                f,
+                "{requested} cells requested but the burst is {burst}: never admissible"
+            ),
+            WaitError::TooLong { wait, .. } => {
+                write!(f, "admission would take {wait:?}, longer than allowed")
+            }
+            WaitError::TableFull { capacity } => write!(
+                f,
+                "the limiter holds its capacity of {capacity} keys and refuses new ones"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}

@@ -1,0 +1,251 @@
+//! Waiting on one key of a [`Limiter`]: [`UntilReady`] and the blocking, bounded and
+//! throttling forms.
+
+use std::borrow::Borrow;
+use std::future::Future;
+use std::hash::{BuildHasher, Hash};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::WaitError;
+use super::blocking::block_on;
+use super::cells::{Bound, KeyCells};
+use super::throttle::Throttled;
+use super::waiter::Waiter;
+use crate::clock::{Timestamp, saturating_nanos};
+use crate::hash::RandomState;
+use crate::limiter::{Limiter, Shared};
+
+/// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
+/// its `_n`, `_within` and `_until` forms.
+///
+/// It reserves on its first poll (one CAS that fixes its admission instant) and then sleeps
+/// on tollgate's timer, so it works under any executor.
+///
+/// # Cancel safety
+///
+/// Dropping it before it completes gives its cells back if no later reservation on the key
+/// depends on them; otherwise they are lost (the key runs slightly under its rate, never
+/// over). Its timer entry is freed either way.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct UntilReady<'a, S: BuildHasher = RandomState> {
+    waiter: Waiter<KeyCells<&'a Shared<S>>>,
+}
+
+impl<S: BuildHasher> Future for UntilReady<'_, S> {
+    type Output = Result<(), WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().waiter.poll_wait(cx)
+    }
+}
+
+impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
+    fn waiter<Q>(&self, key: &Q, n: u32, bound: Bound) -> UntilReady<'_, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let (route, fp) = self.hashes(key);
+        let cells = KeyCells {
+            shared: &**self.shared(),
+            route,
+            fp,
+        };
+        UntilReady {
+            waiter: Waiter::new(cells, n, bound),
+        }
+    }
+
+    /// Waits until one cell for `key` is admitted. Waiters on a key are admitted in the order
+    /// they first polled (FIFO), each woken once, exactly at the rate.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::TableFull`] for a new key when the table refuses new keys.
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`]: dropping the future refunds its cells when possible.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(50));
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..55 {
+    ///         limiter.until_ready("example.com").await.unwrap(); // the last 5 wait ~20 ms each
+    ///     }
+    /// });
+    /// ```
+    pub fn until_ready<Q>(&self, key: &Q) -> UntilReady<'_, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.waiter(key, 1, Bound::Unbounded)
+    }
+
+    /// Waits until `n` cells for `key` are admitted at once.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::InsufficientCapacity`] at once if `n` exceeds the burst (no wait could
+    /// satisfy it); [`WaitError::TableFull`] as for [`until_ready`](Limiter::until_ready).
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`].
+    pub fn until_n_ready<Q>(&self, key: &Q, n: u32) -> UntilReady<'_, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.waiter(key, n, Bound::Unbounded)
+    }
+
+    /// Waits for one cell, unless that would take longer than `max`: then it fails at once
+    /// and reserves nothing (a bounded queue, like nginx's `burst`).
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::TooLong`] with the instant it would have taken, or
+    /// [`WaitError::TableFull`].
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(1));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready(&7).await.unwrap();
+    ///     let err = limiter.until_ready_within(&7, Duration::from_millis(10)).await.unwrap_err();
+    ///     assert!(err.is_too_long());
+    /// });
+    /// ```
+    pub fn until_ready_within<Q>(&self, key: &Q, max: Duration) -> UntilReady<'_, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.waiter(key, 1, Bound::Within(saturating_nanos(max)))
+    }
+
+    /// [`until_n_ready`](Limiter::until_n_ready), bounded as
+    /// [`until_ready_within`](Limiter::until_ready_within).
+    ///
+    /// # Errors
+    ///
+    /// As both.
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`].
+    pub fn until_n_ready_within<Q>(&self, key: &Q, n: u32, max: Duration) -> UntilReady<'_, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.waiter(key, n, Bound::Within(saturating_nanos(max)))
+    }
+
+    /// Waits for one cell, unless it would be admitted after `deadline` (on this limiter's
+    /// clock): then it fails at once and reserves nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::TooLong`] or [`WaitError::TableFull`].
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`].
+    pub fn until_ready_until<Q>(&self, key: &Q, deadline: Timestamp) -> UntilReady<'_, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.waiter(key, 1, Bound::Until(deadline.as_nanos()))
+    }
+
+    /// [`until_n_ready`](Limiter::until_n_ready) with a deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`until_n_ready`](Limiter::until_n_ready) and
+    /// [`until_ready_until`](Limiter::until_ready_until).
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`].
+    pub fn until_n_ready_until<Q>(&self, key: &Q, n: u32, deadline: Timestamp) -> UntilReady<'_, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.waiter(key, n, Bound::Until(deadline.as_nanos()))
+    }
+
+    /// Blocks the calling thread until one cell for `key` is admitted, with the same FIFO
+    /// reservation as [`until_ready`](Limiter::until_ready).
+    ///
+    /// # Blocking
+    ///
+    /// Parks the thread. Never call it from async code: it would stall the executor's
+    /// worker; use [`until_ready`](Limiter::until_ready) there.
+    ///
+    /// # Errors
+    ///
+    /// As [`until_ready`](Limiter::until_ready).
+    pub fn until_ready_blocking<Q>(&self, key: &Q) -> Result<(), WaitError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        block_on(self.until_ready(key))
+    }
+
+    /// Blocks until `n` cells for `key` are admitted.
+    ///
+    /// # Blocking
+    ///
+    /// Parks the thread; see [`until_ready_blocking`](Limiter::until_ready_blocking).
+    ///
+    /// # Errors
+    ///
+    /// As [`until_n_ready`](Limiter::until_n_ready).
+    pub fn until_n_ready_blocking<Q>(&self, key: &Q, n: u32) -> Result<(), WaitError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        block_on(self.until_n_ready(key, n))
+    }
+
+    /// Runs `fut` once a cell for `key` is admitted: `limiter.throttle(&host, fetch(url))`.
+    ///
+    /// # Errors
+    ///
+    /// The wait's [`WaitError`], in which case `fut` is dropped unpolled.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`UntilReady`] while waiting; afterwards as `fut`.
+    pub fn throttle<Q, F>(&self, key: &Q, fut: F) -> Throttled<UntilReady<'_, S>, F>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+        F: Future,
+    {
+        Throttled::new(self.until_ready(key), fut)
+    }
+}
