@@ -8,6 +8,12 @@
 //!   on its docs.
 //! * Time comes from a [`Clock`]: [`MonotonicClock`] by default, [`ManualClock`] in tests, or
 //!   a [`Timestamp`] the caller passes in (`check_at`).
+//! * Waiting instead of refusing: [`Limiter::until_ready`] and [`DirectLimiter::until_ready`]
+//!   reserve their cells with one CAS and sleep on tollgate's own timer ([`sleep`],
+//!   [`sleep_until`]), so they work under any executor. Waiters on a key are admitted in FIFO
+//!   order, each woken once; bounded forms (`_within`, `_until`) refuse up front; blocking
+//!   forms (`_blocking`) park a thread; [`Limiter::throttle`] and [`DirectLimiter::pace`]
+//!   wrap futures and streams. On a [`ManualClock`] the waits run on fake time.
 //!
 //! # Examples
 //!
@@ -20,6 +26,19 @@
 //!     Ok(ok) => println!("serve; {} left", ok.remaining()),
 //!     Err(e) => println!("429; retry after {:?}", e.retry_after()),
 //! }
+//! ```
+//!
+//! Waiting, without a runtime:
+//!
+//! ```
+//! use tollgate::{Limiter, Quota};
+//!
+//! let per_host: Limiter<str> = Limiter::keyed(Quota::per_second(100).allow_burst(1));
+//! futures_executor::block_on(async {
+//!     for _ in 0..3 {
+//!         per_host.until_ready("example.com").await.unwrap(); // 10 ms apart
+//!     }
+//! });
 //! ```
 //!
 //! # Memory ordering
