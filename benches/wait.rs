@@ -1,0 +1,1098 @@
+//! The `wait` benchmark: scenarios F1 and F2 of DESIGN.md §5 (many tasks pacing themselves
+//! with `until_ready` on a tokio runtime) and the lateness of the timers, tollgate beside
+//! governor 0.10 (`until_key_ready`, which sleeps on futures-timer) in the same process run.
+//!
+//! ```text
+//! cargo bench --bench wait                                   # full run (~100 s on 2 cores)
+//! TOLLGATE_BENCH_QUICK=1 cargo bench --bench wait            # smoke run (< 20 s)
+//! TOLLGATE_BENCH_WAIT=f1,timer cargo bench --bench wait      # a subset of f1, f2, timer, prim
+//! ```
+//!
+//! **F1 / F2.** `tasks` tokio tasks (multi-thread runtime, 2 workers, no tokio timer) each
+//! loop `until_ready(&key).await` and log the instant of every admission. Keys get
+//! `per_second` cells a second with a burst of 1. After a warm-up (which absorbs the start,
+//! when every task asks at once) the harness measures a fixed window and reports, per
+//! limiter (in F2 the keys start staggered over one emission interval, 20 ms, so their
+//! schedules are out of phase as independent keys' are; a tollgate variant starts every key
+//! at once):
+//!
+//! * *rate*: admissions inside the window / (window × the keys' combined quota), in %;
+//! * *starved*: tasks with no admission inside the window;
+//! * *p99 beyond fair share*: with `n` tasks on a key of rate `r`, a fair limiter admits each
+//!   task once every `n / r` (its fair share: 0.5 s in F1, 0.2 s in F2). Every wait (from
+//!   the task's request, which follows its previous admission at once, to its admission)
+//!   that ends inside the window contributes `wait - n / r`; so does every wait still open
+//!   at the window's end if it is already longer than `n / r` (a lower bound, so a starved
+//!   task counts too). The figure is the 99th percentile of those values;
+//! * *CPU per admission*: the process's user + system time over the window (`getrusage`,
+//!   every thread: tokio workers, the limiter's timer thread, this harness) / admissions in
+//!   the window; *of which timer thread* from that thread's `/proc/self/task/*/schedstat`,
+//!   which also counts its *runs* (times scheduled in, about one per wake-up: fewer than
+//!   one per admission means it fires batches); *context switches per admission*: voluntary
+//!   + involuntary, from `getrusage`.
+//!
+//! **Timer lateness.** Sleeps of a uniformly random 0.1–5 ms, lateness = the instant the
+//! waiting code resumes − the deadline, on an otherwise idle process: `tollgate::sleep_until`
+//! alone, and a direct limiter of each crate whose single cell was just taken (so its
+//! `until_ready` waits one period; governor's wait is its futures-timer `Delay`), both one
+//! at a time under `futures_executor::block_on` and as concurrent tokio tasks.
+//!
+//! **Primitives.** What a thread's timed sleep and its wake-up by another thread cost in CPU
+//! on this machine: the units the F figures are made of.
+//!
+//! Every figure is the median over rounds with min–max; within a round the limiters take
+//! turns, starting with a different one each round. The markdown tables on stdout are meant
+//! for BENCHMARKS.md; per-round figures and progress go to stderr. Built as a test
+//! (`cargo test --all-targets`, no `--bench` argument) it runs everything once on tiny sizes.
+
+// The helpers are shared with the `check` bench, which uses the rest of them.
+#[allow(dead_code)]
+mod common;
+
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Rng, Summary, loadavg, sig};
+
+// ---------------------------------------------------------------------------------------
+// configuration
+
+/// One F scenario: `keys × tasks_per_key` tasks, `per_second` cells a second per key.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    label: &'static str,
+    keys: usize,
+    tasks_per_key: usize,
+    per_second: u32,
+    warm_up: Duration,
+    window: Duration,
+}
+
+impl Load {
+    fn tasks(&self) -> usize {
+        self.keys * self.tasks_per_key
+    }
+
+    /// A fair limiter admits each task once every `tasks_per_key / per_second`.
+    fn fair_share_ns(&self) -> u64 {
+        self.tasks_per_key as u64 * 1_000_000_000 / u64::from(self.per_second)
+    }
+
+    fn describe(&self) -> String {
+        if self.keys == 1 {
+            format!(
+                "{}. {} tasks on one key, {}/s burst 1",
+                self.label,
+                thousands(self.tasks()),
+                thousands(self.per_second as usize)
+            )
+        } else {
+            format!(
+                "{}. {} keys x {} tasks, {}/s burst 1 each",
+                self.label,
+                thousands(self.keys),
+                self.tasks_per_key,
+                self.per_second
+            )
+        }
+    }
+}
+
+/// How big a run is.
+#[derive(Debug, Clone)]
+struct Config {
+    /// `"full"`, `"quick"` or `"test"`.
+    mode: &'static str,
+    rounds: usize,
+    f1: Load,
+    f2: Load,
+    /// Sequential sleeps per timer row and round.
+    timer_sequential: usize,
+    /// Concurrent timer rows: tasks, and sleeps per task.
+    timer_tasks: usize,
+    timer_per_task: usize,
+    /// Which parts to run: `f1`, `f2`, `timer`, `prim`.
+    parts: Vec<String>,
+}
+
+impl Config {
+    /// Full run under `cargo bench`; `TOLLGATE_BENCH_QUICK=1` for a smoke run; a tiny run when
+    /// built as a test. `TOLLGATE_BENCH_WAIT=f1,f2,timer,prim` picks parts.
+    fn from_env() -> Config {
+        let bench = std::env::args().any(|a| a == "--bench");
+        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let parts = std::env::var("TOLLGATE_BENCH_WAIT")
+            .unwrap_or_else(|_| "f1,f2,timer,prim".to_owned())
+            .to_lowercase()
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect();
+        let ms = Duration::from_millis;
+        let f1 = |tasks, warm_up, window| Load {
+            label: "F1",
+            keys: 1,
+            tasks_per_key: tasks,
+            per_second: 20_000,
+            warm_up,
+            window,
+        };
+        let f2 = |keys, warm_up, window| Load {
+            label: "F2",
+            keys,
+            tasks_per_key: 10,
+            per_second: 50,
+            warm_up,
+            window,
+        };
+        let base = if !bench {
+            Config {
+                mode: "test",
+                rounds: 1,
+                f1: f1(100, ms(50), ms(200)),
+                f2: f2(10, ms(250), ms(500)),
+                timer_sequential: 20,
+                timer_tasks: 10,
+                timer_per_task: 3,
+                parts: Vec::new(),
+            }
+        } else if quick {
+            Config {
+                mode: "quick",
+                rounds: 2,
+                f1: f1(2_000, ms(300), ms(800)),
+                f2: f2(100, ms(400), ms(800)),
+                timer_sequential: 100,
+                timer_tasks: 50,
+                timer_per_task: 10,
+                parts: Vec::new(),
+            }
+        } else {
+            Config {
+                mode: "full",
+                rounds: 5,
+                f1: f1(10_000, ms(1_000), ms(2_500)),
+                f2: f2(1_000, ms(600), ms(2_500)),
+                timer_sequential: 400,
+                timer_tasks: 100,
+                timer_per_task: 20,
+                parts: Vec::new(),
+            }
+        };
+        Config { parts, ..base }
+    }
+
+    fn runs(&self, part: &str) -> bool {
+        self.parts.iter().any(|p| p == part)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// the limiters
+
+/// A keyed limiter whose tasks wait for their turn.
+trait Waiting: Send + Sync + Sized + 'static {
+    /// The column name in the report.
+    const NAME: &'static str;
+    /// The name (`comm`) of the thread that fires its sleeps.
+    const TIMER_THREAD: &'static str;
+
+    /// `per_second` cells a second per key, burst 1.
+    fn build(per_second: u32) -> Self;
+
+    /// Completes when a cell for `key` is admitted.
+    fn wait(&self, key: &u64) -> impl Future<Output = ()> + Send;
+}
+
+/// `tollgate::Limiter::<u64>::keyed`, default configuration; sleeps on tollgate's timer.
+#[derive(Debug)]
+struct Tollgate(tollgate::Limiter<u64>);
+
+impl Waiting for Tollgate {
+    const NAME: &'static str = "tollgate";
+    const TIMER_THREAD: &'static str = "tollgate-timer";
+
+    fn build(per_second: u32) -> Self {
+        Tollgate(tollgate::Limiter::keyed(
+            tollgate::Quota::per_second(per_second).allow_burst(1),
+        ))
+    }
+
+    async fn wait(&self, key: &u64) {
+        self.0
+            .until_ready(key)
+            .await
+            .expect("one cell never exceeds the burst and the table is not full");
+    }
+}
+
+/// `governor::RateLimiter::keyed` (DashMap, SipHash, quanta clock); `until_key_ready` checks,
+/// and on a refusal sleeps on a futures-timer `Delay` until the earliest possible instant,
+/// then checks again.
+#[derive(Debug)]
+struct Governor(governor::DefaultKeyedRateLimiter<u64>);
+
+impl Waiting for Governor {
+    const NAME: &'static str = "governor";
+    const TIMER_THREAD: &'static str = "futures-timer";
+
+    fn build(per_second: u32) -> Self {
+        let quota = governor::Quota::per_second(NonZeroU32::new(per_second).expect("non-zero"))
+            .allow_burst(NonZeroU32::MIN);
+        Governor(governor::RateLimiter::keyed(quota))
+    }
+
+    async fn wait(&self, key: &u64) {
+        self.0.until_key_ready(key).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// CPU accounting
+
+/// Process CPU time (all threads) and context switches so far.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    cpu_ns: u64,
+    switches: u64,
+}
+
+/// `getrusage(RUSAGE_SELF)`: std has no wrapper, so the C library's is declared here.
+#[cfg(target_os = "linux")]
+fn usage() -> Option<Usage> {
+    use std::ffi::{c_int, c_long};
+
+    /// `struct timeval` on 64-bit Linux.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Timeval {
+        sec: c_long,
+        usec: c_long,
+    }
+    /// `struct rusage` on Linux: two timevals, then 14 `long`s (`ru_maxrss` .. `ru_nivcsw`).
+    #[repr(C)]
+    struct Rusage {
+        utime: Timeval,
+        stime: Timeval,
+        longs: [c_long; 14],
+    }
+    unsafe extern "C" {
+        fn getrusage(who: c_int, usage: *mut Rusage) -> c_int;
+    }
+    const RUSAGE_SELF: c_int = 0;
+    const NVCSW: usize = 12;
+    const NIVCSW: usize = 13;
+
+    let mut r = Rusage {
+        utime: Timeval { sec: 0, usec: 0 },
+        stime: Timeval { sec: 0, usec: 0 },
+        longs: [0; 14],
+    };
+    // SAFETY: 1. `getrusage` is the C library's, declared with its C signature.
+    // 2. `r` is a live, writable `struct rusage` with Linux's layout (declared above), and
+    //    `getrusage` writes only that struct.
+    let rc = unsafe { getrusage(RUSAGE_SELF, &mut r) };
+    if rc != 0 {
+        return None;
+    }
+    let ns = |t: Timeval| t.sec as u64 * 1_000_000_000 + t.usec as u64 * 1_000;
+    Some(Usage {
+        cpu_ns: ns(r.utime) + ns(r.stime),
+        switches: (r.longs[NVCSW] + r.longs[NIVCSW]) as u64,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn usage() -> Option<Usage> {
+    None
+}
+
+/// What the scheduler counted for some threads so far (`/proc/self/task/<tid>/schedstat`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Sched {
+    /// Time on a CPU.
+    cpu_ns: u64,
+    /// Time runnable but waiting for a CPU.
+    runqueue_ns: u64,
+    /// Times scheduled in: one per wake-up for a thread that sleeps between turns.
+    runs: u64,
+    /// Context switches: the thread slept (`voluntary_ctxt_switches` in its `status`), and
+    /// it was preempted (`nonvoluntary_ctxt_switches`).
+    voluntary: u64,
+    preempted: u64,
+}
+
+/// [`Sched`] summed over the threads named `name`; all zero if no such thread runs yet,
+/// `None` where `/proc` or schedstat is unavailable.
+fn thread_sched(name: &str) -> Option<Sched> {
+    let mut total = Sched::default();
+    for entry in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = entry.ok()?.path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
+            continue; // The thread exited meanwhile.
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("schedstat")).ok()?;
+        let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
+        total.cpu_ns += fields.next()??;
+        total.runqueue_ns += fields.next()??;
+        total.runs += fields.next()??;
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        let field = |name: &str| -> Option<u64> {
+            let line = status.lines().find(|l| l.starts_with(name))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        };
+        total.voluntary += field("voluntary_ctxt_switches:")?;
+        total.preempted += field("nonvoluntary_ctxt_switches:")?;
+    }
+    Some(total)
+}
+
+// ---------------------------------------------------------------------------------------
+// F1 / F2
+
+/// One round of one limiter under one load.
+#[derive(Debug, Clone, Copy)]
+struct LoadRound {
+    admitted: u64,
+    rate_pct: f64,
+    starved: usize,
+    p99_beyond_ns: f64,
+    max_beyond_ns: f64,
+    cpu_ns_per_admission: Option<f64>,
+    timer_ns_per_admission: Option<f64>,
+    timer_runs_per_admission: Option<f64>,
+    /// The timer thread's voluntary and involuntary context switches per admission.
+    timer_sleeps_per_admission: Option<f64>,
+    timer_preempted_per_admission: Option<f64>,
+    /// The timer thread's time waiting for a CPU, in % of the window.
+    timer_runqueue_pct: Option<f64>,
+    switches_per_admission: Option<f64>,
+}
+
+fn nanos_since(origin: Instant) -> u64 {
+    origin.elapsed().as_nanos() as u64
+}
+
+fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Runs `load` once on a fresh limiter and a fresh runtime. With `stagger`, the tasks of key
+/// `k` start `k / keys` of an emission interval after those of key 0, so the keys' schedules
+/// are spread over the interval as independent keys' would be; otherwise every key starts
+/// at once and their admission instants coincide.
+fn run_load<L: Waiting>(load: &Load, keys: &[u64], stagger: bool) -> LoadRound {
+    assert_eq!(keys.len(), load.keys);
+    let limiter = Arc::new(L::build(load.per_second));
+    let tasks = load.tasks();
+    // Per task: its first request, then the instant of every admission. A task asks again
+    // right after each admission, so admission `k - 1` is also request `k`.
+    let per_task =
+        (load.warm_up + load.window).as_nanos() as usize / load.fair_share_ns() as usize + 8;
+    let logs: Arc<Vec<Mutex<Vec<u64>>>> = Arc::new(
+        (0..tasks)
+            .map(|_| Mutex::new(Vec::with_capacity(per_task)))
+            .collect(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let rt = runtime();
+    let origin = Instant::now();
+    let interval_ns = 1_000_000_000 / u64::from(load.per_second);
+    for i in 0..tasks {
+        let (limiter, logs, stop) = (Arc::clone(&limiter), Arc::clone(&logs), Arc::clone(&stop));
+        let k = i / load.tasks_per_key;
+        if stagger && i % load.tasks_per_key == 0 {
+            // Spin: a sleep is far coarser than the 20 µs steps of F2.
+            let at = origin + Duration::from_nanos(interval_ns * k as u64 / load.keys as u64);
+            while Instant::now() < at {
+                std::hint::spin_loop();
+            }
+        }
+        let key = keys[k];
+        rt.spawn(async move {
+            let log = &logs[i];
+            log.lock().unwrap().push(nanos_since(origin));
+            loop {
+                limiter.wait(&key).await;
+                log.lock().unwrap().push(nanos_since(origin));
+                // ordering: only ends the loop; the logs are read after the runtime is gone.
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+        });
+    }
+    sleep_until(origin + load.warm_up);
+    let start = nanos_since(origin);
+    let (u0, t0) = (usage(), thread_sched(L::TIMER_THREAD));
+    sleep_until(origin + load.warm_up + load.window);
+    let end = nanos_since(origin);
+    let (u1, t1) = (usage(), thread_sched(L::TIMER_THREAD));
+    // ordering: a hint to stop early; dropping the runtime cancels whatever still waits.
+    stop.store(true, Ordering::Relaxed);
+    drop(rt);
+
+    let fair = load.fair_share_ns() as i64;
+    let mut admitted = 0u64;
+    let mut starved = 0;
+    let mut beyond: Vec<i64> = Vec::with_capacity(tasks * per_task);
+    for log in logs.iter() {
+        let log = log.lock().unwrap();
+        let mut mine = 0;
+        let mut open_since = log[0];
+        for w in log.windows(2) {
+            let (asked, got) = (w[0], w[1]);
+            if got > end {
+                break;
+            }
+            open_since = got;
+            if got >= start {
+                mine += 1;
+                beyond.push((got - asked) as i64 - fair);
+            }
+        }
+        // Still waiting at the end of the window: count that wait if it is already late.
+        let open = (end - open_since.min(end)) as i64;
+        if open > fair {
+            beyond.push(open - fair);
+        }
+        admitted += mine;
+        if mine == 0 {
+            starved += 1;
+        }
+    }
+    beyond.sort_unstable();
+    let window_s = (end - start) as f64 / 1e9;
+    let quota = window_s * f64::from(load.per_second) * load.keys as f64;
+    let per_admission = |d: Option<u64>| {
+        d.filter(|_| admitted > 0)
+            .map(|d| d as f64 / admitted as f64)
+    };
+    let cpu = u0.zip(u1);
+    let timer = t0.zip(t1);
+    LoadRound {
+        admitted,
+        rate_pct: 100.0 * admitted as f64 / quota,
+        starved,
+        p99_beyond_ns: percentile(&beyond, 0.99).map_or(f64::NAN, |v| v as f64),
+        max_beyond_ns: beyond.last().map_or(f64::NAN, |&v| v as f64),
+        cpu_ns_per_admission: per_admission(cpu.map(|(a, b)| b.cpu_ns - a.cpu_ns)),
+        timer_ns_per_admission: per_admission(timer.map(|(a, b)| b.cpu_ns - a.cpu_ns)),
+        timer_runs_per_admission: per_admission(timer.map(|(a, b)| b.runs - a.runs)),
+        timer_sleeps_per_admission: per_admission(timer.map(|(a, b)| b.voluntary - a.voluntary)),
+        timer_preempted_per_admission: per_admission(timer.map(|(a, b)| b.preempted - a.preempted)),
+        timer_runqueue_pct: timer
+            .map(|(a, b)| 100.0 * (b.runqueue_ns - a.runqueue_ns) as f64 / (end - start) as f64),
+        switches_per_admission: per_admission(cpu.map(|(a, b)| b.switches - a.switches)),
+    }
+}
+
+/// The F results of one limiter, summarised over rounds.
+#[derive(Debug)]
+struct LoadSummary {
+    name: &'static str,
+    rate_pct: Summary,
+    starved: Summary,
+    p99_beyond_ns: Summary,
+    max_beyond_ns: Summary,
+    cpu_ns: Option<Summary>,
+    timer_ns: Option<Summary>,
+    timer_runs: Option<Summary>,
+    switches: Option<Summary>,
+}
+
+fn summarise_load(name: &'static str, rounds: &[LoadRound]) -> LoadSummary {
+    let of = |f: fn(&LoadRound) -> f64| Summary::of(&rounds.iter().map(f).collect::<Vec<_>>());
+    let of_opt = |f: fn(&LoadRound) -> Option<f64>| {
+        let v: Option<Vec<f64>> = rounds.iter().map(f).collect();
+        v.map(|v| Summary::of(&v))
+    };
+    LoadSummary {
+        name,
+        rate_pct: of(|r| r.rate_pct),
+        starved: of(|r| r.starved as f64),
+        p99_beyond_ns: of(|r| r.p99_beyond_ns),
+        max_beyond_ns: of(|r| r.max_beyond_ns),
+        cpu_ns: of_opt(|r| r.cpu_ns_per_admission),
+        timer_ns: of_opt(|r| r.timer_ns_per_admission),
+        timer_runs: of_opt(|r| r.timer_runs_per_admission),
+        switches: of_opt(|r| r.switches_per_admission),
+    }
+}
+
+/// The name of the F2 variant whose keys all start at once.
+const ALIGNED: &str = "tollgate, keys in phase (variant)";
+
+/// One round runs each limiter once, starting with a different one each round.
+type LoadFn<'a> = Box<dyn Fn() -> LoadRound + 'a>;
+
+fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
+    let keys = if load.keys == 1 {
+        vec![0x5EED]
+    } else {
+        Rng::new(seed).keys(load.keys)
+    };
+    let mut entries: Vec<(&'static str, LoadFn<'_>)> = vec![
+        (
+            Tollgate::NAME,
+            Box::new(|| run_load::<Tollgate>(load, &keys, true)),
+        ),
+        (
+            Governor::NAME,
+            Box::new(|| run_load::<Governor>(load, &keys, true)),
+        ),
+    ];
+    if load.keys > 1 {
+        // A variant: every key's schedule in phase, so the timer fires a key's worth of
+        // waiters per wake-up. It shows what a wake-up costs against an admission.
+        entries.push((
+            ALIGNED,
+            Box::new(|| run_load::<Tollgate>(load, &keys, false)),
+        ));
+    }
+    let mut samples = vec![Vec::new(); entries.len()];
+    for round in 0..rounds {
+        for j in 0..entries.len() {
+            let i = (round + j) % entries.len();
+            let (name, run) = &entries[i];
+            let r = run();
+            eprintln!(
+                "  {} {name:<9} round {}: {} admitted, rate {:.2} %, starved {}, p99 beyond fair {}, max {}, CPU/adm {} (timer thread {}, {} runs/adm: {} sleeps + {} preemptions, waiting for a CPU {:.1} % of the time), switches/adm {}",
+                load.label,
+                round + 1,
+                r.admitted,
+                r.rate_pct,
+                r.starved,
+                time(r.p99_beyond_ns),
+                time(r.max_beyond_ns),
+                r.cpu_ns_per_admission.map_or("n/a".into(), time),
+                r.timer_ns_per_admission.map_or("n/a".into(), time),
+                r.timer_runs_per_admission.map_or("n/a".into(), sig),
+                r.timer_sleeps_per_admission.map_or("n/a".into(), sig),
+                r.timer_preempted_per_admission.map_or("n/a".into(), sig),
+                r.timer_runqueue_pct.unwrap_or(f64::NAN),
+                r.switches_per_admission.map_or("n/a".into(), sig),
+            );
+            samples[i].push(r);
+        }
+    }
+    entries
+        .iter()
+        .zip(&samples)
+        .map(|((name, _), s)| summarise_load(name, s))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// timer lateness
+
+/// `Instant::now() - deadline` in nanoseconds; negative if the wait ended early.
+fn lateness(deadline: Instant) -> i64 {
+    let now = Instant::now();
+    if now >= deadline {
+        (now - deadline).as_nanos() as i64
+    } else {
+        -((deadline - now).as_nanos() as i64)
+    }
+}
+
+/// Uniform in 0.1–5 ms.
+fn random_delay(rng: &mut Rng) -> Duration {
+    Duration::from_nanos(100_000 + rng.below(4_900_001) as u64)
+}
+
+/// `tollgate::sleep_until(now + d)`.
+async fn tollgate_sleep(d: Duration) -> i64 {
+    let deadline = Instant::now() + d;
+    tollgate::sleep_until(deadline).await;
+    lateness(deadline)
+}
+
+/// A tollgate direct limiter of one cell per `d`, its cell just taken: `until_ready` waits
+/// one period. The deadline is taken before the check, so any lag of the limiter's clock
+/// behind it counts as lateness (never as earliness).
+async fn tollgate_direct(d: Duration) -> i64 {
+    let limiter = tollgate::DirectLimiter::new(tollgate::Quota::with_period(d).allow_burst(1));
+    let taken = Instant::now();
+    assert!(limiter.check().is_ok(), "a fresh limiter admits its burst");
+    limiter.until_ready().await.expect("one cell");
+    lateness(taken + d)
+}
+
+/// The same with governor: its `until_ready` sleeps on a futures-timer `Delay`. governor
+/// reads a TSC clock (quanta), not `Instant`; the two agree within far less than a
+/// microsecond over these periods.
+async fn governor_direct(d: Duration) -> i64 {
+    let quota = governor::Quota::with_period(d)
+        .expect("a non-zero period")
+        .allow_burst(NonZeroU32::MIN);
+    let limiter = governor::RateLimiter::direct(quota);
+    let taken = Instant::now();
+    limiter.check().expect("a fresh limiter admits its burst");
+    limiter.until_ready().await;
+    lateness(taken + d)
+}
+
+/// `n` waits one after another on this thread, under `futures_executor::block_on`.
+fn sequential<F, Fut>(n: usize, rng: &mut Rng, wait: F) -> Vec<i64>
+where
+    F: Fn(Duration) -> Fut,
+    Fut: Future<Output = i64>,
+{
+    (0..n)
+        .map(|_| futures_executor::block_on(wait(random_delay(rng))))
+        .collect()
+}
+
+/// `tasks` tokio tasks (2 workers) doing `per_task` waits each, all at once.
+fn concurrent<F, Fut>(tasks: usize, per_task: usize, seed: u64, wait: F) -> Vec<i64>
+where
+    F: Fn(Duration) -> Fut + Copy + Send + 'static,
+    Fut: Future<Output = i64> + Send + 'static,
+{
+    let rt = runtime();
+    rt.block_on(async {
+        let handles: Vec<_> = (0..tasks)
+            .map(|t| {
+                let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9));
+                tokio::spawn(async move {
+                    let mut out = Vec::with_capacity(per_task);
+                    for _ in 0..per_task {
+                        out.push(wait(random_delay(&mut rng)).await);
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(tasks * per_task);
+        for h in handles {
+            all.extend(h.await.expect("a timer task panicked"));
+        }
+        all
+    })
+}
+
+/// The timer rows: `(what, how)`.
+const TIMER_ROWS: [(&str, &str); 6] = [
+    ("`tollgate::sleep_until`", "sequential"),
+    ("`tollgate::sleep_until`", "concurrent"),
+    ("tollgate `DirectLimiter::until_ready`", "sequential"),
+    (
+        "governor direct `until_ready` (futures-timer)",
+        "sequential",
+    ),
+    ("tollgate `DirectLimiter::until_ready`", "concurrent"),
+    (
+        "governor direct `until_ready` (futures-timer)",
+        "concurrent",
+    ),
+];
+
+fn timer_row(cfg: &Config, row: usize, seed: u64) -> Vec<i64> {
+    let mut rng = Rng::new(seed);
+    let (n, tasks, per) = (cfg.timer_sequential, cfg.timer_tasks, cfg.timer_per_task);
+    match row {
+        0 => sequential(n, &mut rng, tollgate_sleep),
+        1 => concurrent(tasks, per, seed, tollgate_sleep),
+        2 => sequential(n, &mut rng, tollgate_direct),
+        3 => sequential(n, &mut rng, governor_direct),
+        4 => concurrent(tasks, per, seed, tollgate_direct),
+        5 => concurrent(tasks, per, seed, governor_direct),
+        _ => unreachable!(),
+    }
+}
+
+/// Per round: median, p99 and max lateness, and how many waits ended early.
+#[derive(Debug, Clone, Copy)]
+struct TimerRound {
+    median: f64,
+    p99: f64,
+    max: f64,
+    early: usize,
+}
+
+fn timer_round(mut samples: Vec<i64>) -> TimerRound {
+    samples.sort_unstable();
+    let at = |p| percentile(&samples, p).map_or(f64::NAN, |v| v as f64);
+    TimerRound {
+        median: at(0.5),
+        p99: at(0.99),
+        max: samples.last().map_or(f64::NAN, |&v| v as f64),
+        early: samples.iter().filter(|&&v| v < 0).count(),
+    }
+}
+
+fn scenario_timer(cfg: &Config) -> Vec<(usize, Summary, Summary, Summary, usize, usize)> {
+    let mut rounds: Vec<Vec<TimerRound>> = vec![Vec::new(); TIMER_ROWS.len()];
+    let mut counts = vec![0; TIMER_ROWS.len()];
+    for round in 0..cfg.rounds {
+        for j in 0..TIMER_ROWS.len() {
+            let row = (round + j) % TIMER_ROWS.len();
+            let samples = timer_row(cfg, row, 0x7153 + (round * 16 + row) as u64);
+            counts[row] = samples.len();
+            let r = timer_round(samples);
+            eprintln!(
+                "  timer {} {} round {}: median {}, p99 {}, max {}, early {}",
+                TIMER_ROWS[row].0,
+                TIMER_ROWS[row].1,
+                round + 1,
+                time(r.median),
+                time(r.p99),
+                time(r.max),
+                r.early
+            );
+            rounds[row].push(r);
+        }
+    }
+    rounds
+        .iter()
+        .enumerate()
+        .map(|(row, r)| {
+            let of = |f: fn(&TimerRound) -> f64| Summary::of(&r.iter().map(f).collect::<Vec<_>>());
+            (
+                row,
+                of(|r| r.median),
+                of(|r| r.p99),
+                of(|r| r.max),
+                r.iter().map(|r| r.early).sum(),
+                counts[row],
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// primitives: what a thread's sleep and wake-up cost on this machine
+
+/// CPU time of the calling thread (`/proc/thread-self/schedstat`).
+fn own_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// A fresh thread parks with `park_timeout(50 µs)` over and over for `span`: CPU per
+/// cycle, about what a timer thread pays to sleep until a deadline 50 µs ahead and wake.
+fn timed_park_cpu(span: Duration) -> Option<f64> {
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        let cpu = own_cpu_ns()?;
+        let mut cycles = 0u64;
+        while start.elapsed() < span {
+            std::thread::park_timeout(Duration::from_micros(50));
+            cycles += 1;
+        }
+        Some((own_cpu_ns()? - cpu) as f64 / cycles as f64)
+    })
+    .join()
+    .expect("the park thread panicked")
+}
+
+/// Two threads hand a turn back and forth `n` times each with `unpark` and `park`: CPU of
+/// both per hand-off, about what it costs to wake an idle worker thread and let it park again.
+fn handoff_cpu(n: u64) -> Option<f64> {
+    let turn = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let main = std::thread::current();
+    let other = {
+        let turn = Arc::clone(&turn);
+        std::thread::spawn(move || {
+            let cpu = own_cpu_ns()?;
+            for i in 0..n {
+                // ordering: Acquire/Release hand the turn over; the data is the counter.
+                while turn.load(Ordering::Acquire) != 2 * i + 1 {
+                    std::thread::park();
+                }
+                turn.store(2 * i + 2, Ordering::Release);
+                main.unpark();
+            }
+            Some(own_cpu_ns()? - cpu)
+        })
+    };
+    let cpu = own_cpu_ns()?;
+    for i in 0..n {
+        turn.store(2 * i + 1, Ordering::Release);
+        other.thread().unpark();
+        while turn.load(Ordering::Acquire) != 2 * i + 2 {
+            std::thread::park();
+        }
+    }
+    let mine = own_cpu_ns()? - cpu;
+    let theirs = other.join().expect("the hand-off thread panicked")?;
+    Some((mine + theirs) as f64 / (2 * n) as f64)
+}
+
+/// Rounds of both primitives: `(what, summary)`.
+fn scenario_primitives(cfg: &Config) -> Vec<(&'static str, Option<Summary>)> {
+    let span = Duration::from_millis(match cfg.mode {
+        "test" => 50,
+        "quick" => 200,
+        _ => 500,
+    });
+    let handoffs = if cfg.mode == "test" { 1_000 } else { 20_000 };
+    let mut park = Vec::new();
+    let mut handoff = Vec::new();
+    for round in 0..cfg.rounds {
+        let p = timed_park_cpu(span);
+        let h = handoff_cpu(handoffs);
+        eprintln!(
+            "  primitives round {}: timed park {} CPU a cycle, hand-off {} CPU",
+            round + 1,
+            p.map_or("n/a".into(), time),
+            h.map_or("n/a".into(), time)
+        );
+        park.push(p);
+        handoff.push(h);
+    }
+    let summary = |v: Vec<Option<f64>>| {
+        let v: Option<Vec<f64>> = v.into_iter().collect();
+        v.map(|v| Summary::of(&v))
+    };
+    vec![
+        (
+            "a thread sleeps with `park_timeout(50 µs)` and wakes: CPU per cycle",
+            summary(park),
+        ),
+        (
+            "one thread wakes another with `unpark`, which then parks again: CPU of both per hand-off",
+            summary(handoff),
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// formatting
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+/// A duration in nanoseconds with a readable unit, signed: `-12.3 µs`, `1.62 ms`.
+fn time(ns: f64) -> String {
+    let (scale, unit) = unit_for(ns.abs());
+    signed(ns / scale, unit)
+}
+
+fn unit_for(ns: f64) -> (f64, &'static str) {
+    if ns >= 1e9 {
+        (1e9, "s")
+    } else if ns >= 1e6 {
+        (1e6, "ms")
+    } else if ns >= 1e3 {
+        (1e3, "µs")
+    } else {
+        (1.0, "ns")
+    }
+}
+
+fn signed(x: f64, unit: &str) -> String {
+    if x.is_nan() {
+        return "n/a".to_owned();
+    }
+    let sign = if x < 0.0 { "-" } else { "" };
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    };
+    format!("{sign}{}{unit}", sig(x.abs()))
+}
+
+/// `median unit (min–max)`; if min or max needs another unit, both bounds carry their own.
+fn time_summary(s: Summary) -> String {
+    let (scale, unit) = unit_for(s.median.abs());
+    let same = [s.min, s.max].iter().all(|x| unit_for(x.abs()).1 == unit);
+    let bound = |x: f64| {
+        if same { signed(x / scale, "") } else { time(x) }
+    };
+    format!(
+        "{} ({}–{})",
+        signed(s.median / scale, unit),
+        bound(s.min),
+        bound(s.max)
+    )
+}
+
+fn plain_summary(s: Summary, unit: &str) -> String {
+    format!(
+        "{} ({}–{})",
+        signed(s.median, unit),
+        signed(s.min, ""),
+        signed(s.max, "")
+    )
+}
+
+fn count_summary(s: Summary) -> String {
+    format!("{:.0} ({:.0}–{:.0})", s.median, s.min, s.max)
+}
+
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Targets of DESIGN.md §5 that `s` misses (by median).
+fn missed(s: &LoadSummary, cpu_target_ns: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.rate_pct.median < 99.5 {
+        out.push("rate".to_owned());
+    }
+    if s.starved.median > 0.0 {
+        out.push("starved".to_owned());
+    }
+    if s.p99_beyond_ns.median > 2e6 {
+        out.push("p99".to_owned());
+    }
+    if s.cpu_ns.is_some_and(|c| c.median > cpu_target_ns) {
+        out.push("CPU".to_owned());
+    }
+    out
+}
+
+fn print_load_table(loads: &[(Load, f64, Vec<LoadSummary>)]) {
+    println!(
+        "| scenario | limiter | rate, % of quota | tasks starved | p99 wait beyond fair share | max beyond fair share | CPU per admission | of which timer thread | timer thread runs per admission | context switches per admission | targets missed |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (load, cpu_target, results) in loads {
+        for s in results {
+            let opt_time = |o: Option<Summary>| o.map_or("n/a".to_owned(), time_summary);
+            let miss = missed(s, *cpu_target);
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                load.describe(),
+                s.name,
+                plain_summary(s.rate_pct, "%"),
+                count_summary(s.starved),
+                time_summary(s.p99_beyond_ns),
+                time_summary(s.max_beyond_ns),
+                opt_time(s.cpu_ns),
+                opt_time(s.timer_ns),
+                s.timer_runs
+                    .map_or("n/a".to_owned(), |x| plain_summary(x, "")),
+                s.switches
+                    .map_or("n/a".to_owned(), |x| plain_summary(x, "")),
+                if miss.is_empty() {
+                    "none".to_owned()
+                } else {
+                    format!("**{}**", miss.join(", "))
+                },
+            );
+        }
+        println!(
+            "| {} | target | >= 99.5 % | 0 | <= 2 ms | | <= {} | | | | |",
+            load.describe(),
+            time(*cpu_target)
+        );
+    }
+}
+
+fn main() {
+    let cfg = Config::from_env();
+    let started = Instant::now();
+    let load_before = loadavg();
+    eprintln!(
+        "wait bench, mode {} ({} rounds), load average {load_before}",
+        cfg.mode, cfg.rounds
+    );
+
+    let mut loads = Vec::new();
+    for (part, load, cpu_target, seed) in
+        [("f1", cfg.f1, 3_000.0, 0xF1), ("f2", cfg.f2, 1_500.0, 0xF2)]
+    {
+        if cfg.runs(part) {
+            eprintln!("{}", load.describe());
+            loads.push((load, cpu_target, scenario_f(&load, cfg.rounds, seed)));
+        }
+    }
+    let timer = cfg.runs("timer").then(|| {
+        eprintln!("timer lateness");
+        scenario_timer(&cfg)
+    });
+    let prims = cfg.runs("prim").then(|| {
+        eprintln!("primitives");
+        scenario_primitives(&cfg)
+    });
+
+    println!();
+    println!(
+        "### wait bench — mode {}, {} rounds, {} CPUs",
+        cfg.mode,
+        cfg.rounds,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!(
+        "Load average (1/5/15 min) before: {load_before}; after: {}.",
+        loadavg()
+    );
+    if !loads.is_empty() {
+        println!();
+        println!(
+            "Median over rounds (min–max). Tasks on a tokio multi-thread runtime with 2 workers; window {} after a warm-up of {} (F1), {} after {} (F2).",
+            time(cfg.f1.window.as_nanos() as f64),
+            time(cfg.f1.warm_up.as_nanos() as f64),
+            time(cfg.f2.window.as_nanos() as f64),
+            time(cfg.f2.warm_up.as_nanos() as f64),
+        );
+        println!();
+        print_load_table(&loads);
+    }
+    if let Some(rows) = timer {
+        println!();
+        println!(
+            "Timer lateness (resumed − deadline), sleeps of 0.1–5 ms: median over rounds (min–max) of each round's statistic. Sequential: {} waits a round under `futures_executor::block_on`; concurrent: {} tokio tasks (2 workers) x {} waits.",
+            cfg.timer_sequential, cfg.timer_tasks, cfg.timer_per_task
+        );
+        println!();
+        println!("| wait | mode | waits a round | median | p99 | max | ended early |");
+        println!("| --- | --- | --- | --- | --- | --- | --- |");
+        for (row, median, p99, max, early, n) in rows {
+            let (what, how) = TIMER_ROWS[row];
+            println!(
+                "| {what} | {how} | {} | {} | {} | {} | {early} |",
+                thousands(n),
+                time_summary(median),
+                time_summary(p99),
+                time_summary(max)
+            );
+        }
+        println!("| target (tollgate's timer) | | | <= 100 µs | <= 1 ms | | 0 |");
+    }
+    if let Some(prims) = prims {
+        println!();
+        println!("Thread sleep and wake-up costs on this machine (median over rounds, min–max):");
+        println!();
+        println!("| primitive | CPU |");
+        println!("| --- | --- |");
+        for (what, s) in prims {
+            println!("| {what} | {} |", s.map_or("n/a".to_owned(), time_summary));
+        }
+    }
+    eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+}
