@@ -296,7 +296,12 @@ impl TimerCore {
             self.fire_due(&mut queue, now, &mut fired);
             self.maybe_compact(&mut queue);
             queue.shrink();
-            let next = queue.heap.peek().map_or(u64::MAX, |item| item.deadline);
+            // Wake for the earliest deadline, as late as its slack allows: entries due by
+            // then fire in the same turn. Every entry is late by at most the slack of the
+            // entry that set the wake-up, so at most `MAX_SLACK`; never early.
+            let next = queue.heap.peek().map_or(u64::MAX, |item| {
+                item.deadline.saturating_add(item.entry.slack)
+            });
             // ordering: ordered against registrations' pushes by the fence below.
             self.earliest.store(next, Ordering::Relaxed);
             next

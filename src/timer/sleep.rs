@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::driver::TimerCore;
-use super::entry::Entry;
+use super::entry::{Entry, coalescing_slack};
 use super::{TimerRef, instant_at, nanos_since_origin};
 use crate::sync::Arc;
 
@@ -129,10 +129,12 @@ impl Future for Sleep {
                 entry
             }
             None => {
-                if this.deadline <= timer.now() {
+                let now = timer.now();
+                if this.deadline <= now {
                     return Poll::Ready(());
                 }
-                let entry = Arc::new(Entry::new(this.deadline));
+                let slack = coalescing_slack(this.deadline - now);
+                let entry = Arc::new(Entry::with_slack(this.deadline, slack));
                 // Not yet shared: this cannot race a fire.
                 entry.waker.register(cx.waker());
                 timer.register(Arc::clone(&entry));
