@@ -36,6 +36,9 @@ pub struct DirectLimiter {
 pub(crate) struct Shared {
     /// The TAT in nanoseconds on `clock` (0: no information).
     tat: CachePadded<AtomicU64>,
+    /// Bumped by `reset` before it clears `tat`, so a waiter's refund can tell that the state
+    /// it would give cells back to is no longer the one it reserved on (see `resets`).
+    resets: AtomicU64,
     pub(crate) quota: QuotaCell,
     pub(crate) clock: ClockSource,
 }
@@ -55,6 +58,7 @@ impl DirectLimiter {
         DirectLimiter {
             shared: Arc::new(Shared {
                 tat: CachePadded::new(AtomicU64::new(0)),
+                resets: AtomicU64::new(0),
                 quota: QuotaCell::new(quota),
                 clock,
             }),
@@ -113,8 +117,9 @@ impl DirectLimiter {
 
     /// Forgets all history: the next request sees a full burst.
     pub fn reset(&self) {
-        // ordering: the TAT is the whole message.
-        self.shared.tat.store(0, Ordering::Relaxed);
+        // ordering: the bump is ordered before the Release store below (see `Shared::resets`).
+        self.shared.resets.fetch_add(1, Ordering::Relaxed);
+        self.shared.tat.store(0, Ordering::Release);
     }
 
     /// Pushes the next admission at least `delay` from now (keeping any later one).
@@ -152,17 +157,26 @@ impl DirectLimiter {
 }
 
 impl Shared {
+    /// How many times the limiter was reset. `reset` bumps it, then stores TAT 0 with Release;
+    /// every later TAT is an RMW continuing that store's release sequence. So `f` in
+    /// `update`, having loaded a TAT written after a reset (Acquire), sees the bump here.
+    pub(crate) fn resets(&self) -> u64 {
+        // ordering: Relaxed; the happens-before edge comes from the TAT load (above).
+        self.resets.load(Ordering::Relaxed)
+    }
+
     /// The CAS loop: `f` maps the TAT to `(write, out)`.
     #[inline]
     pub(crate) fn update<R>(&self, f: impl Fn(u64) -> (Option<u64>, R)) -> R {
         let word = &self.tat;
-        // ordering: the TAT is the whole message; every write to it is an RMW or a reset, and
-        // coherence on this one word is all GCRA needs.
-        let mut tat = word.load(Ordering::Relaxed);
+        // ordering: for GCRA itself coherence on this one word suffices; Acquire (free on
+        // x86) lets a refund's `f` see a reset that preceded the TAT it read (`resets`).
+        let mut tat = word.load(Ordering::Acquire);
         loop {
             let (write, out) = f(tat);
             let Some(new) = write else { return out };
-            match word.compare_exchange_weak(tat, new, Ordering::Relaxed, Ordering::Relaxed) {
+            // ordering: failure is Acquire for the same reason as the load above.
+            match word.compare_exchange_weak(tat, new, Ordering::Relaxed, Ordering::Acquire) {
                 Ok(_) => return out,
                 Err(current) => {
                     tat = current;

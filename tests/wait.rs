@@ -324,3 +324,37 @@ fn futures_are_send_and_unpin() {
     check(&d.until_ready());
     check(&tollgate::sleep(MS));
 }
+
+#[test]
+fn a_refund_never_lands_on_a_reset_key_that_reached_the_same_state() {
+    let (l, clock) = limiter();
+    assert_eq!(Probe::new(l.until_ready("k")).poll(), Poll::Ready(Ok(()))); // 0 ms
+    let mut w = Probe::new(l.until_ready("k")); // 100 ms: the state is now 200 ms
+    assert!(w.poll().is_pending());
+    assert!(l.reset("k"));
+    // Checked back up to the very state the waiter wrote.
+    assert!(l.check("k").is_ok()); // 0 ms
+    clock.advance(100 * MS);
+    assert!(l.check("k").is_ok()); // 100 ms: the state is 200 ms again
+    drop(w); // its refund belongs to the forgotten incarnation: it must not apply
+    assert!(
+        l.check("k").is_err(),
+        "a stale refund gave the reset key an extra cell"
+    );
+
+    // The same on a direct limiter.
+    let clock = ManualClock::new();
+    let d = DirectLimiter::with_clock(Quota::per_second(10).allow_burst(1), clock.clone());
+    assert_eq!(Probe::new(d.until_ready()).poll(), Poll::Ready(Ok(())));
+    let mut w = Probe::new(d.until_ready());
+    assert!(w.poll().is_pending());
+    d.reset();
+    assert!(d.check().is_ok());
+    clock.advance(100 * MS);
+    assert!(d.check().is_ok());
+    drop(w);
+    assert!(
+        d.check().is_err(),
+        "a stale refund gave the reset limiter an extra cell"
+    );
+}

@@ -108,6 +108,12 @@ impl Table {
         shard.update_locked(fp, now, self.policy, &mut f)
     }
 
+    /// How many times keys sharing `route`'s shard were forgotten (see `Shard::removals`).
+    #[inline]
+    pub(crate) fn removals(&self, route: u64) -> u64 {
+        self.shard(route).removals()
+    }
+
     /// Forgets key `fp`. Returns whether it was held.
     pub(crate) fn remove(&self, route: u64, fp: u64) -> bool {
         let shard = self.shard(route);

@@ -15,7 +15,7 @@
 //! is at most the size of the current array.
 
 use super::slot::{Attempt, EMPTY, Slot, Step, TOMBSTONE, frozen_word, is_live, tat_of};
-use crate::sync::{AtomicPtr, Mutex, Ordering, lock};
+use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, lock};
 
 /// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
 const MAX_LOAD_NUM: usize = 5;
@@ -173,6 +173,10 @@ struct Inner {
 pub(crate) struct Shard {
     /// The current array. Never null; replaced (never freed) by growth under the lock.
     current: AtomicPtr<SlotArray>,
+    /// Bumped (under the lock) before any key of this shard is forgotten: reset, eviction,
+    /// reclaim, or dropped by growth. A waiter's refund is valid only if this has not moved
+    /// since it reserved (see `removals`).
+    removals: AtomicU64,
     inner: Mutex<Inner>,
     /// The most keys this shard holds.
     cap: usize,
@@ -187,6 +191,7 @@ impl Shard {
         let bytes = array.bytes();
         Shard {
             current: AtomicPtr::new(Box::into_raw(array)),
+            removals: AtomicU64::new(0),
             inner: Mutex::new(Inner {
                 counts: ShardCounts {
                     bytes,
@@ -208,6 +213,24 @@ impl Shard {
         // only in `Drop`, which has `&mut self`, so none is freed while this `&self` borrow
         // lives; (3) we only create shared references, and the slots are atomics.
         unsafe { &*ptr }
+    }
+
+    /// How many times keys of this shard have been forgotten.
+    ///
+    /// A refund must not apply to a *later incarnation* of its key (reset or evicted, then
+    /// checked back up to the very TAT the waiter wrote). Every removal bumps this counter
+    /// before its freeze, under the lock. A new incarnation is written under the lock later
+    /// (the mutex orders the bump first) with a Release store, and every later state of it
+    /// comes from RMWs that continue that store's release sequence. An updater that loaded
+    /// such a state (Acquire, in `Slot::update`) therefore sees the bump when it reads this.
+    pub(crate) fn removals(&self) -> u64 {
+        // ordering: Relaxed; the happens-before edge comes from the state word (above).
+        self.removals.load(Ordering::Relaxed)
+    }
+
+    fn note_removal(&self) {
+        // ordering: ordered before the freeze and the unlock that follow (see `removals`).
+        self.removals.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The locked path: runs `f` on the key's TAT, inserting the key if `f` writes and it is
@@ -243,6 +266,7 @@ impl Shard {
             return false;
         };
         let slot = &array.slots[i];
+        self.note_removal();
         if slot.freeze_unless(|_| false).is_none() {
             return false;
         }
@@ -275,6 +299,7 @@ impl Shard {
                 Some(Free::Expired(i)) => {
                     let slot = &array.slots[i];
                     // Reclaim only if still expired: an updater may have revived it.
+                    self.note_removal();
                     if let Some(old) = slot.freeze_unless(|t| t > now) {
                         slot.hand_over(frozen_word(old), fp, tat);
                         counts.reclaimed += 1;
@@ -323,6 +348,7 @@ impl Shard {
     fn sweep(&self, array: &SlotArray, counts: &mut ShardCounts, now: u64) -> usize {
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
+        self.note_removal();
         for slot in array.slots.iter() {
             let word = slot.word();
             if !is_live(word) {
@@ -381,6 +407,7 @@ impl Shard {
             unreachable!("a shard at its cap holds live keys")
         };
         let slot = &array.slots[i];
+        self.note_removal();
         if slot.freeze_unless(|_| false).is_some() {
             slot.clear(TOMBSTONE);
             counts.used -= 1;
@@ -404,6 +431,8 @@ impl Shard {
         let counts = &mut inner.counts;
         let mut used = 0;
         let mut earliest_live = u64::MAX;
+        // Expired keys are dropped on the way.
+        self.note_removal();
         for slot in old.slots.iter() {
             // After this freeze no updater can change the word: they go to the locked path,
             // which waits for us.

@@ -41,6 +41,9 @@ pub(crate) struct Reserved {
     tat: u64,
     /// `n·T` at reservation time (the quota may change before a refund).
     amount: u64,
+    /// The limiter's removal epoch when this reserved: a refund after the key was forgotten
+    /// (and perhaps checked back up to the same TAT) must not apply.
+    epoch: u64,
 }
 
 /// What a waiter needs from the limiter it waits on.
@@ -61,6 +64,7 @@ fn reserve_step(
     now: u64,
     n: u32,
     latest: u64,
+    epoch: u64,
 ) -> impl Fn(u64) -> (Option<u64>, Result<Reserved, u64>) {
     move |tat| {
         let (admit_at, new_tat) = gcra.reserve(tat, now, n);
@@ -72,14 +76,22 @@ fn reserve_step(
             admit_at,
             tat: new_tat,
             amount: new_tat - tat.max(now),
+            epoch,
         };
         (Some(new_tat), Ok(reserved))
     }
 }
 
-/// The refund step: only if the state is still this reservation's.
-fn refund_step(r: Reserved) -> impl Fn(u64) -> (Option<u64>, ()) {
-    move |tat| ((tat == r.tat).then(|| r.tat - r.amount), ())
+/// The refund step: only if the state is still this reservation's, in the same incarnation of
+/// the key. `epoch` reads the removal epoch; it runs after the state load that gave `tat`,
+/// which is what makes a newer epoch visible (see `Shard::removals`, `direct::Shared`).
+fn refund_step(r: Reserved, epoch: impl Fn() -> u64) -> impl Fn(u64) -> (Option<u64>, ()) {
+    move |tat| {
+        (
+            (tat == r.tat && epoch() == r.epoch).then(|| r.tat - r.amount),
+            (),
+        )
+    }
 }
 
 fn check_n(gcra: Gcra, n: u32) -> Result<(), WaitError> {
@@ -117,7 +129,10 @@ where
         let gcra = shared.quota.gcra();
         check_n(gcra, n)?;
         let now = shared.clock.now().as_nanos().min(MAX_NOW);
-        let step = reserve_step(gcra, now, n, bound.latest(now));
+        // Read before reserving: a removal between here and the CAS only makes the refund
+        // more cautious.
+        let epoch = shared.table.removals(self.route);
+        let step = reserve_step(gcra, now, n, bound.latest(now), epoch);
         match shared.table.update(self.route, self.fp, now, step) {
             Ok(Ok(reserved)) => Ok(reserved),
             Ok(Err(admit_at)) => {
@@ -132,10 +147,9 @@ where
 
     fn refund(&self, r: &Reserved) {
         // An absent key reads as TAT 0, never equal to `r.tat`, so this never inserts.
-        let _ = self
-            .shared
-            .table
-            .update(self.route, self.fp, r.now, refund_step(*r));
+        let table = &self.shared.table;
+        let epoch = || table.removals(self.route);
+        let _ = table.update(self.route, self.fp, r.now, refund_step(*r, epoch));
     }
 
     fn sleep_until(&self, at: u64) -> Sleep {
@@ -157,13 +171,15 @@ impl<P: Deref<Target = direct::Shared>> Cells for DirectCells<P> {
         let gcra = shared.quota.gcra();
         check_n(gcra, n)?;
         let now = shared.clock.now().as_nanos().min(MAX_NOW);
+        let epoch = shared.resets();
         shared
-            .update(reserve_step(gcra, now, n, bound.latest(now)))
+            .update(reserve_step(gcra, now, n, bound.latest(now), epoch))
             .map_err(|admit_at| too_long(now, admit_at))
     }
 
     fn refund(&self, r: &Reserved) {
-        self.0.update(refund_step(*r));
+        let shared = &*self.0;
+        shared.update(refund_step(*r, || shared.resets()));
     }
 
     fn sleep_until(&self, at: u64) -> Sleep {

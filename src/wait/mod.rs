@@ -22,6 +22,13 @@
 //! state earlier than it was before this reservation, so the window guarantee holds for
 //! every interleaving; the loom model "reserve vs cancel" checks it.
 //!
+//! The TAT alone does not identify a reservation: after `reset` (or an eviction) the key can
+//! be checked back up to exactly the TAT a pending waiter wrote, and refunding then would hand
+//! back a cell someone else used. So every removal bumps an epoch (per shard, or per direct
+//! limiter) that the reservation records, and a refund applies only if the epoch has not
+//! moved; see `Shard::removals` for why the check cannot miss a removal. The loom models
+//! "stale refund after reset" check it.
+//!
 //! `mem::forget` of a waiter skips the refund and leaves the timer entry to fire into a
 //! waker nobody polls: no lock is held and no other waiter is delayed.
 

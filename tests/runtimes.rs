@@ -1,0 +1,668 @@
+//! Runtime independence: the same waiting scenarios, each written once as an `async fn`, run
+//! under tokio's current-thread runtime, a two-worker tokio multi-thread runtime, async-std,
+//! futures' `LocalPool`, and plain threads that each drive one task with
+//! `futures_executor::block_on`.
+//!
+//! No runtime's timer is used: tokio is built without its `time` feature (and no runtime here
+//! enables one), and every wait sleeps on tollgate's own timer thread, on the real
+//! [`MonotonicClock`](tollgate::MonotonicClock) the limiters use by default.
+//!
+//! The assertions are about outcomes that correctness guarantees whatever the scheduling:
+//! counts, FIFO instants read back from the limiter, and *lower* bounds on completion times
+//! (a wait is never early and the rate is never exceeded). Nothing asserts an upper bound on
+//! elapsed time: a loaded machine may run late, which costs smoothness, not correctness. The
+//! cancellation scenarios push their key's next free instant a few hundred milliseconds ahead
+//! first, so that every waiter's instant is known exactly; they fail loudly (rather than
+//! wrongly) if the machine stalls for longer than that.
+//!
+//! Each scenario takes well under a second. Tests are named `<scenario>::<runtime>`, so
+//! `cargo test --test runtimes tokio_multi_thread` runs one runtime's column.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use futures_executor::LocalSpawner;
+use futures_util::future::{AbortHandle, Aborted, Either, FutureExt, abortable, poll_fn, select};
+use futures_util::stream::{self, StreamExt};
+use futures_util::task::LocalSpawnExt;
+use tollgate::{DirectLimiter, Limiter, Quota, Timestamp, WaitError};
+
+// ---------------------------------------------------------------------------------------
+// The runtimes.
+
+/// The executors every scenario runs under.
+#[derive(Debug, Clone, Copy)]
+enum Runtime {
+    TokioCurrentThread,
+    TokioMultiThread,
+    AsyncStd,
+    /// futures' single-threaded `LocalPool`: the scenario and its tasks share one thread.
+    LocalPool,
+    /// No executor at all: the scenario runs in `futures_executor::block_on`, and each task
+    /// on its own thread in another `block_on`.
+    Threads,
+}
+
+impl Runtime {
+    /// Runs `scenario` to completion on this runtime, giving it a way to spawn tasks there.
+    fn run<F, Fut>(self, scenario: F)
+    where
+        F: FnOnce(Spawner) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        match self {
+            // Neither builder is asked for `enable_time()`; tokio's timer is not even compiled
+            // in (the dev-dependency has no `time` feature).
+            Runtime::TokioCurrentThread => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("a tokio runtime");
+                let spawner = Spawner::Tokio(rt.handle().clone());
+                rt.block_on(scenario(spawner));
+            }
+            Runtime::TokioMultiThread => {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .build()
+                    .expect("a tokio runtime");
+                let spawner = Spawner::Tokio(rt.handle().clone());
+                rt.block_on(scenario(spawner));
+            }
+            Runtime::AsyncStd => async_std::task::block_on(scenario(Spawner::AsyncStd)),
+            Runtime::LocalPool => {
+                let mut pool = futures_executor::LocalPool::new();
+                let spawner = Spawner::Local(pool.spawner());
+                pool.run_until(scenario(spawner));
+            }
+            Runtime::Threads => futures_executor::block_on(scenario(Spawner::Threads)),
+        }
+    }
+}
+
+/// Spawns tasks on the scenario's runtime.
+#[derive(Clone)]
+enum Spawner {
+    Tokio(tokio::runtime::Handle),
+    AsyncStd,
+    Local(LocalSpawner),
+    Threads,
+}
+
+impl Spawner {
+    /// Spawns `fut` and returns a handle that resolves to its output. The same handle type
+    /// for every runtime, so the scenarios need not know which one they run on.
+    fn spawn<T, F>(&self, fut: F) -> Task<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        let (finish, task) = task_slot();
+        // `fut` (and everything it owns, such as a cancelled waiter) is dropped before the
+        // output is sent: a finished task's side effects are visible to whoever awaits it.
+        let job = async move {
+            let out = fut.await;
+            finish.send(out);
+        };
+        match self {
+            // Dropping a join handle detaches the task on both runtimes.
+            Spawner::Tokio(handle) => drop(handle.spawn(job)),
+            Spawner::AsyncStd => drop(async_std::task::spawn(job)),
+            Spawner::Local(spawner) => spawner.spawn_local(job).expect("the pool is running"),
+            Spawner::Threads => drop(std::thread::spawn(move || futures_executor::block_on(job))),
+        }
+        task
+    }
+
+    /// [`spawn`](Self::spawn), with a runtime-independent way to cancel the task: aborting
+    /// drops `fut` where it stands, on whichever thread polls the task next.
+    fn spawn_abortable<T, F>(&self, fut: F) -> (Task<Result<T, Aborted>>, AbortHandle)
+    where
+        T: Send + 'static,
+        F: Future<Output = T> + Send + 'static,
+    {
+        let (fut, abort) = abortable(fut);
+        (self.spawn(fut), abort)
+    }
+}
+
+/// Runs blocking code on a new thread, as a task the scenario can await without blocking its
+/// executor.
+fn on_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Task<T> {
+    let (finish, task) = task_slot();
+    drop(std::thread::spawn(move || finish.send(f())));
+    task
+}
+
+/// A spawned task's output, written once by the task and read by whoever awaits [`Task`].
+struct Slot<T> {
+    out: Option<T>,
+    waker: Option<Waker>,
+    /// The task is gone: it sent its output, or panicked.
+    finished: bool,
+}
+
+/// Awaits a spawned task's output. Panics if the task panicked.
+struct Task<T>(Arc<Mutex<Slot<T>>>);
+
+/// The task's end of the slot.
+struct Finish<T>(Arc<Mutex<Slot<T>>>);
+
+fn task_slot<T>() -> (Finish<T>, Task<T>) {
+    let slot = Arc::new(Mutex::new(Slot {
+        out: None,
+        waker: None,
+        finished: false,
+    }));
+    (Finish(slot.clone()), Task(slot))
+}
+
+fn lock<T>(slot: &Mutex<Slot<T>>) -> std::sync::MutexGuard<'_, Slot<T>> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<T> Finish<T> {
+    fn send(self, out: T) {
+        lock(&self.0).out = Some(out);
+        // `drop` marks the task finished and wakes the reader.
+    }
+}
+
+impl<T> Drop for Finish<T> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut slot = lock(&self.0);
+            slot.finished = true;
+            slot.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl<T> Future for Task<T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut slot = lock(&self.0);
+        if let Some(out) = slot.out.take() {
+            return Poll::Ready(out);
+        }
+        assert!(!slot.finished, "a spawned task panicked");
+        slot.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Awaits every task, in order.
+async fn join_all<T>(tasks: Vec<Task<T>>) -> Vec<T> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        out.push(task.await);
+    }
+    out
+}
+
+/// Lets the runtime run other tasks, without any timer: wakes itself and returns `Pending`
+/// once.
+async fn yield_now() {
+    let mut yielded = false;
+    poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// What every scenario asserts.
+
+/// Asserts that admissions never outran `quota`: `times` are the completion times of
+/// admissions on one key (or one direct limiter) whose state was fresh at `start`, one entry
+/// per cell. GCRA admits the k-th cell (k from 1, in reservation order) no earlier than
+/// `start + (k - burst)·T`, and a wait completes at or after its admission instant, so the
+/// k-th *smallest* completion time obeys the same bound whatever the order of completions.
+fn assert_paced(what: &str, start: Timestamp, mut times: Vec<Timestamp>, quota: Quota) {
+    times.sort_unstable();
+    let burst = quota.burst() as usize;
+    for (i, &t) in times.iter().enumerate() {
+        let k = i + 1;
+        let cells_ahead = u32::try_from(k.saturating_sub(burst)).unwrap();
+        let earliest = start + quota.interval() * cells_ahead;
+        assert!(
+            t >= earliest,
+            "{what}: cell {k} of {} completed at {t:?}, before {earliest:?} (start {start:?}, \
+             interval {:?}, burst {burst})",
+            times.len(),
+            quota.interval(),
+        );
+    }
+}
+
+/// The instant `key`'s next cell would be admitted at, read with a zero-bound wait, which
+/// reserves nothing when it refuses. Panics if the key is free now (the zero-bound wait was
+/// then admitted and took a cell).
+fn next_free(l: &Limiter<str>, key: &str) -> Timestamp {
+    let probe = l
+        .until_ready_within(key, Duration::ZERO)
+        .now_or_never()
+        .expect("a zero-bound wait never waits");
+    match probe {
+        Err(WaitError::TooLong { earliest, .. }) => earliest,
+        other => panic!(
+            "{key:?} was free at {:?} ({other:?}): the machine stalled for longer than the \
+             scenario's slack",
+            l.now()
+        ),
+    }
+}
+
+/// Yields until `key`'s next free instant is `want`, i.e. until a spawned waiter made the
+/// reservation the scenario expects.
+async fn wait_for_next_free(l: &Limiter<str>, key: &str, want: Timestamp) {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = next_free(l, key);
+        if seen == want {
+            return;
+        }
+        assert!(
+            seen < want,
+            "{key:?}: next free instant {seen:?}, expected {want:?}"
+        );
+        assert!(
+            Instant::now() < give_up,
+            "a spawned waiter never reserved its cell"
+        );
+        yield_now().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The scenarios.
+
+/// 20 tasks wait on one key of a 200/s, burst-1 limiter: every one is admitted, counted once,
+/// and never faster than the rate.
+async fn one_key_many_tasks(rt: Spawner) {
+    const TASKS: usize = 20;
+    let quota = Quota::per_second(200).allow_burst(1);
+    let l: Limiter<str> = Limiter::keyed(quota);
+    let start = l.now();
+    let tasks = (0..TASKS)
+        .map(|_| {
+            let l = l.clone();
+            rt.spawn(async move { l.until_ready("host").await.map(|()| l.now()) })
+        })
+        .collect();
+    let times = join_all(tasks)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .expect("an unbounded wait for one cell cannot fail");
+    assert_eq!(times.len(), TASKS);
+    assert_paced("one key", start, times, quota);
+    assert_eq!(l.stats().admitted, TASKS as u64);
+}
+
+/// 6 keys × 6 tasks, half of them asking for 2 cells at once (burst 2, 200/s): every key is
+/// paced on its own cells, and every wait is admitted once.
+async fn many_keys_many_tasks(rt: Spawner) {
+    const KEYS: u32 = 6;
+    const PER_KEY: u32 = 6;
+    let quota = Quota::per_second(200).allow_burst(2);
+    let l: Limiter<u32> = Limiter::keyed(quota);
+    let start = l.now();
+    let mut tasks = Vec::new();
+    for task in 0..PER_KEY {
+        for key in 0..KEYS {
+            let l = l.clone();
+            let n = 1 + task % 2;
+            tasks.push(rt.spawn(async move {
+                let out = l.until_n_ready(&key, n).await.map(|()| l.now());
+                (key, n, out)
+            }));
+        }
+    }
+    let mut per_key: Vec<Vec<Timestamp>> = vec![Vec::new(); KEYS as usize];
+    for (key, n, out) in join_all(tasks).await {
+        let t = out.expect("n <= burst: the wait cannot fail");
+        // An n-cell admission takes its n cells at once.
+        per_key[key as usize].extend(std::iter::repeat_n(t, n as usize));
+    }
+    for (key, times) in per_key.into_iter().enumerate() {
+        assert_eq!(times.len(), (PER_KEY + PER_KEY / 2) as usize);
+        assert_paced(&format!("key {key}"), start, times, quota);
+    }
+    assert_eq!(l.stats().admitted, u64::from(KEYS * PER_KEY));
+}
+
+/// Four waiters reserve instants `e0 .. e0 + 3T` on one key, one at a time; then waiters 1
+/// and 3 are aborted while pending. Waiter 1 is not the last reservation, so its cell is lost
+/// (a hole, never an extra cell); waiter 3 is, so its cell is refunded and the next waiter
+/// gets it. The others complete, never before their instants.
+async fn cancelled_waiters_refund_only_when_last(rt: Spawner) {
+    const T: Duration = Duration::from_millis(20);
+    // Slack for spawning and aborting before any waiter is due.
+    const LEAD: Duration = Duration::from_millis(300);
+    let l: Limiter<str> = Limiter::keyed(Quota::with_period(T));
+    l.penalize("k", LEAD).unwrap();
+    let e0 = next_free(&l, "k");
+    let at = |i: u32| e0 + T * i;
+
+    let mut waiters = Vec::new();
+    for i in 0..4 {
+        let w = l.clone();
+        waiters.push(rt.spawn_abortable(async move { w.until_ready("k").await.map(|()| w.now()) }));
+        // One at a time, so that waiter i holds instant e0 + i·T.
+        wait_for_next_free(&l, "k", at(i + 1)).await;
+    }
+    let mut waiters = waiters.into_iter();
+    let mut next = || waiters.next().unwrap();
+    let (w0, (w1, abort1), w2, (w3, abort3)) = (next().0, next(), next().0, next());
+
+    // Waiter 2's instant counts on waiter 1's cell: cancelling 1 refunds nothing.
+    abort1.abort();
+    assert_eq!(w1.await, Err(Aborted));
+    assert_eq!(next_free(&l, "k"), at(4), "a non-last waiter was refunded");
+    // Waiter 3 holds the last reservation: cancelling it gives its instant back.
+    abort3.abort();
+    assert_eq!(w3.await, Err(Aborted));
+    assert_eq!(
+        next_free(&l, "k"),
+        at(3),
+        "the last waiter was not refunded"
+    );
+
+    // A new waiter takes the refunded instant.
+    let w = l.clone();
+    let w4 = rt.spawn(async move { w.until_ready("k").await.map(|()| w.now()) });
+    wait_for_next_free(&l, "k", at(4)).await;
+
+    for (name, task, instant) in [("0", w0, at(0)), ("2", w2, at(2))] {
+        let done = task.await.expect("not aborted").expect("an unbounded wait");
+        assert!(
+            done >= instant,
+            "waiter {name} completed early: {done:?} < {instant:?}"
+        );
+    }
+    let done = w4.await.expect("an unbounded wait");
+    assert!(
+        done >= at(3),
+        "waiter 4 completed early: {done:?} < {:?}",
+        at(3)
+    );
+    assert_eq!(l.stats().admitted, 3);
+}
+
+/// A timeout built from tollgate's own `sleep` (no runtime timer): the wait loses the race,
+/// is dropped while pending, and, being the last reservation, refunds its cell.
+async fn timeout_by_tollgate_sleep_refunds(rt: Spawner) {
+    const LEAD: Duration = Duration::from_millis(300);
+    let l: Limiter<str> = Limiter::keyed(Quota::with_period(Duration::from_millis(10)));
+    l.penalize("k", LEAD).unwrap();
+    let e0 = next_free(&l, "k");
+    let w = l.clone();
+    let timed_out = rt.spawn(async move {
+        let wait = w.until_ready("k");
+        let timeout = tollgate::sleep(Duration::from_millis(2));
+        // `select` drops the loser: here the pending wait.
+        matches!(select(wait, timeout).await, Either::Right(_))
+    });
+    assert!(timed_out.await, "the wait beat a timeout {LEAD:?} shorter");
+    assert_eq!(
+        next_free(&l, "k"),
+        e0,
+        "the timed-out wait was not refunded"
+    );
+    assert_eq!(l.stats().admitted, 0);
+}
+
+/// A waiter that is polled once (reserving its cell) and then `mem::forget`ten stalls
+/// nobody: later waiters complete, paced behind its lost cell.
+async fn forgotten_waiter_stalls_nobody(rt: Spawner) {
+    const TASKS: usize = 5;
+    let quota = Quota::per_second(200).allow_burst(1);
+    let l: Limiter<str> = Limiter::keyed(quota);
+    let start = l.now();
+    assert!(l.check("k").is_ok());
+    let f = l.clone();
+    let forgotten = rt.spawn(async move {
+        let mut wait = Box::pin(f.until_ready("k"));
+        let first = futures_util::poll!(wait.as_mut());
+        std::mem::forget(wait);
+        first.is_pending()
+    });
+    assert!(
+        forgotten.await,
+        "the key had no cell left: the wait must be pending"
+    );
+    let tasks = (0..TASKS)
+        .map(|_| {
+            let l = l.clone();
+            rt.spawn(async move { l.until_ready("k").await.map(|()| l.now()) })
+        })
+        .collect();
+    let mut times = join_all(tasks)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    // Cells 1 (the check) and 2 (the forgotten wait) are taken: waiter j (from 0, by
+    // completion) has cell j + 3 at best, admitted no earlier than start + (j + 2)·T.
+    times.sort_unstable();
+    for (j, &t) in (2u32..).zip(&times) {
+        let earliest = start + quota.interval() * j;
+        assert!(
+            t >= earliest,
+            "{t:?} < {earliest:?}: the forgotten cell was reused"
+        );
+    }
+    assert_eq!(l.stats().admitted, 1 + TASKS as u64);
+}
+
+/// `tollgate::sleep` and `sleep_until` complete, never early, from spawned tasks and from
+/// the scenario's own task; zero and past deadlines complete at once.
+async fn sleep_is_never_early(rt: Spawner) {
+    let sleepers = (0..24u64)
+        .map(|i| {
+            rt.spawn(async move {
+                let d = Duration::from_micros(250 * (i % 8 + 1));
+                let start = Instant::now();
+                tollgate::sleep(d).await;
+                (d, start.elapsed())
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_millis(3);
+    let until = (0..8)
+        .map(|_| {
+            rt.spawn(async move {
+                tollgate::sleep_until(deadline).await;
+                Instant::now()
+            })
+        })
+        .collect();
+
+    let start = Instant::now();
+    tollgate::sleep(Duration::from_millis(2)).await;
+    assert!(start.elapsed() >= Duration::from_millis(2));
+    tollgate::sleep(Duration::ZERO).await;
+    tollgate::sleep_until(start).await;
+
+    for (d, elapsed) in join_all(sleepers).await {
+        assert!(elapsed >= d, "a sleep of {d:?} ended after {elapsed:?}");
+    }
+    for woke in join_all(until).await {
+        assert!(
+            woke >= deadline,
+            "sleep_until woke {:?} early",
+            deadline - woke
+        );
+    }
+}
+
+/// `throttle` runs each wrapped future once, after its cell, and passes its output through:
+/// on a keyed limiter and on a direct one.
+async fn throttle_runs_each_future_after_its_cell(rt: Spawner) {
+    const TASKS: u32 = 12;
+    let quota = Quota::per_second(400).allow_burst(2);
+    let l: Limiter<u32> = Limiter::keyed(quota);
+    let d = DirectLimiter::new(quota);
+    let (start, direct_start) = (l.now(), d.now());
+    let keyed = (0..TASKS)
+        .map(|i| {
+            let l = l.clone();
+            rt.spawn(async move { l.throttle(&9, async { (i, l.now()) }).await })
+        })
+        .collect();
+    let direct = (0..TASKS)
+        .map(|i| {
+            let d = d.clone();
+            rt.spawn(async move { d.throttle(async { (i, d.now()) }).await })
+        })
+        .collect();
+
+    for (name, tasks, start) in [("keyed", keyed, start), ("direct", direct, direct_start)] {
+        let (mut ids, times): (Vec<u32>, Vec<Timestamp>) = join_all(tasks)
+            .await
+            .into_iter()
+            .map(|out| out.expect("one cell: the wait cannot fail"))
+            .unzip();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..TASKS).collect::<Vec<_>>(), "{name}");
+        assert_paced(name, start, times, quota);
+    }
+    assert_eq!(l.stats().admitted, u64::from(TASKS));
+}
+
+/// Two paced streams (one spawned, one on the scenario's task) and 8 waiting tasks share one
+/// direct limiter: items keep their order and every admission respects the shared rate.
+async fn pace_shares_a_direct_limiter_with_waiters(rt: Spawner) {
+    let quota = Quota::per_second(200).allow_burst(1);
+    let d = DirectLimiter::new(quota);
+    let start = d.now();
+    let waiters = (0..8)
+        .map(|_| {
+            let d = d.clone();
+            rt.spawn(async move { d.until_ready().await.map(|()| d.now()) })
+        })
+        .collect();
+    let p = d.clone();
+    let spawned = rt.spawn(async move {
+        p.pace(stream::iter(0..8))
+            .map(|item| (item, p.now()))
+            .collect::<Vec<_>>()
+            .await
+    });
+    let mine: Vec<(i32, Timestamp)> = d
+        .pace(stream::iter(100..108))
+        .map(|item| (item, d.now()))
+        .collect()
+        .await;
+
+    let spawned = spawned.await;
+    assert_eq!(
+        spawned.iter().map(|&(i, _)| i).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        mine.iter().map(|&(i, _)| i).collect::<Vec<_>>(),
+        (100..108).collect::<Vec<_>>()
+    );
+    let mut times: Vec<Timestamp> = spawned.into_iter().chain(mine).map(|(_, t)| t).collect();
+    for t in join_all(waiters).await {
+        times.push(t.expect("one cell: the wait cannot fail"));
+    }
+    assert_eq!(times.len(), 24);
+    assert_paced("direct", start, times, quota);
+}
+
+/// Plain threads in `until_ready_blocking` and async tasks wait on the same key: one FIFO
+/// queue of reservations, one rate.
+async fn blocking_and_async_waiters_share_a_key(rt: Spawner) {
+    let quota = Quota::per_second(200).allow_burst(1);
+    let l: Limiter<u64> = Limiter::keyed(quota);
+    let start = l.now();
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let l = l.clone();
+            on_thread(move || {
+                (0..3)
+                    .map(|_| l.until_ready_blocking(&1).map(|()| l.now()))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let tasks = (0..8)
+        .map(|_| {
+            let l = l.clone();
+            rt.spawn(async move { l.until_ready(&1).await.map(|()| l.now()) })
+        })
+        .collect();
+    let mut times = Vec::new();
+    for out in join_all(tasks).await {
+        times.push(out.unwrap());
+    }
+    for out in join_all(threads).await.into_iter().flatten() {
+        times.push(out.unwrap());
+    }
+    assert_eq!(times.len(), 17);
+    assert_paced("blocking and async", start, times, quota);
+    assert_eq!(l.stats().admitted, 17);
+}
+
+// ---------------------------------------------------------------------------------------
+// Every scenario under every runtime.
+
+macro_rules! on_every_runtime {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use super::Runtime;
+
+            #[test]
+            fn tokio_current_thread() {
+                Runtime::TokioCurrentThread.run(super::$scenario);
+            }
+
+            #[test]
+            fn tokio_multi_thread() {
+                Runtime::TokioMultiThread.run(super::$scenario);
+            }
+
+            #[test]
+            fn async_std() {
+                Runtime::AsyncStd.run(super::$scenario);
+            }
+
+            #[test]
+            fn futures_local_pool() {
+                Runtime::LocalPool.run(super::$scenario);
+            }
+
+            #[test]
+            fn block_on_threads() {
+                Runtime::Threads.run(super::$scenario);
+            }
+        }
+    )*};
+}
+
+on_every_runtime!(
+    one_key_many_tasks,
+    many_keys_many_tasks,
+    cancelled_waiters_refund_only_when_last,
+    timeout_by_tollgate_sleep_refunds,
+    forgotten_waiter_stalls_nobody,
+    sleep_is_never_early,
+    throttle_runs_each_future_after_its_cell,
+    pace_shares_a_direct_limiter_with_waiters,
+    blocking_and_async_waiters_share_a_key,
+);
