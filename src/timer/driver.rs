@@ -8,7 +8,7 @@
 //!   that only *drivers* take (the timer thread, or `advance_to` callers and cancellers of a
 //!   manual timer, which only ever `try_lock`). No future holds it, so a forgotten future
 //!   blocks nothing.
-//! * `earliest`: the deadline the driver will wake up for by itself. Drivers store it; every
+//! * `earliest`: the time the driver will wake up at by itself. Drivers store it; every
 //!   registrant lowers it with `fetch_min`. `u64::MAX` means "parked until unparked".
 //! * `pending`: entries still `PENDING`. `dead`: entries no longer `PENDING` that the timer
 //!   still holds (see `entry.rs` for why it is bumped before the CAS).
@@ -19,7 +19,8 @@
 //!
 //! A registrant pushes its entry, issues a SeqCst fence, then `earliest.fetch_min(deadline)`,
 //! and unparks the driver only if its deadline is below the value it replaced. A driver turn
-//! drains the inbox, fires what is due, stores the heap's minimum into `earliest`, issues a
+//! drains the inbox, fires what is due, stores its next wake-up into `earliest` (the heap's
+//! minimum deadline plus that entry's coalescing slack, see `entry.rs`), issues a
 //! SeqCst fence, and goes round again instead of parking if the inbox is not empty.
 //!
 //! The two fences are totally ordered. If the registrant's comes first, the driver's
