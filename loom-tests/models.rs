@@ -38,10 +38,13 @@ use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use loom::thread;
 use tollgate::{
     Admitted, CheckError, DirectLimiter, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
 };
+
+#[path = "race.rs"]
+mod race;
+use race::{Roles, race};
 
 /// The emission interval of every model's quota, in nanoseconds.
 const T: u64 = 1_000;
@@ -49,15 +52,6 @@ const T: u64 = 1_000;
 /// Loom's limit on scheduling points per execution (default 1 000, which is meant to catch
 /// spin loops). Growing to a 9-slot array takes more than that; nothing here spins unboundedly.
 const MAX_BRANCHES: usize = 10_000;
-
-/// Which thread runs which of a model's two operations.
-#[derive(Debug, Clone, Copy)]
-enum Roles {
-    /// The first operation on the main thread, the second on the spawned one.
-    FirstOnMain,
-    /// The other way round.
-    FirstSpawned,
-}
 
 /// Runs a model under loom twice, once per [`Roles`] (preemption bound 2 unless
 /// `LOOM_MAX_PREEMPTIONS` says otherwise), and reports the interleavings and time.
@@ -82,50 +76,6 @@ fn model(name: &str, f: impl Fn(Roles) + Copy + Sync + Send + 'static) {
         "loom model {name}: {total} interleavings in {:.2?}",
         start.elapsed()
     );
-}
-
-/// Runs `first` and `second` concurrently on two loom threads and returns their results.
-///
-/// Loom 0.7's partial-order reduction remembers only the *last* access to each atomic, so
-/// a thread that loads a word before CASing it can hide its CAS's race with the other
-/// thread's earlier load, and a spawned thread whose first operation is a load is never
-/// scheduled ahead of the main thread (tokio-rs/loom#166, #392). Two mitigations, both
-/// checked against a litmus test: each thread starts with a Relaxed RMW on a shared `gate`
-/// (a dependent access that makes loom try the other thread first; it creates no
-/// happens-before edge), and [`model`] runs every model with both role assignments.
-fn race<R1, R2>(
-    roles: Roles,
-    first: impl FnOnce() -> R1 + Send + 'static,
-    second: impl FnOnce() -> R2 + Send + 'static,
-) -> (R1, R2)
-where
-    R1: Send + 'static,
-    R2: Send + 'static,
-{
-    let gate = loom::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0));
-    let spawned_gate = gate.clone();
-    // ordering: the gate only has to be an access loom sees both threads make.
-    let pass = move |g: &loom::sync::atomic::AtomicUsize| g.fetch_add(1, Ordering::Relaxed);
-    match roles {
-        Roles::FirstOnMain => {
-            let other = thread::spawn(move || {
-                pass(&spawned_gate);
-                second()
-            });
-            pass(&gate);
-            let r1 = first();
-            (r1, other.join().unwrap())
-        }
-        Roles::FirstSpawned => {
-            let other = thread::spawn(move || {
-                pass(&spawned_gate);
-                first()
-            });
-            pass(&gate);
-            let r2 = second();
-            (other.join().unwrap(), r2)
-        }
-    }
 }
 
 fn quota(burst: u32) -> Quota {

@@ -60,11 +60,14 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use loom::sync::atomic::AtomicUsize;
-use loom::thread;
 use tollgate::{
     Admitted, CheckError, DirectLimiter, DirectUntilReady, Limiter, ManualClock, Quota, Timestamp,
     UntilReady, WaitError,
 };
+
+#[path = "race.rs"]
+mod race;
+use race::{Roles, race};
 
 /// The emission interval of every model's quota, in nanoseconds (burst 1: tolerance 0).
 const T: u64 = 1_000;
@@ -78,15 +81,6 @@ const MAX_BRANCHES: usize = 10_000;
 
 // ---------------------------------------------------------------------------------------
 // Running models.
-
-/// Which thread runs which of a model's two operations.
-#[derive(Debug, Clone, Copy)]
-enum Roles {
-    /// The first operation on the main thread, the second on the spawned one.
-    FirstOnMain,
-    /// The other way round.
-    FirstSpawned,
-}
 
 /// Runs a model under loom twice, once per [`Roles`] (preemption bound 2 unless
 /// `LOOM_MAX_PREEMPTIONS` says otherwise), and reports the interleavings and time.
@@ -182,44 +176,6 @@ fn install_quiet_panic_hook() {
             }
         }));
     });
-}
-
-/// Runs `first` and `second` concurrently on two loom threads and returns their results.
-/// Each thread first passes a shared gate (a Relaxed RMW that creates no happens-before edge
-/// but makes loom 0.7 try the other thread first; see `race` in `models.rs` for why).
-fn race<R1, R2>(
-    roles: Roles,
-    first: impl FnOnce() -> R1 + Send + 'static,
-    second: impl FnOnce() -> R2 + Send + 'static,
-) -> (R1, R2)
-where
-    R1: Send + 'static,
-    R2: Send + 'static,
-{
-    let gate = loom::sync::Arc::new(AtomicUsize::new(0));
-    let spawned_gate = gate.clone();
-    // ordering: the gate only has to be an access loom sees both threads make.
-    let pass = move |g: &AtomicUsize| g.fetch_add(1, Ordering::Relaxed);
-    match roles {
-        Roles::FirstOnMain => {
-            let other = thread::spawn(move || {
-                pass(&spawned_gate);
-                second()
-            });
-            pass(&gate);
-            let r1 = first();
-            (r1, other.join().unwrap())
-        }
-        Roles::FirstSpawned => {
-            let other = thread::spawn(move || {
-                pass(&spawned_gate);
-                first()
-            });
-            pass(&gate);
-            let r2 = second();
-            (other.join().unwrap(), r2)
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
