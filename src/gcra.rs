@@ -76,7 +76,6 @@ impl Gcra {
     /// Reserves `n` cells whatever the wait: returns `(admit_at, new_tat)`. The caller stores
     /// `new_tat` and may proceed at `admit_at` (possibly in the past, meaning now).
     #[inline]
-    #[allow(dead_code)] // used by the waiting futures (issue 3)
     pub(crate) fn reserve(&self, tat: u64, now: u64, n: u32) -> (u64, u64) {
         debug_assert!(n >= 1 && n <= self.burst);
         let tat0 = tat.max(now.min(MAX_NOW));

@@ -157,3 +157,18 @@ pub(crate) const MAX_SLACK: u64 = 500_000;
 pub(crate) fn coalescing_slack(ahead: u64) -> u64 {
     (ahead >> 10).min(MAX_SLACK)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slack_is_a_thousandth_of_the_wait_capped_at_half_a_millisecond() {
+        assert_eq!(coalescing_slack(0), 0);
+        assert_eq!(coalescing_slack(1_023), 0);
+        assert_eq!(coalescing_slack(1_000_000), 976); // a 1 ms sleep: under 1 µs
+        assert_eq!(coalescing_slack(500_000_000), 488_281); // F1's 0.5 s waits
+        assert_eq!(coalescing_slack(10_000_000_000), MAX_SLACK);
+        assert_eq!(coalescing_slack(u64::MAX), MAX_SLACK);
+    }
+}

@@ -34,6 +34,13 @@ use crate::sync::Arc;
 /// A `Sleep` does nothing until polled. Its first poll with the deadline still ahead
 /// registers it with the timer; the task is then woken once, at or after the deadline.
 ///
+/// # Precision
+///
+/// Never early. Late by the operating system's wake-up latency (tens of microseconds; see
+/// BENCHMARKS.md), plus at most `min(wait / 1024, 500 µs)` when the timer thread lets
+/// deadlines registered far ahead share one wake-up: a 1 ms sleep may be up to 1 µs later
+/// than it would otherwise be, a 10 s sleep up to 500 µs.
+///
 /// # Cancel safety
 ///
 /// Dropping a `Sleep` before it completes unregisters it: the timer never wakes its task and
