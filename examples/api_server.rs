@@ -152,7 +152,9 @@ fn main() {
     let mut slice_start = 0u64;
     while slice_start < end {
         let slice_end = (slice_start + SLICE.as_nanos() as u64).min(end);
-        // Each thread replays its clients' requests in [slice_start, slice_end).
+        // Each thread replays its clients' requests in [slice_start, slice_end) at its own
+        // pace, so the threads' virtual times differ by up to a slice: the disagreement
+        // between callers' `now`s that a real server has between threads, magnified.
         checks += std::thread::scope(|s| {
             let workers: Vec<_> = per_thread
                 .iter_mut()

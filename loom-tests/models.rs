@@ -97,7 +97,8 @@ fn limiter(burst: u32, capacity: usize, policy: FullPolicy) -> Limiter<u64> {
         .build()
 }
 
-/// The TAT stored for `key` (0 if the table does not hold it), read without writing.
+/// The TAT stored for `key`, read without writing. A key the table does not hold reads as its
+/// shard's horizon: the latest TAT it forgot as expired, 0 at first.
 fn tat(limiter: &Limiter<u64>, key: u64) -> u64 {
     let probe = limiter.check_n_at(&key, 0, Timestamp::ZERO);
     nanos(
@@ -353,7 +354,8 @@ fn two_new_keys_for_one_place_evict() {
 /// sweep frees A's slot and B goes to its own home.
 ///
 /// The distinct TATs name whose check wrote a state: a CAS of A's check landing in B's slot
-/// would leave B at 6 500.
+/// would leave B at 6 500. A key the table no longer holds reads as the shard's horizon:
+/// A's forgotten TAT (1 000) once A was reclaimed as expired, 0 before.
 fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: bool) {
     const NOW_A: u64 = 5_500;
     const NOW_B: u64 = 5_000;
@@ -375,6 +377,11 @@ fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: 
     assert!(matches!(ra, Seen::Admitted(6_500) | Seen::Full), "{ctx}");
     assert!(matches!(rb, Seen::Admitted(7_000) | Seen::Full), "{ctx}");
     assert_eq!(stats.keys_held, 1, "{ctx}");
+    let absent = if stats.expired_reclaimed > 0 {
+        1_000
+    } else {
+        0
+    };
     match policy {
         FullPolicy::RefuseNewKeys => match (ra, rb) {
             // A revived its own slot first; B found A live and was refused.
@@ -384,7 +391,7 @@ fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: 
             }
             // B reclaimed A's slot first; A, now a new key, found B live and was refused.
             (Seen::Full, Seen::Admitted(_)) => {
-                assert_eq!((ta, tb), (0, 7_000), "{ctx}");
+                assert_eq!((ta, tb), (1_000, 7_000), "{ctx}");
                 assert_eq!(
                     (stats.expired_reclaimed, stats.refused_keys),
                     (1, 1),
@@ -401,7 +408,10 @@ fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: 
             );
             assert_eq!(stats.forced_evictions, 1, "{ctx}");
             // The later insert evicted the earlier key; the survivor holds its own TAT.
-            assert!((ta, tb) == (6_500, 0) || (ta, tb) == (0, 7_000), "{ctx}");
+            assert!(
+                (ta, tb) == (6_500, absent) || (ta, tb) == (absent, 7_000),
+                "{ctx}"
+            );
         }
     }
 }
@@ -431,6 +441,40 @@ fn update_vs_sweep_of_expired_slot_refuse() {
 fn update_vs_sweep_of_expired_slot_evict() {
     model("update_vs_sweep_of_expired_slot_evict", |roles| {
         update_vs_reuse_of_expired_slot(roles, FullPolicy::EvictClosestToExpiry, false)
+    });
+}
+
+/// A caller whose clock is behind the reclaimer's. Key A (burst 1) was admitted at 0, so its
+/// TAT is 1 000. One thread, whose clock reads 500, checks A again; the other, at 5 000,
+/// checks new key B in a table of capacity 1, which reclaims A (in place with `same_home`, by
+/// a sweep otherwise). In A's own time no second cell is due before 1 000, so A must be
+/// refused with that earliest time whether it meets its own slot or a table that forgot it.
+fn lagging_caller_vs_reclaim(roles: Roles, same_home: bool) {
+    let (a, b) = key_pair(same_home);
+    let l = limiter(1, 1, FullPolicy::RefuseNewKeys);
+    assert!(l.check_at(&a, at(0)).is_ok());
+    let (l1, l2) = (l.clone(), l.clone());
+    let (ra, rb) = race(
+        roles,
+        move || seen(l1.check_at(&a, at(500)), 500),
+        move || seen(l2.check_at(&b, at(5_000)), 5_000),
+    );
+    let ctx = format!("A: {ra:?} B: {rb:?} {:?}", l.stats());
+    assert_eq!(ra, Seen::Limited(1_000), "{ctx}");
+    assert_eq!(rb, Seen::Admitted(6_000), "{ctx}");
+}
+
+#[test]
+fn lagging_caller_vs_reuse() {
+    model("lagging_caller_vs_reuse", |roles| {
+        lagging_caller_vs_reclaim(roles, true)
+    });
+}
+
+#[test]
+fn lagging_caller_vs_sweep() {
+    model("lagging_caller_vs_sweep", |roles| {
+        lagging_caller_vs_reclaim(roles, false)
     });
 }
 

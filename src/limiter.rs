@@ -161,6 +161,14 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// [`check`](Limiter::check) at a time the caller read from [`now`](Limiter::now), so a
     /// batch of checks reads the clock once.
     ///
+    /// Threads may pass times that disagree (each read its clock at its own moment, or
+    /// stamps a whole batch with one reading). The window guarantee holds for every key
+    /// whose own times never go backwards, whatever the other keys' callers pass: when a
+    /// caller far ahead reclaims an expired key, a caller still behind does not get a fresh
+    /// burst for it, because a forgotten key is treated as having the latest state its shard
+    /// forgot. The price is that a *new* key checked at a time behind that horizon is
+    /// treated as if checked at the horizon (at most as late as some caller's `now`).
+    ///
     /// # Errors
     ///
     /// As [`check`](Limiter::check).

@@ -395,3 +395,35 @@ fn a_constant_hasher_does_not_merge_keys() {
         (1_500, 500, 500, 500)
     );
 }
+
+/// Callers' `now`s need not agree: a thread that read its clock a moment earlier, or a proxy
+/// stamping a whole event-loop turn with one `now`, can be behind the thread that forgets an
+/// expired key. That caller must not get a fresh burst for the key: in its own time, the
+/// cells the key spent have not come back yet.
+#[test]
+fn a_caller_behind_the_reclaimer_gets_no_fresh_burst() {
+    let ms = Duration::from_millis;
+    let at = |d: Duration| tollgate::Timestamp::ZERO + d;
+    // A roomy table forgets the key while growing; a full one by sweeping or reusing its slot.
+    for (capacity, how) in [(1 << 20, "growth"), (8, "sweep or reuse")] {
+        let limiter: Limiter<u64> = Limiter::builder(Quota::with_period(ms(100)))
+            .shards(1)
+            .capacity(capacity)
+            .full_policy(FullPolicy::RefuseNewKeys)
+            .build();
+        assert!(limiter.check_at(&0, at(ms(0))).is_ok(), "{how}");
+        // Another caller, a second ahead, brings in new keys; by its clock key 0 has expired.
+        for key in 1..=64 {
+            let _ = limiter.check_at(&key, at(ms(1_000)));
+        }
+        assert!(limiter.stats().expired_reclaimed >= 1, "{how}");
+        // Key 0's own caller is still at 50 ms: burst 1 and one cell per 100 ms allow no
+        // second cell in [0, 50 ms].
+        match limiter.check_at(&0, at(ms(50))) {
+            Err(CheckError::RateLimited { earliest, .. }) => {
+                assert_eq!(earliest, at(ms(100)), "{how}")
+            }
+            other => panic!("{how}: a second cell within 50 ms: {other:?}"),
+        }
+    }
+}

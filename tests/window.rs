@@ -14,7 +14,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::{Admitted, CheckError, DirectLimiter, Limiter, ManualClock, Quota, Timestamp};
+use tollgate::{
+    Admitted, CheckError, DirectLimiter, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Params {
@@ -253,6 +255,41 @@ proptest! {
             same(got, want, p, now, n)?;
         }
         assert_window(&admitted, p)?;
+    }
+
+    /// Several callers, each with its own clock (as threads reading the time at different
+    /// moments, or event loops stamping a whole turn with one `now`), on a small table that
+    /// keeps forgetting expired keys by growth, sweeps and slot reuse. One caller may be far
+    /// ahead of another; each key, stamped by its own caller only, still keeps the window.
+    #[test]
+    fn callers_with_their_own_clocks_keep_the_window(
+        p in params(),
+        capacity in prop_oneof![Just(6usize), Just(64)],
+        steps in prop::collection::vec((0u8..3, 0u8..16, 0u8..4, 1u8..=100), 1..300),
+    ) {
+        let limiter: Limiter<u8> = Limiter::builder(p.quota())
+            .shards(1)
+            .capacity(capacity)
+            .full_policy(FullPolicy::RefuseNewKeys)
+            .build();
+        let mut clocks = [0u64; 3];
+        let mut admitted: HashMap<u8, Vec<(u64, u32)>> = HashMap::new();
+        for (caller, key, kind, scale) in steps {
+            let c = usize::from(caller);
+            // Mostly small steps, sometimes an idle time longer than the whole burst.
+            clocks[c] += match kind {
+                0 => 0,
+                1 | 2 => p.interval * u64::from(scale) / 50,
+                _ => p.interval * u64::from(p.burst) * u64::from(scale) / 10,
+            };
+            let key = caller * 16 + key;
+            if limiter.check_at(&key, Timestamp::from_nanos(clocks[c])).is_ok() {
+                admitted.entry(key).or_default().push((clocks[c], 1));
+            }
+        }
+        for cells in admitted.values() {
+            assert_window(cells, p)?;
+        }
     }
 
     /// Checks mixed with `reset`, `penalize` and `set_quota`: still exactly the model (state

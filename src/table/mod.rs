@@ -87,8 +87,10 @@ impl Table {
         &self.shards[i]
     }
 
-    /// Runs `f` on key `fp`'s TAT (0 if absent or expired-and-reclaimed) and stores what it
-    /// returns. Known keys: lock-free, one CAS. An absent key is inserted only if `f` writes.
+    /// Runs `f` on key `fp`'s TAT and stores what it returns. Known keys: lock-free, one CAS.
+    /// An absent key is inserted only if `f` writes; its TAT is taken to be the latest TAT its
+    /// shard has forgotten as expired (0 at first), never less than it had before it was
+    /// forgotten (see `Shard::update_locked`).
     #[inline]
     pub(crate) fn update<R>(
         &self,
@@ -251,7 +253,44 @@ mod tests {
             assert_eq!(t.update(0, fp, 0, |stored| (None, stored)), Ok(tat(i)));
         }
         assert_eq!(t.update(0, late, 0, |tat| (None, tat)), Ok(999));
-        assert_eq!(t.update(0, fps[2], 0, |tat| (None, tat)), Ok(0));
+        // The reclaimed key reads back as the shard's horizon: its own last TAT.
+        assert_eq!(t.update(0, fps[2], 0, |tat| (None, tat)), Ok(50));
+    }
+
+    #[test]
+    fn forgotten_keys_read_back_no_earlier_than_their_last_tat() {
+        // Growth, a sweep and slot reuse each forget expired keys; a caller whose `now` is
+        // behind the forgetter's must not see those keys start from scratch.
+        let t = table(100_000, FullPolicy::RefuseNewKeys);
+        put(&t, 7, 100, 0).unwrap();
+        put(&t, 8, 60, 0).unwrap();
+        assert_eq!(get(&t, 9), 0, "nothing forgotten yet");
+        // Growth at now = 1000 drops both keys.
+        for k in 10..100u64 {
+            put(&t, k.wrapping_mul(0x9E37_79B9_7F4A_7C15), 5_000, 1_000).unwrap();
+        }
+        assert!(t.counts().reclaimed >= 2);
+        assert_eq!(get(&t, 7), 100);
+        assert_eq!(
+            get(&t, 8),
+            100,
+            "the horizon is per shard, the latest forgotten TAT"
+        );
+
+        // Reuse of an expired slot, in a shard that cannot grow.
+        let t = table(8, FullPolicy::RefuseNewKeys);
+        for k in 2..10u64 {
+            put(&t, k << 40, 1_000 + k, 0).unwrap();
+        }
+        put(&t, 99 << 40, 5_000, 2_000).unwrap();
+        assert_eq!(t.counts().reclaimed, 1);
+        let horizon = get(&t, 12345 << 40);
+        assert!((1_002..=1_009).contains(&horizon));
+        let at_horizon = (2..10u64).filter(|k| get(&t, k << 40) == horizon).count();
+        assert_eq!(
+            at_horizon, 1,
+            "the reclaimed key reads back as its own last TAT"
+        );
     }
 
     #[test]

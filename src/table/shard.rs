@@ -161,6 +161,9 @@ pub(crate) struct ShardCounts {
     pub(crate) retired_bytes: usize,
     /// No key can expire before this, so a sweep before it would find nothing.
     next_sweep_at: u64,
+    /// The latest TAT of any key this shard has forgotten as expired: what an absent key's
+    /// TAT is taken to be (see `update_locked`).
+    horizon: u64,
 }
 
 #[derive(Debug)]
@@ -235,6 +238,16 @@ impl Shard {
 
     /// The locked path: runs `f` on the key's TAT, inserting the key if `f` writes and it is
     /// absent.
+    ///
+    /// An absent key's TAT is the shard's `horizon`, not 0. A key is forgotten as expired when
+    /// its TAT is at most the forgetting caller's `now`, but callers' `now`s need not agree:
+    /// a thread that read its clock a little earlier (or a proxy stamping a whole event-loop
+    /// turn with one `now`) may still be behind that TAT. Starting such a caller from 0 would
+    /// hand it a fresh burst before the cells it already spent have come back: over-admission.
+    /// Starting it from the horizon, which is at least the forgotten TAT, can only be stricter
+    /// than never forgetting the key, so the window guarantee survives reclamation under any
+    /// spread of `now`s. A caller whose `now` is past the horizon (the usual case, and always
+    /// so with one monotonic clock read in order) sees `max(horizon, now) = now`: no change.
     pub(crate) fn update_locked<R>(
         &self,
         fp: u64,
@@ -251,7 +264,7 @@ impl Shard {
                 Attempt::Frozen | Attempt::Moved => unreachable!("slot changed under the lock"),
             }
         }
-        let (write, out) = f(0);
+        let (write, out) = f(inner.counts.horizon);
         if let Some(tat) = write {
             self.insert(&mut inner, fp, tat, now, policy)?;
         }
@@ -303,6 +316,7 @@ impl Shard {
                     if let Some(old) = slot.freeze_unless(|t| t > now) {
                         slot.hand_over(frozen_word(old), fp, tat);
                         counts.reclaimed += 1;
+                        counts.horizon = counts.horizon.max(tat_of(old));
                         counts.next_sweep_at = counts.next_sweep_at.min(tat);
                         return Ok(());
                     }
@@ -354,9 +368,10 @@ impl Shard {
             if !is_live(word) {
                 continue;
             }
-            if slot.freeze_unless(|t| t > now).is_some() {
+            if let Some(old) = slot.freeze_unless(|t| t > now) {
                 slot.clear(TOMBSTONE);
                 reclaimed += 1;
+                counts.horizon = counts.horizon.max(tat_of(old));
             } else {
                 // TATs only grow outside the lock, so this bounds the next expiry from below.
                 earliest_live = earliest_live.min(tat_of(slot.word()));
@@ -442,6 +457,7 @@ impl Shard {
             let tat = tat_of(word);
             if tat <= now {
                 counts.reclaimed += 1;
+                counts.horizon = counts.horizon.max(tat);
             } else {
                 // ordering: the fingerprint only changes under the lock we hold.
                 new.place(slot.fp.load(Ordering::Relaxed), tat);
