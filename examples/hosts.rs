@@ -93,7 +93,11 @@ struct Host {
     class: usize,
     tasks: usize,
     admissions: AtomicU64,
-    first_ns: AtomicU64,
+    /// The earliest request (before any cell of this host was reserved) and the latest
+    /// admission (after the last reserved instant), in nanoseconds since the start. However
+    /// late the scheduler runs a task, the span between them holds every interval the
+    /// limiter spaced the admissions by.
+    first_asked_ns: AtomicU64,
     last_ns: AtomicU64,
     max_wait_ns: AtomicU64,
 }
@@ -115,6 +119,8 @@ async fn crawl_host(crawl: Arc<Crawl>, host: usize) {
         if asked >= crawl.end {
             return;
         }
+        h.first_asked_ns
+            .fetch_min((asked - crawl.start).as_nanos() as u64, Ordering::Relaxed);
         // Bounded by the time left: a cell after the end is refused, and nothing is reserved.
         let left = crawl.end - asked;
         if limiter
@@ -127,7 +133,6 @@ async fn crawl_host(crawl: Arc<Crawl>, host: usize) {
         let admitted = Instant::now();
         let at = (admitted - crawl.start).as_nanos() as u64;
         h.admissions.fetch_add(1, Ordering::Relaxed);
-        h.first_ns.fetch_min(at, Ordering::Relaxed);
         h.last_ns.fetch_max(at, Ordering::Relaxed);
         h.max_wait_ns
             .fetch_max((admitted - asked).as_nanos() as u64, Ordering::Relaxed);
@@ -219,7 +224,7 @@ fn main() {
                 class,
                 tasks: (0..args.tasks).filter(|t| t % args.hosts == i).count(),
                 admissions: AtomicU64::new(0),
-                first_ns: AtomicU64::new(u64::MAX),
+                first_asked_ns: AtomicU64::new(u64::MAX),
                 last_ns: AtomicU64::new(0),
                 max_wait_ns: AtomicU64::new(0),
             }
@@ -265,11 +270,11 @@ fn report(crawl: &Crawl, cpu: Option<Duration>) {
         let rate = CLASSES[h.class].1;
         let n = h.admissions.load(Ordering::Relaxed);
         total += n;
-        // The rate over the span between the first and the last fetch: n - 1 intervals.
+        // n admissions are n - 1 intervals apart (burst 1), all inside this span.
         let span = h
             .last_ns
             .load(Ordering::Relaxed)
-            .saturating_sub(h.first_ns.load(Ordering::Relaxed));
+            .saturating_sub(h.first_asked_ns.load(Ordering::Relaxed));
         let achieved = if n > 1 {
             (n - 1) as f64 / (span as f64 / 1e9)
         } else {
@@ -297,17 +302,18 @@ fn report(crawl: &Crawl, cpu: Option<Duration>) {
         ),
         None => println!("{total} fetches; CPU time is only reported on Linux"),
     }
-    // GCRA never lets a host go faster than its rate, measured between admissions.
+    // GCRA never lets a host go faster than its rate. Measured over a span that contains
+    // every interval (see `Host`), this holds exactly; the tolerance is for float rounding.
     println!(
         "fastest host relative to its rate: {:.2}% ({})",
         100.0 * worst,
-        if worst <= 1.0 + 1e-3 {
+        if worst <= 1.0 + 1e-9 {
             "within its rate"
         } else {
             "OVER ITS RATE"
         }
     );
-    if worst > 1.0 + 1e-3 {
+    if worst > 1.0 + 1e-9 {
         std::process::exit(1);
     }
 }

@@ -11,9 +11,9 @@
 //! counts, FIFO instants read back from the limiter, and *lower* bounds on completion times
 //! (a wait is never early and the rate is never exceeded). Nothing asserts an upper bound on
 //! elapsed time: a loaded machine may run late, which costs smoothness, not correctness. The
-//! cancellation scenarios push their key's next free instant a few hundred milliseconds ahead
-//! first, so that every waiter's instant is known exactly; they fail loudly (rather than
-//! wrongly) if the machine stalls for longer than that.
+//! cancellation scenarios put their limiter on a [`ManualClock`] that only the scenario moves
+//! (its waits are woken by `advance`, still from no runtime's timer), so every waiter's
+//! instant and completion time is exact however slowly the machine runs.
 //!
 //! Each scenario takes well under a second. Tests are named `<scenario>::<runtime>`, so
 //! `cargo test --test runtimes tokio_multi_thread` runs one runtime's column.
@@ -28,7 +28,7 @@ use futures_executor::LocalSpawner;
 use futures_util::future::{AbortHandle, Aborted, Either, FutureExt, abortable, poll_fn, select};
 use futures_util::stream::{self, StreamExt};
 use futures_util::task::LocalSpawnExt;
-use tollgate::{DirectLimiter, Limiter, Quota, Timestamp, WaitError};
+use tollgate::{DirectLimiter, Limiter, ManualClock, Quota, Timestamp, WaitError};
 
 // ---------------------------------------------------------------------------------------
 // The runtimes.
@@ -197,6 +197,14 @@ impl<T> Future for Task<T> {
     }
 }
 
+impl<T> Task<T> {
+    /// Whether the task has finished (its output may already have been taken).
+    fn is_finished(&self) -> bool {
+        let slot = lock(&self.0);
+        slot.out.is_some() || slot.finished
+    }
+}
+
 /// Awaits every task, in order.
 async fn join_all<T>(tasks: Vec<Task<T>>) -> Vec<T> {
     let mut out = Vec::with_capacity(tasks.len());
@@ -257,11 +265,7 @@ fn next_free(l: &Limiter<str>, key: &str) -> Timestamp {
         .expect("a zero-bound wait never waits");
     match probe {
         Err(WaitError::TooLong { earliest, .. }) => earliest,
-        other => panic!(
-            "{key:?} was free at {:?} ({other:?}): the machine stalled for longer than the \
-             scenario's slack",
-            l.now()
-        ),
+        other => panic!("{key:?} was free at {:?} ({other:?})", l.now()),
     }
 }
 
@@ -347,13 +351,14 @@ async fn many_keys_many_tasks(rt: Spawner) {
 /// Four waiters reserve instants `e0 .. e0 + 3T` on one key, one at a time; then waiters 1
 /// and 3 are aborted while pending. Waiter 1 is not the last reservation, so its cell is lost
 /// (a hole, never an extra cell); waiter 3 is, so its cell is refunded and the next waiter
-/// gets it. The others complete, never before their instants.
+/// gets it. The others complete exactly when the clock reaches their instants.
 async fn cancelled_waiters_refund_only_when_last(rt: Spawner) {
     const T: Duration = Duration::from_millis(20);
-    // Slack for spawning and aborting before any waiter is due.
-    const LEAD: Duration = Duration::from_millis(300);
-    let l: Limiter<str> = Limiter::keyed(Quota::with_period(T));
-    l.penalize("k", LEAD).unwrap();
+    let clock = ManualClock::new();
+    let l: Limiter<str> = Limiter::builder(Quota::with_period(T))
+        .clock(clock.clone())
+        .build();
+    assert!(l.check("k").is_ok());
     let e0 = next_free(&l, "k");
     let at = |i: u32| e0 + T * i;
 
@@ -383,31 +388,36 @@ async fn cancelled_waiters_refund_only_when_last(rt: Spawner) {
 
     // A new waiter takes the refunded instant.
     let w = l.clone();
-    let w4 = rt.spawn(async move { w.until_ready("k").await.map(|()| w.now()) });
+    let (w4, _) = rt.spawn_abortable(async move { w.until_ready("k").await.map(|()| w.now()) });
     wait_for_next_free(&l, "k", at(4)).await;
 
-    for (name, task, instant) in [("0", w0, at(0)), ("2", w2, at(2))] {
+    // Move the clock to each instant in turn: that waiter completes then, with the clock
+    // reading exactly its instant, and the later ones not before (given the executor a few
+    // turns to show otherwise).
+    let mut pending = vec![("0", w0, at(0)), ("2", w2, at(2)), ("4", w4, at(3))];
+    while !pending.is_empty() {
+        for _ in 0..10 {
+            yield_now().await;
+        }
+        for (name, task, _) in &pending {
+            assert!(!task.is_finished(), "waiter {name} completed early");
+        }
+        let (name, task, instant) = pending.remove(0);
+        clock.set(instant);
         let done = task.await.expect("not aborted").expect("an unbounded wait");
-        assert!(
-            done >= instant,
-            "waiter {name} completed early: {done:?} < {instant:?}"
-        );
+        assert_eq!(done, instant, "waiter {name}");
     }
-    let done = w4.await.expect("an unbounded wait");
-    assert!(
-        done >= at(3),
-        "waiter 4 completed early: {done:?} < {:?}",
-        at(3)
-    );
-    assert_eq!(l.stats().admitted, 3);
+    assert_eq!(l.stats().admitted, 4);
 }
 
 /// A timeout built from tollgate's own `sleep` (no runtime timer): the wait loses the race,
 /// is dropped while pending, and, being the last reservation, refunds its cell.
 async fn timeout_by_tollgate_sleep_refunds(rt: Spawner) {
-    const LEAD: Duration = Duration::from_millis(300);
-    let l: Limiter<str> = Limiter::keyed(Quota::with_period(Duration::from_millis(10)));
-    l.penalize("k", LEAD).unwrap();
+    // The limiter's clock stands still, so only the (real-time) sleep can finish.
+    let l: Limiter<str> = Limiter::builder(Quota::with_period(Duration::from_millis(10)))
+        .clock(ManualClock::new())
+        .build();
+    assert!(l.check("k").is_ok());
     let e0 = next_free(&l, "k");
     let w = l.clone();
     let timed_out = rt.spawn(async move {
@@ -416,13 +426,16 @@ async fn timeout_by_tollgate_sleep_refunds(rt: Spawner) {
         // `select` drops the loser: here the pending wait.
         matches!(select(wait, timeout).await, Either::Right(_))
     });
-    assert!(timed_out.await, "the wait beat a timeout {LEAD:?} shorter");
+    assert!(
+        timed_out.await,
+        "the wait beat a timeout on a stopped clock"
+    );
     assert_eq!(
         next_free(&l, "k"),
         e0,
         "the timed-out wait was not refunded"
     );
-    assert_eq!(l.stats().admitted, 0);
+    assert_eq!(l.stats().admitted, 1);
 }
 
 /// A waiter that is polled once (reserving its cell) and then `mem::forget`ten stalls
