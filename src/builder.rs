@@ -37,6 +37,15 @@ impl<K: ?Sized> Builder<K> {
     /// The default capacity: 2^23 (about 8.4 million) keys. At 16 bytes a slot this caps the
     /// table at about 160 MiB, plus at most as much again in retired arrays; memory is only
     /// taken as keys arrive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Builder, Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(1));
+    /// assert_eq!(limiter.capacity(), Builder::<str>::DEFAULT_CAPACITY);
+    /// ```
     pub const DEFAULT_CAPACITY: usize = 1 << 23;
 
     pub(crate) fn new(quota: Quota) -> Builder<K> {
@@ -63,6 +72,15 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// # Panics
     ///
     /// If `capacity` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u64> = Limiter::builder(Quota::per_second(1)).capacity(1_000).build();
+    /// assert_eq!(limiter.capacity(), 1_024); // 64 shards of 16 keys
+    /// ```
     #[track_caller]
     pub fn capacity(mut self, capacity: usize) -> Self {
         assert!(
@@ -75,12 +93,40 @@ impl<K: ?Sized, S> Builder<K, S> {
 
     /// Sizes the table for `keys` keys up front (at most the capacity), so that inserting
     /// them never grows (and never retires) an array: about 20 bytes per key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u32> = Limiter::builder(Quota::per_second(1)).shards(1).presize(1_000).build();
+    /// let bytes = limiter.stats().bytes;
+    /// for key in 0..1_000 {
+    ///     assert!(limiter.check(&key).is_ok());
+    /// }
+    /// assert_eq!(limiter.stats().bytes, bytes); // the table never grew
+    /// ```
     pub fn presize(mut self, keys: usize) -> Self {
         self.config.presize = keys;
         self
     }
 
     /// What to do with a new key when the table is full and nothing has expired.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    ///     .shards(1)
+    ///     .capacity(1)
+    ///     .full_policy(FullPolicy::RefuseNewKeys)
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(limiter.check("a").is_ok());
+    /// assert!(limiter.check("b").unwrap_err().is_table_full());
+    /// ```
     pub fn full_policy(mut self, policy: FullPolicy) -> Self {
         self.config.policy = policy;
         self
@@ -92,6 +138,15 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// # Panics
     ///
     /// If `shards` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u64> = Limiter::builder(Quota::per_second(1)).shards(3).capacity(10).build();
+    /// assert_eq!(limiter.capacity(), 12); // 3 shards of 4 keys
+    /// ```
     #[track_caller]
     pub fn shards(mut self, shards: usize) -> Self {
         assert!(
@@ -103,6 +158,18 @@ impl<K: ?Sized, S> Builder<K, S> {
     }
 
     /// The clock (default: [`MonotonicClock`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota, Timestamp};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
+    /// clock.advance(Duration::from_secs(5));
+    /// assert_eq!(limiter.now(), Timestamp::from_nanos(5_000_000_000));
+    /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = ClockSource::from_clock(clock);
         self
@@ -114,6 +181,27 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// randomly seeded [`RandomState`], so even a constant hasher cannot merge two keys'
     /// limits (it only puts every key in one shard). The default routes with the identity
     /// hash, costing one hash per check; a custom router costs a second one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::hash::{BuildHasherDefault, Hasher};
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// // A router that sends every key to the same shard.
+    /// #[derive(Default)]
+    /// struct Constant;
+    /// impl Hasher for Constant {
+    ///     fn finish(&self) -> u64 { 0 }
+    ///     fn write(&mut self, _: &[u8]) {}
+    /// }
+    ///
+    /// let limiter: Limiter<str, BuildHasherDefault<Constant>> =
+    ///     Limiter::builder(Quota::per_second(1)).hasher(BuildHasherDefault::default()).build();
+    /// assert!(limiter.check("a").is_ok());
+    /// assert!(limiter.check("b").is_ok()); // same shard, separate limits
+    /// assert!(limiter.check("a").is_err());
+    /// ```
     pub fn hasher<S2: BuildHasher + 'static>(self, router: S2) -> Builder<K, S2> {
         Builder {
             quota: self.quota,
@@ -127,6 +215,16 @@ impl<K: ?Sized, S> Builder<K, S> {
 
 impl<K: Hash + ?Sized, S: BuildHasher + 'static> Builder<K, S> {
     /// Builds the limiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(2)).build();
+    /// assert_eq!(limiter.quota(), Quota::per_second(2));
+    /// assert!(limiter.check("k").is_ok());
+    /// ```
     pub fn build(self) -> Limiter<K, S> {
         Limiter::from_parts(Table::new(self.config), self.quota, self.clock, self.router)
     }

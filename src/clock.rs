@@ -32,19 +32,60 @@ pub struct Timestamp(u64);
 
 impl Timestamp {
     /// The clock's origin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock, Timestamp};
+    ///
+    /// assert_eq!(Timestamp::ZERO.as_nanos(), 0);
+    /// assert_eq!(Timestamp::ZERO, Timestamp::default());
+    /// assert_eq!(ManualClock::new().now(), Timestamp::ZERO);
+    /// ```
     pub const ZERO: Timestamp = Timestamp(0);
 
     /// A timestamp `nanos` after the origin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Timestamp;
+    ///
+    /// const TWO_SECONDS: Timestamp = Timestamp::from_nanos(2_000_000_000);
+    /// assert_eq!(TWO_SECONDS.saturating_duration_since(Timestamp::ZERO), Duration::from_secs(2));
+    /// ```
     pub const fn from_nanos(nanos: u64) -> Timestamp {
         Timestamp(nanos)
     }
 
     /// Nanoseconds since the origin.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Timestamp;
+    ///
+    /// assert_eq!(Timestamp::from_nanos(42).as_nanos(), 42);
+    /// assert_eq!((Timestamp::ZERO + Duration::from_micros(3)).as_nanos(), 3_000);
+    /// ```
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
 
     /// How long after `earlier` this is, or zero if it is not later.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Timestamp;
+    ///
+    /// let (a, b) = (Timestamp::from_nanos(100), Timestamp::from_nanos(250));
+    /// assert_eq!(b.saturating_duration_since(a), Duration::from_nanos(150));
+    /// assert_eq!(a.saturating_duration_since(b), Duration::ZERO);
+    /// ```
     pub fn saturating_duration_since(self, earlier: Timestamp) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
@@ -84,6 +125,24 @@ pub(crate) fn saturating_nanos(d: Duration) -> u64 {
 /// Waits (`until_ready`) on a limiter with a custom clock sleep on tollgate's real-time timer
 /// for as long as the clock says is left at reservation time: exact for clocks that advance
 /// at the rate of real time, approximate for any other.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Clock, DirectLimiter, Quota, Timestamp};
+///
+/// // A clock stopped one second after its origin.
+/// #[derive(Debug)]
+/// struct Stopped;
+/// impl Clock for Stopped {
+///     fn now(&self) -> Timestamp { Timestamp::from_nanos(1_000_000_000) }
+/// }
+///
+/// let limiter = DirectLimiter::with_clock(Quota::per_second(1), Stopped);
+/// assert_eq!(limiter.now(), Timestamp::from_nanos(1_000_000_000));
+/// assert!(limiter.check().is_ok());
+/// assert!(limiter.check().is_err()); // time never passes, so no cell comes back
+/// ```
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time.
     fn now(&self) -> Timestamp;
@@ -95,6 +154,16 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 /// was used), so their timestamps agree with each other and with the deadlines of tollgate's
 /// timer. `Instant` is monotonic on every tier-1 platform (unlike a raw TSC read, which is
 /// not guaranteed to agree across cores).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock::new();
+/// let (a, b) = (clock.now(), clock.now());
+/// assert!(b >= a);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
     origin: Instant,
@@ -102,6 +171,16 @@ pub struct MonotonicClock {
 
 impl MonotonicClock {
     /// A clock on tollgate's process-wide origin (see the type's docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{MonotonicClock, Timestamp};
+    ///
+    /// let (a, b) = (MonotonicClock::new(), MonotonicClock::new());
+    /// let t = Timestamp::from_nanos(1_000);
+    /// assert_eq!(a.instant(t), b.instant(t)); // one origin for every clock
+    /// ```
     pub fn new() -> MonotonicClock {
         MonotonicClock {
             origin: crate::timer::origin(),
@@ -109,6 +188,19 @@ impl MonotonicClock {
     }
 
     /// The `Instant` a timestamp of this clock stands for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tollgate::{Clock, MonotonicClock, Timestamp};
+    ///
+    /// let clock = MonotonicClock::new();
+    /// let t = clock.now();
+    /// let deadline = clock.instant(t + Duration::from_millis(250));
+    /// assert_eq!(deadline - clock.instant(t), Duration::from_millis(250));
+    /// assert!(clock.instant(Timestamp::ZERO) <= Instant::now());
+    /// ```
     pub fn instant(&self, t: Timestamp) -> Instant {
         self.origin + Duration::from_nanos(t.0)
     }
@@ -175,12 +267,35 @@ impl Default for ManualClock {
 
 impl ManualClock {
     /// A clock standing at [`Timestamp::ZERO`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock, Timestamp};
+    ///
+    /// let clock = ManualClock::new();
+    /// assert_eq!(clock.now(), Timestamp::ZERO);
+    /// ```
     pub fn new() -> ManualClock {
         ManualClock::default()
     }
 
     /// Moves the clock forward by `d` (saturating), then wakes every waiter whose deadline
     /// has been reached.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock, Timestamp};
+    ///
+    /// let clock = ManualClock::new();
+    /// let handle = clock.clone();
+    /// clock.advance(Duration::from_millis(1_500));
+    /// assert_eq!(handle.now(), Timestamp::from_nanos(1_500_000_000)); // clones share the time
+    /// clock.advance(Duration::MAX);
+    /// assert_eq!(clock.now().as_nanos(), u64::MAX); // saturates
+    /// ```
     pub fn advance(&self, d: Duration) {
         // ordering: the time is a single value with no data hanging off it.
         let _ = self
@@ -196,6 +311,26 @@ impl ManualClock {
     /// # Panics
     ///
     /// If `t` is earlier than the current time: clocks are monotonic.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock, Timestamp};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.set(Timestamp::from_nanos(1_000));
+    /// assert_eq!(clock.now().as_nanos(), 1_000);
+    /// clock.set(Timestamp::from_nanos(1_000)); // standing still is allowed
+    /// ```
+    ///
+    /// Moving backwards panics:
+    ///
+    /// ```should_panic
+    /// # use tollgate::{ManualClock, Timestamp};
+    /// let clock = ManualClock::new();
+    /// clock.set(Timestamp::from_nanos(10));
+    /// clock.set(Timestamp::from_nanos(5));
+    /// ```
     pub fn set(&self, t: Timestamp) {
         let old = self.nanos.fetch_max(t.0, Ordering::Relaxed);
         assert!(

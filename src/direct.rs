@@ -45,11 +45,35 @@ pub(crate) struct Shared {
 
 impl DirectLimiter {
     /// A limiter on the monotonic clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(3));
+    /// assert_eq!(limiter.quota(), Quota::per_second(3));
+    /// assert_eq!(limiter.check().unwrap().remaining(), 2);
+    /// ```
     pub fn new(quota: Quota) -> DirectLimiter {
         DirectLimiter::with_source(quota, ClockSource::Monotonic(MonotonicClock::new()))
     }
 
     /// A limiter on the given clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(1), clock.clone());
+    /// assert!(limiter.check().is_ok());
+    /// assert!(limiter.check().is_err());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.check().is_ok());
+    /// ```
     pub fn with_clock(quota: Quota, clock: impl Clock) -> DirectLimiter {
         DirectLimiter::with_source(quota, ClockSource::from_clock(clock))
     }
@@ -66,6 +90,18 @@ impl DirectLimiter {
     }
 
     /// The current time on this limiter's clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota, Timestamp};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(1), clock.clone());
+    /// clock.advance(Duration::from_millis(7));
+    /// assert_eq!(limiter.now(), Timestamp::from_nanos(7_000_000));
+    /// ```
     #[inline]
     pub fn now(&self) -> Timestamp {
         self.shared.clock.now()
@@ -76,6 +112,19 @@ impl DirectLimiter {
     /// # Errors
     ///
     /// [`CheckError::RateLimited`] with the time to retry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(2), ManualClock::new());
+    /// assert!(limiter.check().is_ok());
+    /// assert!(limiter.check().is_ok());
+    /// let err = limiter.check().unwrap_err();
+    /// assert_eq!(err.retry_after(), Some(Duration::from_millis(500)));
+    /// ```
     #[inline]
     pub fn check(&self) -> Result<Admitted, CheckError> {
         self.check_n_at(1, self.now())
@@ -87,6 +136,18 @@ impl DirectLimiter {
     ///
     /// [`CheckError::RateLimited`], or [`CheckError::InsufficientCapacity`] if `n` exceeds
     /// the burst.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(5), ManualClock::new());
+    /// assert_eq!(limiter.check_n(3).unwrap().remaining(), 2);
+    /// assert!(limiter.check_n(3).unwrap_err().is_rate_limited()); // only 2 left
+    /// assert!(limiter.check_n(6).unwrap_err().is_insufficient_capacity());
+    /// assert!(limiter.check_n(0).is_ok());
+    /// ```
     #[inline]
     pub fn check_n(&self, n: u32) -> Result<Admitted, CheckError> {
         self.check_n_at(n, self.now())
@@ -97,6 +158,19 @@ impl DirectLimiter {
     /// # Errors
     ///
     /// As [`check`](DirectLimiter::check).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(1));
+    /// let now = limiter.now();
+    /// assert!(limiter.check_at(now).is_ok());
+    /// assert!(limiter.check_at(now).is_err());
+    /// assert!(limiter.check_at(now + Duration::from_secs(1)).is_ok());
+    /// ```
     #[inline]
     pub fn check_at(&self, now: Timestamp) -> Result<Admitted, CheckError> {
         self.check_n_at(1, now)
@@ -107,6 +181,19 @@ impl DirectLimiter {
     /// # Errors
     ///
     /// As [`check_n`](DirectLimiter::check_n).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(10)); // a cell every 100 ms
+    /// let now = limiter.now();
+    /// assert!(limiter.check_n_at(10, now).is_ok());
+    /// assert!(limiter.check_n_at(2, now + Duration::from_millis(100)).is_err());
+    /// assert!(limiter.check_n_at(2, now + Duration::from_millis(200)).is_ok());
+    /// ```
     #[inline]
     pub fn check_n_at(&self, n: u32, now: Timestamp) -> Result<Admitted, CheckError> {
         let gcra = self.shared.quota.gcra();
@@ -116,6 +203,18 @@ impl DirectLimiter {
     }
 
     /// Forgets all history: the next request sees a full burst.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(1), ManualClock::new());
+    /// assert!(limiter.check().is_ok());
+    /// assert!(limiter.check().is_err());
+    /// limiter.reset();
+    /// assert!(limiter.check().is_ok());
+    /// ```
     pub fn reset(&self) {
         // ordering: the bump is ordered before the Release store below (see `Shared::resets`).
         self.shared.resets.fetch_add(1, Ordering::Relaxed);
@@ -123,6 +222,18 @@ impl DirectLimiter {
     }
 
     /// Pushes the next admission at least `delay` from now (keeping any later one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(100), ManualClock::new());
+    /// limiter.penalize(Duration::from_secs(30));
+    /// limiter.penalize(Duration::from_secs(5)); // earlier than the first: no effect
+    /// assert_eq!(limiter.check().unwrap_err().retry_after(), Some(Duration::from_secs(30)));
+    /// ```
     pub fn penalize(&self, delay: Duration) {
         let gcra = self.shared.quota.gcra();
         let now = self.now().as_nanos().min(MAX_NOW);
@@ -137,11 +248,34 @@ impl DirectLimiter {
     }
 
     /// The current quota.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(60));
+    /// assert_eq!(limiter.quota().interval(), Duration::from_secs(1));
+    /// assert_eq!(limiter.quota().burst(), 60);
+    /// ```
     pub fn quota(&self) -> Quota {
         self.shared.quota.quota()
     }
 
     /// Replaces the quota; the stored state is kept (no fresh burst).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(2), ManualClock::new());
+    /// assert!(limiter.check_n(2).is_ok());
+    /// limiter.set_quota(Quota::per_second(4));
+    /// assert_eq!(limiter.quota(), Quota::per_second(4));
+    /// assert!(limiter.check().is_err()); // the state is kept: no fresh burst
+    /// ```
     pub fn set_quota(&self, quota: Quota) {
         self.shared.quota.store(quota);
     }

@@ -27,11 +27,34 @@ type InnerHasher = std::hash::DefaultHasher;
 /// `RandomState`. Two keys share a limit only if their fingerprints collide, which has
 /// probability 2^-64 per pair and cannot be provoked from outside. A hasher given to
 /// [`Builder::hasher`](crate::Builder::hasher) only chooses the shard a key lives in.
+///
+/// # Examples
+///
+/// ```
+/// use std::collections::HashMap;
+/// use tollgate::RandomState;
+///
+/// let mut map: HashMap<&str, u32, RandomState> = HashMap::with_hasher(RandomState::new());
+/// map.insert("a", 1);
+/// assert_eq!(map.get("a"), Some(&1));
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct RandomState(InnerState);
 
 impl RandomState {
     /// A new, randomly seeded state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::hash::BuildHasher;
+    /// use tollgate::RandomState;
+    ///
+    /// let s = RandomState::new();
+    /// assert_eq!(s.hash_one("key"), s.hash_one("key"));
+    /// assert_eq!(s.clone().hash_one("key"), s.hash_one("key")); // clones keep the seed
+    /// assert_ne!(RandomState::new().hash_one("key"), s.hash_one("key")); // new seed
+    /// ```
     pub fn new() -> RandomState {
         RandomState::default()
     }
@@ -47,6 +70,18 @@ impl BuildHasher for RandomState {
 }
 
 /// The [`Hasher`] of [`RandomState`].
+///
+/// # Examples
+///
+/// ```
+/// use std::hash::{BuildHasher, Hasher};
+/// use tollgate::{DefaultHasher, RandomState};
+///
+/// let state = RandomState::new();
+/// let mut hasher: DefaultHasher = state.build_hasher();
+/// hasher.write_u64(7);
+/// assert_eq!(hasher.finish(), state.hash_one(7u64));
+/// ```
 #[derive(Clone)]
 pub struct DefaultHasher(InnerHasher);
 

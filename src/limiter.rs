@@ -60,11 +60,36 @@ pub(crate) struct Shared<S> {
 impl<K: Hash + ?Sized> Limiter<K> {
     /// A keyed limiter with the default configuration: monotonic clock, capacity
     /// [`Builder::DEFAULT_CAPACITY`] keys, evict-closest-to-expiry when full.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Builder, Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// assert_eq!(limiter.capacity(), Builder::<str>::DEFAULT_CAPACITY);
+    /// assert!(limiter.check("alice").is_ok());
+    /// assert!(limiter.check("alice").is_err());
+    /// ```
     pub fn keyed(quota: Quota) -> Limiter<K> {
         Limiter::builder(quota).build()
     }
 
     /// A builder to choose capacity, presizing, hasher, clock and full-table policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{FullPolicy, Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u64> = Limiter::builder(Quota::per_minute(1))
+    ///     .shards(1)
+    ///     .capacity(1)
+    ///     .full_policy(FullPolicy::RefuseNewKeys)
+    ///     .build();
+    /// assert!(limiter.check(&1).is_ok());
+    /// assert!(limiter.check(&2).unwrap_err().is_table_full());
+    /// ```
     pub fn builder(quota: Quota) -> Builder<K> {
         Builder::new(quota)
     }
@@ -109,6 +134,21 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     }
 
     /// The current time on this limiter's clock, for the `_at` methods.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota, Timestamp};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// assert_eq!(limiter.now(), Timestamp::ZERO);
+    /// clock.advance(Duration::from_millis(5));
+    /// assert_eq!(limiter.now(), Timestamp::from_nanos(5_000_000));
+    /// ```
     #[inline]
     pub fn now(&self) -> Timestamp {
         self.shared.clock.now()
@@ -122,6 +162,17 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///
     /// [`CheckError::RateLimited`] with the time to retry, or [`CheckError::TableFull`] for
     /// a new key when the table is full under [`FullPolicy::RefuseNewKeys`](crate::FullPolicy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// assert_eq!(limiter.check("alice").unwrap().remaining(), 0);
+    /// assert!(limiter.check("alice").unwrap_err().is_rate_limited());
+    /// assert!(limiter.check("bob").is_ok()); // each key has its own limit
+    /// ```
     #[inline]
     pub fn check<Q>(&self, key: &Q) -> Result<Admitted, CheckError>
     where
@@ -172,6 +223,19 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Errors
     ///
     /// As [`check`](Limiter::check).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(1));
+    /// let now = limiter.now(); // one clock read for the batch
+    /// assert!(limiter.check_at(&7, now).is_ok());
+    /// assert!(limiter.check_at(&7, now).is_err());
+    /// assert!(limiter.check_at(&7, now + Duration::from_secs(1)).is_ok());
+    /// ```
     #[inline]
     pub fn check_at<Q>(&self, key: &Q, now: Timestamp) -> Result<Admitted, CheckError>
     where
@@ -186,6 +250,18 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Errors
     ///
     /// As [`check_n`](Limiter::check_n).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(10));
+    /// let now = limiter.now();
+    /// assert_eq!(limiter.check_n_at(&7, 4, now).unwrap().remaining(), 6);
+    /// assert!(limiter.check_n_at(&7, 7, now).unwrap_err().is_rate_limited());
+    /// assert!(limiter.check_n_at(&7, 11, now).unwrap_err().is_insufficient_capacity());
+    /// ```
     #[inline]
     pub fn check_n_at<Q>(&self, key: &Q, n: u32, now: Timestamp) -> Result<Admitted, CheckError>
     where
@@ -215,6 +291,19 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
 
     /// Forgets `key`: its next request is treated as its first. Returns whether the key held
     /// any state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// assert!(!limiter.reset("alice")); // never seen
+    /// limiter.check("alice").unwrap();
+    /// assert!(limiter.check("alice").is_err());
+    /// assert!(limiter.reset("alice"));
+    /// assert!(limiter.check("alice").is_ok()); // a fresh start
+    /// ```
     pub fn reset<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
@@ -271,33 +360,112 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     }
 
     /// The current quota.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(5));
+    /// assert_eq!(limiter.quota(), Quota::per_second(5));
+    /// assert_eq!(limiter.quota().interval(), Duration::from_millis(200));
+    /// ```
     pub fn quota(&self) -> Quota {
         self.shared.quota.quota()
     }
 
     /// Replaces the quota for every key at once. Stored states are kept: a key that just used
     /// its burst does not get a fresh one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// limiter.check("alice").unwrap();
+    /// limiter.set_quota(Quota::per_minute(2));
+    /// assert_eq!(limiter.quota().burst(), 2);
+    /// assert!(limiter.check("alice").is_err()); // her used cell still counts
+    /// assert_eq!(limiter.check("bob").unwrap().remaining(), 1); // a new key gets the new burst
+    /// ```
     pub fn set_quota(&self, quota: Quota) {
         self.shared.quota.store(quota);
     }
 
     /// Keys whose state still carries information: a lock-free O(capacity) scan.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_minute(10));
+    /// assert_eq!(limiter.len(), 0);
+    /// for key in [1, 2, 2] {
+    ///     limiter.check(&key).unwrap();
+    /// }
+    /// assert_eq!(limiter.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.shared.table.live_keys(self.now().as_nanos())
     }
 
     /// Whether no key is live.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// assert!(limiter.is_empty());
+    /// limiter.check("alice").unwrap();
+    /// assert!(!limiter.is_empty());
+    /// clock.advance(Duration::from_secs(1)); // her state has expired
+    /// assert!(limiter.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The most keys this limiter holds at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    ///     .shards(4)
+    ///     .capacity(1_000)
+    ///     .build();
+    /// assert_eq!(limiter.capacity(), 1_000);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.shared.table.capacity()
     }
 
     /// A snapshot of counters and memory (takes each shard's lock briefly, and scans the
     /// table for `live_keys`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// limiter.check("alice").unwrap();
+    /// assert!(limiter.check("alice").is_err());
+    /// let stats = limiter.stats();
+    /// assert_eq!((stats.admitted, stats.denied, stats.live_keys), (1, 1, 1));
+    /// assert_eq!(stats.capacity, limiter.capacity());
+    /// ```
     pub fn stats(&self) -> Stats {
         let shared = &*self.shared;
         let (admitted, denied) = shared.counters.totals();

@@ -30,22 +30,67 @@ pub struct Admitted {
 
 impl Admitted {
     /// The burst: how many cells the key may use at once (the `limit` header).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(10).allow_burst(4));
+    /// assert_eq!(limiter.check().unwrap().limit(), 4);
+    /// ```
     pub fn limit(&self) -> u32 {
         self.gcra.burst
     }
 
     /// How many more single cells would be admitted right now (the `remaining` header).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(10), ManualClock::new());
+    /// assert_eq!(limiter.check().unwrap().remaining(), 9);
+    /// assert_eq!(limiter.check_n(9).unwrap().remaining(), 0);
+    /// ```
     pub fn remaining(&self) -> u32 {
         self.gcra.remaining(self.tat, self.now)
     }
 
     /// How long until the key is back to a full burst (the `reset` header).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(10), ManualClock::new());
+    /// let ok = limiter.check_n(3).unwrap();
+    /// assert_eq!(ok.reset_after(), Duration::from_millis(300)); // 3 cells at 100 ms each
+    /// ```
     pub fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.tat.saturating_sub(self.now))
     }
 }
 
 /// Why a check was refused.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{CheckError, DirectLimiter, ManualClock, Quota, Timestamp};
+///
+/// let limiter = DirectLimiter::with_clock(Quota::per_second(1), ManualClock::new());
+/// assert!(limiter.check().is_ok());
+/// let earliest = Timestamp::from_nanos(1_000_000_000);
+/// let wait = Duration::from_secs(1);
+/// assert_eq!(limiter.check(), Err(CheckError::RateLimited { earliest, wait, limit: 1 }));
+/// let never = CheckError::InsufficientCapacity { requested: 2, burst: 1 };
+/// assert_eq!(limiter.check_n(2), Err(never));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CheckError {
@@ -77,21 +122,70 @@ pub enum CheckError {
 
 impl CheckError {
     /// Whether the key is over its rate (as opposed to a request that can never pass).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(1), ManualClock::new());
+    /// assert!(limiter.check().is_ok());
+    /// assert!(limiter.check().unwrap_err().is_rate_limited());
+    /// assert!(!limiter.check_n(2).unwrap_err().is_rate_limited());
+    /// ```
     pub fn is_rate_limited(&self) -> bool {
         matches!(self, CheckError::RateLimited { .. })
     }
 
     /// Whether `n` exceeds the burst.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(5));
+    /// assert!(limiter.check_n(6).unwrap_err().is_insufficient_capacity());
+    /// assert!(limiter.check_n(5).is_ok());
+    /// ```
     pub fn is_insufficient_capacity(&self) -> bool {
         matches!(self, CheckError::InsufficientCapacity { .. })
     }
 
     /// Whether the table was full and refused a new key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    ///     .shards(1)
+    ///     .capacity(1)
+    ///     .full_policy(FullPolicy::RefuseNewKeys)
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// assert!(limiter.check("a").is_ok());
+    /// assert!(limiter.check("b").unwrap_err().is_table_full());
+    /// assert!(!limiter.check("a").unwrap_err().is_table_full()); // known key: rate-limited
+    /// ```
     pub fn is_table_full(&self) -> bool {
         matches!(self, CheckError::TableFull { .. })
     }
 
     /// How long to wait before retrying, if waiting can help.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(4), ManualClock::new());
+    /// assert!(limiter.check_n(4).is_ok());
+    /// assert_eq!(limiter.check().unwrap_err().retry_after(), Some(Duration::from_millis(250)));
+    /// assert_eq!(limiter.check_n(5).unwrap_err().retry_after(), None); // waiting cannot help
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match *self {
             CheckError::RateLimited { wait, .. } => Some(wait),
@@ -121,6 +215,22 @@ impl std::error::Error for CheckError {}
 /// The key is new and the limiter is full (policy
 /// [`FullPolicy::RefuseNewKeys`](crate::FullPolicy)): returned by operations that would
 /// insert it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{FullPolicy, Limiter, ManualClock, Quota, TableFull};
+///
+/// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+///     .shards(1)
+///     .capacity(1)
+///     .full_policy(FullPolicy::RefuseNewKeys)
+///     .clock(ManualClock::new())
+///     .build();
+/// assert!(limiter.check("a").is_ok());
+/// assert_eq!(limiter.penalize("b", Duration::from_secs(1)), Err(TableFull { capacity: 1 }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableFull {
     /// The limiter's capacity in keys.

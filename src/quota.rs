@@ -48,6 +48,18 @@ impl Quota {
     ///
     /// [`QuotaError`] if `cells` is zero, the period is zero, the resulting interval is
     /// shorter than a nanosecond, or the burst window exceeds about 18 years.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Quota, QuotaError};
+    ///
+    /// let q = Quota::new(3, Duration::from_secs(1)).unwrap();
+    /// assert_eq!(q.burst(), 3);
+    /// assert_eq!(q.interval(), Duration::from_nanos(333_333_334)); // rounded up
+    /// assert_eq!(Quota::new(0, Duration::from_secs(1)), Err(QuotaError::ZeroCells));
+    /// ```
     pub fn new(cells: u32, period: Duration) -> Result<Quota, QuotaError> {
         if cells == 0 {
             return Err(QuotaError::ZeroCells);
@@ -70,6 +82,17 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError`] if the period is zero or longer than about 18 years.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Quota, QuotaError};
+    ///
+    /// let q = Quota::try_with_period(Duration::from_secs(10)).unwrap();
+    /// assert_eq!((q.interval(), q.burst()), (Duration::from_secs(10), 1));
+    /// assert_eq!(Quota::try_with_period(Duration::ZERO), Err(QuotaError::ZeroPeriod));
+    /// ```
     pub fn try_with_period(period: Duration) -> Result<Quota, QuotaError> {
         Quota::new(1, period)
     }
@@ -79,6 +102,16 @@ impl Quota {
     /// # Panics
     ///
     /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// let q = Quota::per_second(4);
+    /// assert_eq!((q.interval(), q.burst()), (Duration::from_millis(250), 4));
+    /// ```
     #[track_caller]
     pub fn per_second(n: u32) -> Quota {
         Quota::expect(Quota::new(n, Duration::from_secs(1)), n, "per_second")
@@ -89,6 +122,16 @@ impl Quota {
     /// # Panics
     ///
     /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// let q = Quota::per_minute(30);
+    /// assert_eq!((q.interval(), q.burst()), (Duration::from_secs(2), 30));
+    /// ```
     #[track_caller]
     pub fn per_minute(n: u32) -> Quota {
         Quota::expect(Quota::new(n, Duration::from_secs(60)), n, "per_minute")
@@ -99,6 +142,16 @@ impl Quota {
     /// # Panics
     ///
     /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// let q = Quota::per_hour(7_200);
+    /// assert_eq!((q.interval(), q.burst()), (Duration::from_millis(500), 7_200));
+    /// ```
     #[track_caller]
     pub fn per_hour(n: u32) -> Quota {
         Quota::expect(Quota::new(n, Duration::from_secs(3600)), n, "per_hour")
@@ -110,6 +163,17 @@ impl Quota {
     ///
     /// If `period` is zero or longer than about 18 years. Use [`Quota::try_with_period`] to
     /// get an error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// let q = Quota::with_period(Duration::from_millis(100));
+    /// assert_eq!((q.interval(), q.burst()), (Duration::from_millis(100), 1));
+    /// assert_eq!(q, Quota::per_second(10).allow_burst(1));
+    /// ```
     #[track_caller]
     pub fn with_period(period: Duration) -> Quota {
         match Quota::try_with_period(period) {
@@ -124,6 +188,16 @@ impl Quota {
     ///
     /// If `burst` is zero or `burst × interval` exceeds about 18 years. Use
     /// [`Quota::try_allow_burst`] to get an error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// let q = Quota::per_second(10).allow_burst(3);
+    /// assert_eq!((q.interval(), q.burst()), (Duration::from_millis(100), 3));
+    /// ```
     #[track_caller]
     #[must_use]
     pub fn allow_burst(self, burst: u32) -> Quota {
@@ -138,16 +212,45 @@ impl Quota {
     /// # Errors
     ///
     /// [`QuotaError::ZeroBurst`] or [`QuotaError::WindowTooLong`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Quota, QuotaError};
+    ///
+    /// let q = Quota::per_second(10);
+    /// assert_eq!(q.try_allow_burst(3).map(|q| q.burst()), Ok(3));
+    /// assert_eq!(q.try_allow_burst(0), Err(QuotaError::ZeroBurst));
+    /// assert_eq!(Quota::per_hour(1).try_allow_burst(u32::MAX), Err(QuotaError::WindowTooLong));
+    /// ```
     pub fn try_allow_burst(self, burst: u32) -> Result<Quota, QuotaError> {
         Quota::from_parts(self.interval_nanos, burst)
     }
 
     /// The emission interval: one cell becomes available every `interval`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// assert_eq!(Quota::per_minute(120).interval(), Duration::from_millis(500));
+    /// ```
     pub fn interval(&self) -> Duration {
         Duration::from_nanos(self.interval_nanos)
     }
 
     /// The burst: how many cells may be admitted at once after idle time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    ///
+    /// assert_eq!(Quota::per_hour(50).burst(), 50);
+    /// assert_eq!(Quota::per_hour(50).allow_burst(5).burst(), 5);
+    /// ```
     pub fn burst(&self) -> u32 {
         self.burst
     }
@@ -191,6 +294,18 @@ impl fmt::Debug for Quota {
 }
 
 /// Why a [`Quota`] could not be built.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Quota, QuotaError};
+///
+/// let err = Quota::new(2, Duration::from_nanos(1)).unwrap_err();
+/// assert!(matches!(err, QuotaError::IntervalBelowOneNanosecond { cells: 2, .. }));
+/// assert!(err.to_string().contains("nanosecond"));
+/// assert_eq!(Quota::try_with_period(Duration::MAX), Err(QuotaError::WindowTooLong));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum QuotaError {

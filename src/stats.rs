@@ -18,6 +18,19 @@ use crate::sync::{AtomicU64, Ordering};
 ///
 /// Counters are summed from per-thread stripes without stopping the world, so a snapshot taken
 /// while checks run may miss the checks in flight.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Limiter, ManualClock, Quota};
+///
+/// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
+/// assert!(limiter.check("a").is_ok());
+/// assert!(limiter.check("a").is_err());
+/// assert!(limiter.check("b").is_ok());
+/// let stats = limiter.stats();
+/// assert_eq!((stats.admitted, stats.denied, stats.live_keys), (2, 1, 2));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Stats {

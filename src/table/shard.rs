@@ -29,6 +29,24 @@ pub(crate) const MIN_LEN: usize = 2;
 const EVICTION_WINDOW: usize = 64;
 
 /// What to do when a shard holds its share of the capacity and no key has expired.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
+///
+/// fn one_key(policy: FullPolicy) -> Limiter<str> {
+///     Limiter::builder(Quota::per_second(1)).shards(1).capacity(1).full_policy(policy).clock(ManualClock::new()).build()
+/// }
+/// let evicting = one_key(FullPolicy::default());
+/// assert!(evicting.check("a").is_ok());
+/// assert!(evicting.check("b").is_ok()); // "a" was evicted to make room
+/// assert_eq!(evicting.stats().forced_evictions, 1);
+///
+/// let refusing = one_key(FullPolicy::RefuseNewKeys);
+/// assert!(refusing.check("a").is_ok());
+/// assert!(refusing.check("b").unwrap_err().is_table_full());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FullPolicy {
     /// Evict the key whose state expires soonest among the keys near the new key's slot (an

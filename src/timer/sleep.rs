@@ -84,11 +84,32 @@ impl Sleep {
     ///
     /// For a sleep on a [`ManualClock`](crate::ManualClock)'s timer this is a nominal
     /// instant: tollgate's real-time origin plus the deadline's nanoseconds on the manual clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let at = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(tollgate::sleep_until(at).deadline(), at);
+    /// ```
     pub fn deadline(&self) -> Instant {
         instant_at(self.deadline)
     }
 
     /// Whether the deadline has passed (a poll would complete).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// assert!(tollgate::sleep(Duration::ZERO).is_elapsed());
+    /// assert!(!tollgate::sleep(Duration::from_secs(60)).is_elapsed());
+    /// let mut short = tollgate::sleep(Duration::from_millis(1));
+    /// futures_executor::block_on(&mut short);
+    /// assert!(short.is_elapsed());
+    /// ```
     pub fn is_elapsed(&self) -> bool {
         self.entry.as_ref().is_some_and(|entry| entry.is_fired())
             || self.deadline <= self.timer.core().now()
@@ -100,6 +121,21 @@ impl Sleep {
     /// so poll the sleep again after a reset (as a `poll` method that resets does anyway).
     /// For a sleep on a manual clock's timer, `deadline` is read on the same nominal scale as
     /// [`deadline`](Self::deadline).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use futures_util::FutureExt;
+    ///
+    /// let mut sleep = tollgate::sleep(Duration::from_secs(3600));
+    /// assert!((&mut sleep).now_or_never().is_none()); // registered for an hour from now
+    /// let soon = Instant::now() + Duration::from_millis(1);
+    /// sleep.reset(soon);
+    /// assert_eq!(sleep.deadline(), soon);
+    /// futures_executor::block_on(sleep); // completes after 1 ms, not an hour
+    /// assert!(Instant::now() >= soon);
+    /// ```
     pub fn reset(&mut self, deadline: Instant) {
         self.reset_nanos(nanos_since_origin(deadline));
     }

@@ -22,6 +22,18 @@ use crate::direct::{DirectLimiter, Shared};
 ///
 /// Dropping it before it completes gives its cells back if nothing was reserved after it;
 /// otherwise they are lost (never an over-admission). Its timer entry is freed either way.
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::FutureExt;
+/// use tollgate::{DirectLimiter, DirectUntilReady, Quota};
+///
+/// let limiter = DirectLimiter::new(Quota::per_minute(1));
+/// let wait: DirectUntilReady<'_> = limiter.until_ready();
+/// assert_eq!(wait.now_or_never(), Some(Ok(()))); // the burst is free: ready at first poll
+/// assert!(limiter.until_ready().now_or_never().is_none()); // the next cell is a minute off
+/// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct DirectUntilReady<'a> {
@@ -79,6 +91,19 @@ impl DirectLimiter {
     /// # Cancel safety
     ///
     /// See [`DirectUntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(10));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready(10).await.unwrap(); // the whole burst, at once
+    ///     assert!(limiter.until_n_ready(11).await.unwrap_err().is_insufficient_capacity());
+    /// });
+    /// assert!(limiter.check().is_err());
+    /// ```
     pub fn until_n_ready(&self, n: u32) -> DirectUntilReady<'_> {
         self.waiter(n, Bound::Unbounded)
     }
@@ -93,6 +118,20 @@ impl DirectLimiter {
     /// # Cancel safety
     ///
     /// See [`DirectUntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(1));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready_within(Duration::ZERO).await.unwrap(); // no wait needed
+    ///     let err = limiter.until_ready_within(Duration::from_secs(1)).await.unwrap_err();
+    ///     assert!(err.is_too_long()); // the next cell is a minute off
+    /// });
+    /// ```
     pub fn until_ready_within(&self, max: Duration) -> DirectUntilReady<'_> {
         self.waiter(1, Bound::Within(saturating_nanos(max)))
     }
@@ -106,6 +145,20 @@ impl DirectLimiter {
     /// # Cancel safety
     ///
     /// See [`DirectUntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(5));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready_within(5, Duration::ZERO).await.unwrap(); // no wait needed
+    ///     let err = limiter.until_n_ready_within(2, Duration::from_secs(1)).await.unwrap_err();
+    ///     assert!(err.is_too_long()); // two more cells take 24 s
+    /// });
+    /// ```
     pub fn until_n_ready_within(&self, n: u32, max: Duration) -> DirectUntilReady<'_> {
         self.waiter(n, Bound::Within(saturating_nanos(max)))
     }
@@ -119,6 +172,22 @@ impl DirectLimiter {
     /// # Cancel safety
     ///
     /// See [`DirectUntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota, Timestamp, WaitError};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(1), ManualClock::new());
+    /// let deadline = limiter.now() + Duration::from_millis(500);
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready_until(deadline).await.unwrap(); // admitted now
+    ///     let err = limiter.until_ready_until(deadline).await.unwrap_err();
+    ///     let wait = Duration::from_secs(1); // the next cell is 1 s off
+    ///     assert_eq!(err, WaitError::TooLong { earliest: Timestamp::ZERO + wait, wait });
+    /// });
+    /// ```
     pub fn until_ready_until(&self, deadline: Timestamp) -> DirectUntilReady<'_> {
         self.waiter(1, Bound::Until(deadline.as_nanos()))
     }
@@ -132,6 +201,23 @@ impl DirectLimiter {
     /// # Cancel safety
     ///
     /// See [`DirectUntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(4), ManualClock::new());
+    /// let deadline = limiter.now() + Duration::from_millis(100);
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready_until(3, deadline).await.unwrap();
+    ///     let err = limiter.until_n_ready_until(2, deadline).await.unwrap_err();
+    ///     assert!(err.is_too_long()); // two more cells: not before 250 ms
+    ///     let err = limiter.until_n_ready_until(5, deadline).await.unwrap_err();
+    ///     assert!(err.is_insufficient_capacity());
+    /// });
+    /// ```
     pub fn until_n_ready_until(&self, n: u32, deadline: Timestamp) -> DirectUntilReady<'_> {
         self.waiter(n, Bound::Until(deadline.as_nanos()))
     }
@@ -146,6 +232,19 @@ impl DirectLimiter {
     /// # Errors
     ///
     /// As [`until_ready`](DirectLimiter::until_ready).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(1_000).allow_burst(1));
+    /// let start = Instant::now();
+    /// limiter.until_ready_blocking().unwrap(); // at once
+    /// limiter.until_ready_blocking().unwrap(); // parks for the next cell, 1 ms on
+    /// assert!(start.elapsed() >= Duration::from_millis(1));
+    /// ```
     pub fn until_ready_blocking(&self) -> Result<(), WaitError> {
         block_on(self.until_ready())
     }
@@ -159,6 +258,18 @@ impl DirectLimiter {
     /// # Errors
     ///
     /// As [`until_n_ready`](DirectLimiter::until_n_ready).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(3));
+    /// limiter.until_n_ready_blocking(3).unwrap(); // the burst is free: no parking
+    /// assert!(limiter.check().is_err());
+    /// let err = limiter.until_n_ready_blocking(4).unwrap_err();
+    /// assert!(err.is_insufficient_capacity()); // refused at once, never parks
+    /// ```
     pub fn until_n_ready_blocking(&self, n: u32) -> Result<(), WaitError> {
         block_on(self.until_n_ready(n))
     }
@@ -172,6 +283,17 @@ impl DirectLimiter {
     /// # Cancel safety
     ///
     /// As [`DirectUntilReady`] while waiting; afterwards as `fut`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(1));
+    /// let sent = futures_executor::block_on(limiter.throttle(async { "sent" }));
+    /// assert_eq!(sent, Ok("sent"));
+    /// assert!(limiter.check().is_err()); // the throttle took the cell
+    /// ```
     pub fn throttle<F: Future>(&self, fut: F) -> Throttled<DirectUntilReady<'_>, F> {
         Throttled::new(self.until_ready(), fut)
     }

@@ -6,6 +6,20 @@ use std::time::Duration;
 use crate::clock::Timestamp;
 
 /// Why an `until_ready` future (or blocking wait) refused. Nothing was reserved in any case.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{DirectLimiter, Quota, WaitError};
+///
+/// let limiter = DirectLimiter::new(Quota::per_second(2));
+/// match futures_executor::block_on(limiter.until_n_ready(3)) {
+///     Err(WaitError::InsufficientCapacity { requested, burst }) => {
+///         assert_eq!((requested, burst), (3, 2));
+///     }
+///     other => panic!("unexpected {other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitError {
@@ -33,11 +47,36 @@ pub enum WaitError {
 
 impl WaitError {
     /// Whether the wait was refused for exceeding its bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(1));
+    /// limiter.check().unwrap();
+    /// let wait = limiter.until_ready_within(Duration::from_secs(1));
+    /// let err = futures_executor::block_on(wait).unwrap_err();
+    /// assert!(err.is_too_long()); // the next cell is a minute off
+    /// assert!(!err.is_insufficient_capacity());
+    /// ```
     pub fn is_too_long(&self) -> bool {
         matches!(self, WaitError::TooLong { .. })
     }
 
     /// Whether `n` exceeds the burst.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(5));
+    /// let err = futures_executor::block_on(limiter.until_n_ready(6)).unwrap_err();
+    /// assert!(err.is_insufficient_capacity()); // 6 cells can never fit a burst of 5
+    /// assert!(!err.is_too_long());
+    /// ```
     pub fn is_insufficient_capacity(&self) -> bool {
         matches!(self, WaitError::InsufficientCapacity { .. })
     }

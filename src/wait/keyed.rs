@@ -28,6 +28,18 @@ use crate::limiter::{Limiter, Shared};
 /// Dropping it before it completes gives its cells back if no later reservation on the key
 /// depends on them; otherwise they are lost (the key runs slightly under its rate, never
 /// over). Its timer entry is freed either way.
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::FutureExt;
+/// use tollgate::{Limiter, Quota, UntilReady};
+///
+/// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+/// let wait: UntilReady<'_> = limiter.until_ready("alice");
+/// assert_eq!(wait.now_or_never(), Some(Ok(()))); // the burst is free: ready at first poll
+/// assert!(limiter.until_ready("alice").now_or_never().is_none()); // the next cell is a minute off
+/// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct UntilReady<'a, S: BuildHasher = RandomState> {
@@ -100,6 +112,20 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Cancel safety
     ///
     /// See [`UntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(10));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready("alice", 10).await.unwrap(); // the whole burst, at once
+    ///     let err = limiter.until_n_ready("alice", 11).await.unwrap_err();
+    ///     assert!(err.is_insufficient_capacity());
+    /// });
+    /// assert!(limiter.check("alice").is_err());
+    /// ```
     pub fn until_n_ready<Q>(&self, key: &Q, n: u32) -> UntilReady<'_, S>
     where
         K: Borrow<Q>,
@@ -151,6 +177,20 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Cancel safety
     ///
     /// See [`UntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_minute(5));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready_within(&7, 5, Duration::ZERO).await.unwrap(); // no wait needed
+    ///     let res = limiter.until_n_ready_within(&7, 2, Duration::from_secs(1)).await;
+    ///     assert!(res.unwrap_err().is_too_long()); // two more cells take 24 s
+    /// });
+    /// ```
     pub fn until_n_ready_within<Q>(&self, key: &Q, n: u32, max: Duration) -> UntilReady<'_, S>
     where
         K: Borrow<Q>,
@@ -169,6 +209,24 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Cancel safety
     ///
     /// See [`UntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota, Timestamp, WaitError};
+    ///
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let deadline = limiter.now() + Duration::from_millis(500);
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready_until("alice", deadline).await.unwrap(); // admitted now
+    ///     let err = limiter.until_ready_until("alice", deadline).await.unwrap_err();
+    ///     let wait = Duration::from_secs(1); // the next cell is 1 s off
+    ///     assert_eq!(err, WaitError::TooLong { earliest: Timestamp::ZERO + wait, wait });
+    /// });
+    /// ```
     pub fn until_ready_until<Q>(&self, key: &Q, deadline: Timestamp) -> UntilReady<'_, S>
     where
         K: Borrow<Q>,
@@ -187,6 +245,25 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Cancel safety
     ///
     /// See [`UntilReady`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(4))
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// let deadline = limiter.now() + Duration::from_millis(100);
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready_until("alice", 3, deadline).await.unwrap();
+    ///     let err = limiter.until_n_ready_until("alice", 2, deadline).await.unwrap_err();
+    ///     assert!(err.is_too_long()); // two more cells: not before 250 ms
+    ///     let err = limiter.until_n_ready_until("alice", 5, deadline).await.unwrap_err();
+    ///     assert!(err.is_insufficient_capacity());
+    /// });
+    /// ```
     pub fn until_n_ready_until<Q>(&self, key: &Q, n: u32, deadline: Timestamp) -> UntilReady<'_, S>
     where
         K: Borrow<Q>,
@@ -206,6 +283,19 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Errors
     ///
     /// As [`until_ready`](Limiter::until_ready).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(1_000).allow_burst(1));
+    /// let start = Instant::now();
+    /// limiter.until_ready_blocking("alice").unwrap(); // at once
+    /// limiter.until_ready_blocking("alice").unwrap(); // parks for the next cell, 1 ms on
+    /// assert!(start.elapsed() >= Duration::from_millis(1));
+    /// ```
     pub fn until_ready_blocking<Q>(&self, key: &Q) -> Result<(), WaitError>
     where
         K: Borrow<Q>,
@@ -223,6 +313,18 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Errors
     ///
     /// As [`until_n_ready`](Limiter::until_n_ready).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(3));
+    /// limiter.until_n_ready_blocking("alice", 3).unwrap(); // the burst is free: no parking
+    /// assert!(limiter.check("alice").is_err());
+    /// let err = limiter.until_n_ready_blocking("alice", 4).unwrap_err();
+    /// assert!(err.is_insufficient_capacity()); // refused at once, never parks
+    /// ```
     pub fn until_n_ready_blocking<Q>(&self, key: &Q, n: u32) -> Result<(), WaitError>
     where
         K: Borrow<Q>,
@@ -240,6 +342,17 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// # Cancel safety
     ///
     /// As [`UntilReady`] while waiting; afterwards as `fut`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// let body = futures_executor::block_on(limiter.throttle("example.com", async { "<html>" }));
+    /// assert_eq!(body, Ok("<html>"));
+    /// assert!(limiter.check("example.com").is_err()); // the throttle took the cell
+    /// ```
     pub fn throttle<Q, F>(&self, key: &Q, fut: F) -> Throttled<UntilReady<'_, S>, F>
     where
         K: Borrow<Q>,

@@ -24,6 +24,19 @@ use crate::sync::Arc;
 ///
 /// While waiting, as the wait future (cells refunded when possible); afterwards, as the
 /// wrapped future.
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::FutureExt;
+/// use tollgate::{DirectLimiter, Quota, Throttled};
+///
+/// let limiter = DirectLimiter::new(Quota::per_minute(1));
+/// let first: Throttled<_, _> = limiter.throttle(async { "sent" });
+/// assert_eq!(futures_executor::block_on(first), Ok("sent"));
+/// // The cell is used: the next future is held back (a minute) before it runs.
+/// assert!(limiter.throttle(async { "sent" }).now_or_never().is_none());
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Throttled<W, F> {
     wait: Option<W>,
@@ -72,6 +85,19 @@ impl<W: fmt::Debug, F> fmt::Debug for Throttled<W, F> {
 ///
 /// It takes an item from the inner stream first, then waits for its cell, so a slow stream
 /// does not bank cells it is not using.
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::{FutureExt, StreamExt};
+/// use tollgate::{DirectLimiter, Paced, Quota};
+///
+/// let limiter = DirectLimiter::new(Quota::per_minute(2));
+/// let mut paced: Paced<_> = limiter.pace(futures_util::stream::iter(["a", "b", "c"]));
+/// assert_eq!(futures_executor::block_on(paced.next()), Some("a"));
+/// assert_eq!(futures_executor::block_on(paced.next()), Some("b"));
+/// assert!(paced.next().now_or_never().is_none()); // burst used: "c" waits 30 s for its cell
+/// ```
 #[must_use = "streams do nothing unless polled"]
 pub struct Paced<St: Stream> {
     stream: Pin<Box<St>>,
