@@ -570,6 +570,93 @@ fn updates_vs_two_growths() {
 }
 
 // ---------------------------------------------------------------------------------------
+// 4b. Update and reset vs compaction.
+
+/// Keys `(a, x, y, c)` for the compaction models: inserted in that order into a 4-slot
+/// array, `a`, `x` and `y` take three slots (linear probing), and `c`'s home is the fourth.
+/// Once `x` and `y` are reset, `c`'s probe meets that `EMPTY` slot before any tombstone, the
+/// shard is over its load limit, and tombstones outnumber keys: inserting `c` compacts.
+fn compaction_keys() -> (u64, u64, u64, u64) {
+    let a = 1;
+    for x in 2..100 {
+        for y in x + 1..100 {
+            let mut taken = [false; 4];
+            for key in [a, x, y] {
+                let mut i = home(key, 4) as usize;
+                while taken[i] {
+                    i = (i + 1) % 4;
+                }
+                taken[i] = true;
+            }
+            let free = taken.iter().position(|t| !t).unwrap() as u64;
+            if let Some(c) = (y + 1..200).find(|&c| home(c, 4) == free) {
+                return (a, x, y, c);
+            }
+        }
+    }
+    unreachable!("no keys for the compaction models")
+}
+
+/// A one-shard limiter holding `a` (TAT `T`) and tombstones where `x` and `y` were, in a
+/// 4-slot array: the next insert of `c` compacts it in place (see `compaction_keys`).
+fn before_compaction() -> (Limiter<u64>, u64, u64) {
+    let (a, x, y, c) = compaction_keys();
+    let l = limiter(4, 64, FullPolicy::RefuseNewKeys);
+    for key in [a, x, y] {
+        assert!(l.check_at(&key, at(0)).is_ok());
+    }
+    assert!(l.reset(&x) && l.reset(&y));
+    (l, a, c)
+}
+
+/// A lock-free check of `a` races the compaction that `c`'s insert triggers, which freezes
+/// `a`, empties its slot and places it again. The check lands exactly once, on `a`'s state.
+fn update_vs_compaction(roles: Roles) {
+    let (l, a, c) = before_compaction();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (ra, rc) = race(
+        roles,
+        move || seen(l1.check_at(&a, at(0)), 0),
+        move || seen(l2.check_at(&c, at(0)), 0),
+    );
+    let ctx = format!("A: {ra:?} C: {rc:?} {:?}", l.stats());
+    assert_eq!(
+        (ra, rc),
+        (Seen::Admitted(2 * T), Seen::Admitted(T)),
+        "{ctx}"
+    );
+    assert_eq!((tat(&l, a), tat(&l, c)), (2 * T, T), "{ctx}");
+    assert_eq!(l.stats().keys_held, 2, "{ctx}");
+}
+
+#[test]
+fn update_vs_compaction_model() {
+    model("update_vs_compaction", update_vs_compaction);
+}
+
+/// `reset(a)` races the same compaction. Its lock-free probe may run while `a` is between
+/// slots and miss it; the reset must still find and forget `a`.
+fn reset_vs_compaction(roles: Roles) {
+    let (l, a, c) = before_compaction();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (removed, rc) = race(
+        roles,
+        move || l1.reset(&a),
+        move || seen(l2.check_at(&c, at(0)), 0),
+    );
+    let ctx = format!("reset: {removed} C: {rc:?} {:?}", l.stats());
+    assert!(removed, "{ctx}");
+    assert_eq!(rc, Seen::Admitted(T), "{ctx}");
+    assert_eq!((tat(&l, a), tat(&l, c)), (0, T), "{ctx}");
+    assert_eq!(l.stats().keys_held, 1, "{ctx}");
+}
+
+#[test]
+fn reset_vs_compaction_model() {
+    model("reset_vs_compaction", reset_vs_compaction);
+}
+
+// ---------------------------------------------------------------------------------------
 // 5. Quota change vs check.
 
 /// One thread replaces the quota (interval 1 000, burst 2) with (interval 3 000, burst 5)

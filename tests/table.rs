@@ -427,3 +427,43 @@ fn a_caller_behind_the_reclaimer_gets_no_fresh_burst() {
         }
     }
 }
+
+/// Steady churn (new keys keep arriving, old ones expire) at a steady number of live keys
+/// must not keep growing the table: tombstones left by reclaimed keys are compacted away in
+/// place rather than paid for with a larger array.
+#[test]
+fn steady_churn_stops_growing() {
+    let clock = ManualClock::new();
+    // Each key is live for one second after its only check.
+    let limiter: Limiter<u64> = Limiter::builder(Quota::with_period(Duration::from_secs(1)))
+        .shards(1)
+        .clock(clock.clone())
+        .build();
+    let mut key = 0u64;
+    let mut step = |steps: usize| {
+        for _ in 0..steps {
+            // 160 new keys every 100 ms: about 1,600 live keys at any time.
+            for _ in 0..160 {
+                key += 1;
+                assert!(limiter.check(&key).is_ok());
+            }
+            clock.advance(Duration::from_millis(100));
+        }
+    };
+    step(100);
+    let settled = limiter.stats();
+    step(2_000);
+    let after = limiter.stats();
+    assert!(after.expired_reclaimed > 300_000, "{after:?}");
+    assert!(after.live_keys <= 1_600, "{after:?}");
+    assert_eq!(
+        (after.bytes, after.retired_bytes),
+        (settled.bytes, settled.retired_bytes),
+        "the table grew under steady churn: {settled:?} -> {after:?}"
+    );
+    // 16 bytes a slot: at most four slots per live key (it was 5.7 before compaction).
+    assert!(
+        after.bytes - after.retired_bytes <= 4 * 16 * 1_600,
+        "{after:?}"
+    );
+}

@@ -120,7 +120,7 @@ impl Table {
     pub(crate) fn remove(&self, route: u64, fp: u64) -> bool {
         let shard = self.shard(route);
         // A lock-free probe first, so resetting an unknown key takes no lock.
-        shard.array().find(fp).is_some() && shard.remove(fp)
+        !shard.absent_for_sure(fp) && shard.remove(fp)
     }
 
     /// Keys whose stored TAT is later than `now`: an O(slots) lock-free scan.
@@ -291,6 +291,41 @@ mod tests {
             at_horizon, 1,
             "the reclaimed key reads back as its own last TAT"
         );
+    }
+
+    #[test]
+    fn compaction_keeps_every_key_and_its_state() {
+        let t = table(1_000, FullPolicy::RefuseNewKeys);
+        let shard = &t.shards[0];
+        let key = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for k in 0..50 {
+            put(&t, key(k), 1_000 + k, 0).unwrap();
+        }
+        // Reset four keys in five: tombstones, which nothing trims, outnumber the keys.
+        for k in (0..50).filter(|k| k % 5 != 0) {
+            assert!(t.remove(key(k), fingerprint(key(k))));
+        }
+        let len = shard.array().slots().len();
+        let mut k = 1_000;
+        while shard.counts().compactions == 0 {
+            put(&t, key(k), 5_000 + k, 0).unwrap();
+            k += 1;
+            assert!(k < 1_100, "no compaction: {:?}", shard.counts());
+        }
+        assert_eq!(
+            shard.array().slots().len(),
+            len,
+            "compacted in place, not grown"
+        );
+        assert_eq!(shard.counts().tombstones, 0);
+        for k in 0..50 {
+            let want = if k % 5 == 0 { 1_000 + k } else { 0 };
+            assert_eq!(get(&t, key(k)), want, "key {k}");
+        }
+        for k in 1_000..k {
+            assert_eq!(get(&t, key(k)), 5_000 + k, "key {k}");
+        }
+        assert_eq!(t.counts().keys_held, 10 + (k - 1_000) as usize);
     }
 
     #[test]

@@ -13,9 +13,18 @@
 //! locked path, which waits for the copy. Old arrays are *retired*, not freed: an updater may
 //! still be reading one. They are freed with the table and counted in `bytes`; their total
 //! is at most the size of the current array.
+//!
+//! Under churn (keys come, expire and are swept), tombstones pile up inside probe runs, where
+//! a sweep cannot turn them back into `EMPTY`. When the live keys alone would leave room, the
+//! shard is *compacted* in place instead of grown: every key is frozen, every slot emptied,
+//! and every key placed again, with its TAT, in the same array. To a lock-free reader
+//! this is a series of hand-overs (the same protocol as slot reuse, see `slot.rs`): it meets
+//! a frozen word (locked path), a missing key (locked path: a miss is only a hint) or another
+//! key's fingerprint (re-probe). Nothing is forgotten, so the removal epoch does not move;
+//! `Shard::moves` lets `remove`'s lock-free miss tell that it may have probed mid-compaction.
 
 use super::slot::{Attempt, EMPTY, Slot, Step, TOMBSTONE, frozen_word, is_live, tat_of};
-use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, fence, lock};
 
 /// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
 const MAX_LOAD_NUM: usize = 5;
@@ -25,6 +34,10 @@ const MAX_LOAD_DEN: usize = 6;
 pub(crate) const MIN_LEN: usize = 8;
 #[cfg(tollgate_loom)]
 pub(crate) const MIN_LEN: usize = 2;
+/// A shard with tombstones is compacted rather than grown if that leaves at least
+/// `len / COMPACT_ROOM` slots for new keys below the load limit: each O(len) compaction then
+/// pays for at least that many inserts.
+const COMPACT_ROOM: usize = 8;
 /// How many slots around a new key's home are searched for the entry closest to expiry.
 const EVICTION_WINDOW: usize = 64;
 
@@ -143,14 +156,20 @@ impl SlotArray {
         Probe::Absent(free)
     }
 
-    /// Puts a key into a fresh, unpublished array.
-    fn place(&self, fp: u64, tat: u64) {
+    /// The first `EMPTY` slot on `fp`'s probe run (under the lock, or in an unpublished array).
+    fn free_slot(&self, fp: u64) -> usize {
         let mut i = self.home(fp);
-        // ordering: unpublished; the Release store of the array pointer publishes it.
+        // ordering: fingerprints only change under the lock (or before publication).
         while self.slots[i].fp.load(Ordering::Relaxed) != EMPTY {
             i = self.next(i);
         }
-        self.slots[i].hand_over(0, fp, tat);
+        i
+    }
+
+    /// Puts a key into a fresh, unpublished array (the Release store of the array pointer
+    /// publishes it).
+    fn place(&self, fp: u64, tat: u64) {
+        self.slots[self.free_slot(fp)].hand_over(0, fp, tat);
     }
 }
 
@@ -175,6 +194,8 @@ pub(crate) struct ShardCounts {
     pub(crate) reclaimed: u64,
     pub(crate) evicted: u64,
     pub(crate) refused: u64,
+    /// In-place rebuilds that cleared tombstones (see `compact`).
+    pub(crate) compactions: u64,
     pub(crate) bytes: usize,
     pub(crate) retired_bytes: usize,
     /// No key can expire before this, so a sweep before it would find nothing.
@@ -198,6 +219,9 @@ pub(crate) struct Shard {
     /// reclaim, or dropped by growth. A waiter's refund is valid only if this has not moved
     /// since it reserved (see `removals`).
     removals: AtomicU64,
+    /// Odd while a compaction moves keys within the current array, when a lock-free probe
+    /// can miss a key the shard holds (see `absent_for_sure`).
+    moves: AtomicU64,
     inner: Mutex<Inner>,
     /// The most keys this shard holds.
     cap: usize,
@@ -213,6 +237,7 @@ impl Shard {
         Shard {
             current: AtomicPtr::new(Box::into_raw(array)),
             removals: AtomicU64::new(0),
+            moves: AtomicU64::new(0),
             inner: Mutex::new(Inner {
                 counts: ShardCounts {
                     bytes,
@@ -289,6 +314,28 @@ impl Shard {
         Ok(out)
     }
 
+    /// Whether a lock-free probe shows that the shard does not hold `fp`, with no lock taken.
+    /// `false` means "maybe held": the caller takes the locked path.
+    ///
+    /// Outside a compaction, a held key is never cut off from its home by an `EMPTY` slot, so
+    /// a probe that misses it must have overlapped one. `moves` is a sequence count around
+    /// each compaction: odd at the first read, or changed by the second, means the probe may
+    /// have run mid-compaction.
+    pub(crate) fn absent_for_sure(&self, fp: u64) -> bool {
+        // ordering: Acquire pairs with the Release fence after the compaction's final
+        // increment, so a probe that starts after it sees the finished placement.
+        let before = self.moves.load(Ordering::Acquire);
+        if before % 2 == 1 || self.array().find(fp).is_some() {
+            return false;
+        }
+        // ordering: the compaction bumps `moves` and then issues a Release fence before its
+        // first slot write. If the probe read any such write, this Acquire fence makes the
+        // bump visible to the load below (fence-to-fence synchronisation), so the counts
+        // differ and the miss is not trusted.
+        fence(Ordering::Acquire);
+        self.moves.load(Ordering::Relaxed) == before
+    }
+
     /// Forgets a key. Returns whether it was present.
     pub(crate) fn remove(&self, fp: u64) -> bool {
         let mut inner = lock(&self.inner);
@@ -357,8 +404,20 @@ impl Shard {
                 }
                 _ => {}
             }
-            // No room on this key's run: make some, then probe again.
-            if now >= counts.next_sweep_at && self.sweep(array, counts, now) > 0 {
+            // No room on this key's run: make some, then probe again. Sweep out expired keys;
+            // if a rebuild without tombstones would leave an eighth of the slots free, do it
+            // (that leaves the most room until the next sweep); grow only if neither helps.
+            let swept = now >= counts.next_sweep_at && self.sweep(array, counts, now);
+            let at_cap = counts.used >= self.cap;
+            let len = array.slots.len();
+            if !at_cap
+                && counts.tombstones > 0
+                && (counts.used + 1 + len / COMPACT_ROOM) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
+            {
+                self.compact(array, counts);
+                continue;
+            }
+            if swept {
                 continue;
             }
             if !at_cap && array.slots.len() < self.max_len {
@@ -376,8 +435,8 @@ impl Shard {
     }
 
     /// Tombstones every expired key, then turns tombstones that end a run back into `EMPTY`.
-    /// Returns how many keys it reclaimed.
-    fn sweep(&self, array: &SlotArray, counts: &mut ShardCounts, now: u64) -> usize {
+    /// Returns whether it freed anything.
+    fn sweep(&self, array: &SlotArray, counts: &mut ShardCounts, now: u64) -> bool {
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
         self.note_removal();
@@ -399,8 +458,39 @@ impl Shard {
         counts.tombstones += reclaimed;
         counts.reclaimed += reclaimed as u64;
         counts.next_sweep_at = earliest_live;
-        counts.tombstones -= Self::trim_tombstones(array);
-        reclaimed
+        let trimmed = Self::trim_tombstones(array);
+        counts.tombstones -= trimmed;
+        reclaimed + trimmed > 0
+    }
+
+    /// Rebuilds the array in place without tombstones: freezes every key, empties every slot,
+    /// then places every key again with its TAT. Forgets nothing (module docs).
+    fn compact(&self, array: &SlotArray, counts: &mut ShardCounts) {
+        // ordering: Relaxed increment, then a Release fence before the first slot write:
+        // a prober that reads any write below sees the odd count (`absent_for_sure`).
+        self.moves.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let mut keys = Vec::with_capacity(counts.used);
+        for slot in array.slots.iter() {
+            if let Some(word) = slot.freeze_unless(|_| false) {
+                // ordering: the fingerprint only changes under the lock we hold.
+                keys.push((slot.fp.load(Ordering::Relaxed), tat_of(word)));
+            }
+        }
+        for slot in array.slots.iter() {
+            slot.clear(EMPTY);
+        }
+        for &(fp, tat) in &keys {
+            let i = array.free_slot(fp);
+            let slot = &array.slots[i];
+            slot.hand_over(slot.word(), fp, tat);
+        }
+        debug_assert_eq!(keys.len(), counts.used);
+        counts.tombstones = 0;
+        counts.compactions += 1;
+        // ordering: Release, so a prober that reads the new, even count (Acquire) sees the
+        // placement finished.
+        self.moves.fetch_add(1, Ordering::Release);
     }
 
     /// Turns each tombstone directly before an `EMPTY` slot into `EMPTY`, repeatedly.
