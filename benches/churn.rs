@@ -1,0 +1,101 @@
+//! The `churn` benchmark: a keyed limiter under steady key churn, as a proxy limiting per
+//! client IP sees it. New keys keep arriving, each is checked once and stays live for
+//! `LIFE`, so the number of live keys is steady while expired ones pile up until reclaimed.
+//!
+//! ```text
+//! cargo bench --bench churn                         # full run
+//! TOLLGATE_BENCH_QUICK=1 cargo bench --bench churn  # smoke run
+//! ```
+//!
+//! Time is virtual (`check_at`, so the figures are the table's, not the clock's): every
+//! `STEP` of virtual time, `rate * STEP` new keys are checked once. After a warm-up of
+//! `3 * LIFE` the harness measures `10 * LIFE` and reports, as the median over rounds with
+//! min–max: nanoseconds per new key (wall time / checks), the table's bytes per live key
+//! (`Stats::bytes`, retired arrays included), the retired share, and keys held per live key
+//! (held = live + expired but not yet reclaimed).
+//!
+//! Governor is not run here: its keyed state keeps every key until `retain_recent` is
+//! called, so under churn its memory is whatever the caller's clean-up schedule makes it.
+
+#[allow(dead_code)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Rng, Summary, sig};
+use tollgate::{Limiter, ManualClock, Quota, Timestamp};
+
+/// How long a key stays live after its check.
+const LIFE: Duration = Duration::from_secs(1);
+/// Virtual time between batches of new keys.
+const STEP: Duration = Duration::from_millis(10);
+
+struct Round {
+    ns_per_key: f64,
+    bytes_per_live: f64,
+    retired_per_live: f64,
+    held_per_live: f64,
+}
+
+/// One round: a fresh limiter, `rate` new keys per virtual second.
+fn round(rate: u64, seed: u64) -> Round {
+    // The clock is only read by `len()`, at the end, to count the live keys.
+    let clock = ManualClock::new();
+    let limiter: Limiter<u64> = Limiter::builder(Quota::with_period(LIFE))
+        .clock(clock.clone())
+        .build();
+    let mut rng = Rng::new(seed);
+    let per_step = rate * STEP.as_millis() as u64 / 1_000;
+    let steps_per_life = (LIFE.as_nanos() / STEP.as_nanos()) as u64;
+    let mut now = Timestamp::ZERO;
+    let mut run = |steps: u64| {
+        for _ in 0..steps {
+            for _ in 0..per_step {
+                assert!(limiter.check_at(&rng.next_u64(), now).is_ok());
+            }
+            now = now + STEP;
+        }
+    };
+    run(3 * steps_per_life);
+    let started = Instant::now();
+    run(10 * steps_per_life);
+    let ns_per_key = started.elapsed().as_nanos() as f64 / (10 * steps_per_life * per_step) as f64;
+    clock.set(now);
+    let stats = limiter.stats();
+    let live = limiter.len() as f64;
+    Round {
+        ns_per_key,
+        bytes_per_live: stats.bytes as f64 / live,
+        retired_per_live: stats.retired_bytes as f64 / live,
+        held_per_live: stats.keys_held as f64 / live,
+    }
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let (rates, rounds): (&[u64], usize) = match (bench, quick) {
+        (false, _) => (&[2_000], 1),
+        (true, true) => (&[100_000], 3),
+        (true, false) => (&[10_000, 100_000, 1_000_000], 7),
+    };
+    println!(
+        "| new keys/s (live {} s each) | ns per new key | bytes per live key | of which retired | keys held per live key |",
+        LIFE.as_secs()
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for &rate in rates {
+        let results: Vec<Round> = (0..rounds).map(|i| round(rate, 7 + i as u64)).collect();
+        let column = |f: fn(&Round) -> f64| {
+            let s = Summary::of(&results.iter().map(f).collect::<Vec<_>>());
+            format!("{} ({}–{})", sig(s.median), sig(s.min), sig(s.max))
+        };
+        println!(
+            "| {rate} | {} | {} | {} | {} |",
+            column(|r| r.ns_per_key),
+            column(|r| r.bytes_per_live),
+            column(|r| r.retired_per_live),
+            column(|r| r.held_per_live),
+        );
+    }
+}
