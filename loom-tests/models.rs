@@ -49,6 +49,9 @@ use race::{Roles, race};
 /// The emission interval of every model's quota, in nanoseconds.
 const T: u64 = 1_000;
 
+/// A limiter reclaims a key only this long (1 ms) after its TAT (`RECLAIM_GRACE`).
+const GRACE: u64 = 1_000_000;
+
 /// Loom's limit on scheduling points per execution (default 1 000, which is meant to catch
 /// spin loops). Growing to a 9-slot array takes more than that; nothing here spins unboundedly.
 const MAX_BRANCHES: usize = 10_000;
@@ -347,18 +350,20 @@ fn two_new_keys_for_one_place_evict() {
 // ---------------------------------------------------------------------------------------
 // 3. Update vs reuse of an expired slot: no cross-key contamination.
 
-/// Key A is held but expired. One thread checks A (at 5 500, one cell: A's TAT becomes
-/// 6 500) while the other checks new key B (at 5 000, two cells: 7 000) in a table of
-/// capacity 1. With `same_home` B's probe meets A's slot and reclaims it in place (freeze,
+/// Key A is held but expired (its TAT is 1 000, more than the reclaim grace ago). One thread
+/// checks A (at `NOW_A`, one cell: A's TAT becomes `NOW_A + T`) while the other checks new
+/// key B (at `NOW_B`, two cells: `NOW_B + 2T`) in a table of capacity 1. With `same_home` B's probe meets A's slot and reclaims it in place (freeze,
 /// new fp, new word): the updater of A may have loaded A's word just before. Otherwise a
 /// sweep frees A's slot and B goes to its own home.
 ///
 /// The distinct TATs name whose check wrote a state: a CAS of A's check landing in B's slot
-/// would leave B at 6 500. A key the table no longer holds reads as the shard's horizon:
+/// would leave B at `NOW_A + T`. A key the table no longer holds reads as the shard's horizon:
 /// A's forgotten TAT (1 000) once A was reclaimed as expired, 0 before.
 fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: bool) {
-    const NOW_A: u64 = 5_500;
-    const NOW_B: u64 = 5_000;
+    const NOW_A: u64 = GRACE + 5_500;
+    const NOW_B: u64 = GRACE + 5_000;
+    const A_TAT: u64 = NOW_A + T;
+    const B_TAT: u64 = NOW_B + 2 * T;
     let (a, b) = key_pair(same_home);
     let l = limiter(2, 1, policy);
     // A's TAT is 1 000, expired at both threads' `now`.
@@ -374,8 +379,8 @@ fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: 
     let (ta, tb) = (tat(&l, a), tat(&l, b));
     let ctx = format!("A: {ra:?} B: {rb:?} stored A {ta} B {tb} {stats:?}");
     // Whatever else happened, an admission is of the check's own key.
-    assert!(matches!(ra, Seen::Admitted(6_500) | Seen::Full), "{ctx}");
-    assert!(matches!(rb, Seen::Admitted(7_000) | Seen::Full), "{ctx}");
+    assert!(matches!(ra, Seen::Admitted(A_TAT) | Seen::Full), "{ctx}");
+    assert!(matches!(rb, Seen::Admitted(B_TAT) | Seen::Full), "{ctx}");
     assert_eq!(stats.keys_held, 1, "{ctx}");
     let absent = if stats.expired_reclaimed > 0 {
         1_000
@@ -386,12 +391,12 @@ fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: 
         FullPolicy::RefuseNewKeys => match (ra, rb) {
             // A revived its own slot first; B found A live and was refused.
             (Seen::Admitted(_), Seen::Full) => {
-                assert_eq!((ta, tb), (6_500, 0), "{ctx}");
+                assert_eq!((ta, tb), (A_TAT, 0), "{ctx}");
                 assert_eq!(stats.refused_keys, 1, "{ctx}");
             }
             // B reclaimed A's slot first; A, now a new key, found B live and was refused.
             (Seen::Full, Seen::Admitted(_)) => {
-                assert_eq!((ta, tb), (1_000, 7_000), "{ctx}");
+                assert_eq!((ta, tb), (1_000, B_TAT), "{ctx}");
                 assert_eq!(
                     (stats.expired_reclaimed, stats.refused_keys),
                     (1, 1),
@@ -403,13 +408,13 @@ fn update_vs_reuse_of_expired_slot(roles: Roles, policy: FullPolicy, same_home: 
         FullPolicy::EvictClosestToExpiry => {
             assert_eq!(
                 (ra, rb),
-                (Seen::Admitted(6_500), Seen::Admitted(7_000)),
+                (Seen::Admitted(A_TAT), Seen::Admitted(B_TAT)),
                 "{ctx}"
             );
             assert_eq!(stats.forced_evictions, 1, "{ctx}");
             // The later insert evicted the earlier key; the survivor holds its own TAT.
             assert!(
-                (ta, tb) == (6_500, absent) || (ta, tb) == (absent, 7_000),
+                (ta, tb) == (A_TAT, absent) || (ta, tb) == (absent, B_TAT),
                 "{ctx}"
             );
         }
@@ -445,8 +450,8 @@ fn update_vs_sweep_of_expired_slot_evict() {
 }
 
 /// A caller whose clock is behind the reclaimer's. Key A (burst 1) was admitted at 0, so its
-/// TAT is 1 000. One thread, whose clock reads 500, checks A again; the other, at 5 000,
-/// checks new key B in a table of capacity 1, which reclaims A (in place with `same_home`, by
+/// TAT is 1 000. One thread, whose clock reads 500, checks A again; the other, more than the
+/// reclaim grace later, checks new key B in a table of capacity 1, which reclaims A (in place with `same_home`, by
 /// a sweep otherwise). In A's own time no second cell is due before 1 000, so A must be
 /// refused with that earliest time whether it meets its own slot or a table that forgot it.
 fn lagging_caller_vs_reclaim(roles: Roles, same_home: bool) {
@@ -457,11 +462,11 @@ fn lagging_caller_vs_reclaim(roles: Roles, same_home: bool) {
     let (ra, rb) = race(
         roles,
         move || seen(l1.check_at(&a, at(500)), 500),
-        move || seen(l2.check_at(&b, at(5_000)), 5_000),
+        move || seen(l2.check_at(&b, at(GRACE + 5_000)), GRACE + 5_000),
     );
     let ctx = format!("A: {ra:?} B: {rb:?} {:?}", l.stats());
     assert_eq!(ra, Seen::Limited(1_000), "{ctx}");
-    assert_eq!(rb, Seen::Admitted(6_000), "{ctx}");
+    assert_eq!(rb, Seen::Admitted(GRACE + 6_000), "{ctx}");
 }
 
 #[test]

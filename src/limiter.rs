@@ -57,6 +57,33 @@ pub(crate) struct Shared<S> {
     pub(crate) counters: Counters,
 }
 
+/// How long after its TAT has passed a key may be reclaimed (1 ms, in nanoseconds).
+///
+/// Callers' `now`s disagree by the time between a clock read and the table operation (or by
+/// more, see `Shard::update_locked`'s horizon). A key forgotten while still live for a
+/// caller that is behind would make that caller treat every new key of the shard as no
+/// older than the forgotten TAT: with burst 1, a refusal of a first request. Forgetting
+/// keys only a millisecond after they expire keeps that to callers stalled for longer.
+/// Expired keys cost their slot that much longer; a full table refusing new keys may
+/// refuse while its keys are in this millisecond.
+const RECLAIM_GRACE: u64 = 1_000_000;
+
+impl<S> Shared<S> {
+    /// Runs `f` on the key's TAT in the table (see `Table::update`), letting the table reclaim
+    /// keys whose TAT is `RECLAIM_GRACE` behind `now`.
+    #[inline]
+    pub(crate) fn update_key<R>(
+        &self,
+        route: u64,
+        fp: u64,
+        now: u64,
+        f: impl FnMut(u64) -> crate::table::Step<R>,
+    ) -> Result<R, Full> {
+        self.table
+            .update(route, fp, now.saturating_sub(RECLAIM_GRACE), f)
+    }
+}
+
 impl<K: Hash + ?Sized> Limiter<K> {
     /// A keyed limiter with the default configuration: monotonic clock, capacity
     /// [`Builder::DEFAULT_CAPACITY`] keys, evict-closest-to-expiry when full.
@@ -218,7 +245,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// caller far ahead reclaims an expired key, a caller still behind does not get a fresh
     /// burst for it, because a forgotten key is treated as having the latest state its shard
     /// forgot. The price is that a *new* key checked at a time behind that horizon is
-    /// treated as if checked at the horizon (at most as late as some caller's `now`).
+    /// treated as if checked at the horizon (at most as late as some caller's `now`); keys
+    /// are reclaimed only a millisecond after they expire, so only a caller more than a
+    /// millisecond behind the others pays it.
     ///
     /// # Errors
     ///
@@ -274,7 +303,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         let now = now.as_nanos().min(MAX_NOW);
         let (route, fp) = self.hashes(key);
         let step = check_step(gcra, now, n);
-        match shared.table.update(route, fp, now, step) {
+        match shared.update_key(route, fp, now, step) {
             Ok(v) => {
                 if v.is_ok() {
                     shared.counters.admitted();
@@ -349,8 +378,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         }
         let (route, fp) = self.hashes(key);
         shared
-            .table
-            .update(route, fp, now, |tat| {
+            .update_key(route, fp, now, |tat| {
                 let target = gcra.penalized(tat, now, delay);
                 ((target > tat).then_some(target), ())
             })

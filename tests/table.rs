@@ -467,3 +467,26 @@ fn steady_churn_stops_growing() {
         "{after:?}"
     );
 }
+
+/// The other side of the horizon: a new key must not be refused because another caller,
+/// whose clock read came a moment later, just reclaimed some other key. Keys are reclaimed
+/// only a millisecond after they expire, so callers that disagree by less never meet it.
+#[test]
+fn a_new_key_is_not_refused_for_a_reclaim_within_the_grace() {
+    let ms = Duration::from_millis;
+    let at = |d: Duration| tollgate::Timestamp::ZERO + d;
+    let limiter: Limiter<u64> = Limiter::builder(Quota::with_period(ms(100)))
+        .shards(1)
+        .build();
+    assert!(limiter.check_at(&0, at(ms(0))).is_ok());
+    // Another caller, at 100.5 ms, brings in keys and grows the shard: key 0 has expired by
+    // its clock (TAT 100 ms), but only half a millisecond ago.
+    let ahead = at(ms(100) + Duration::from_micros(500));
+    for key in 1..=64 {
+        assert!(limiter.check_at(&key, ahead).is_ok());
+    }
+    assert!(limiter.stats().retired_bytes > 0, "the shard grew");
+    assert_eq!(limiter.stats().expired_reclaimed, 0);
+    // A caller still at 99 ms checks a brand-new key (burst 1): it is admitted.
+    assert!(limiter.check_at(&1_000, at(ms(99))).is_ok());
+}

@@ -17,7 +17,7 @@ pub use shard::FullPolicy;
 pub(crate) use slot::Step;
 
 use shard::{MIN_LEN, Shard, len_for_keys};
-use slot::{Attempt, EMPTY, TOMBSTONE, is_live, tat_of};
+use slot::{Attempt, TOMBSTONE};
 
 /// How a table is sized and what it does when full.
 #[derive(Debug, Clone, Copy)]
@@ -125,15 +125,7 @@ impl Table {
 
     /// Keys whose stored TAT is later than `now`: an O(slots) lock-free scan.
     pub(crate) fn live_keys(&self, now: u64) -> usize {
-        self.shards
-            .iter()
-            .flat_map(|shard| shard.array().slots())
-            .filter(|slot| {
-                let fp = slot.fp.load(crate::sync::Ordering::Relaxed);
-                let word = slot.word();
-                fp != EMPTY && fp != TOMBSTONE && is_live(word) && tat_of(word) > now
-            })
-            .count()
+        self.shards.iter().map(|shard| shard.live_keys(now)).sum()
     }
 
     pub(crate) fn counts(&self) -> TableCounts {
@@ -326,6 +318,33 @@ mod tests {
             assert_eq!(get(&t, key(k)), 5_000 + k, "key {k}");
         }
         assert_eq!(t.counts().keys_held, 10 + (k - 1_000) as usize);
+    }
+
+    #[test]
+    fn a_shard_at_its_largest_compacts_its_tombstones() {
+        // A full-size shard never grows; insert-and-reset churn must not leave it all
+        // tombstones (every miss would then probe the whole array).
+        let t = table(100, FullPolicy::RefuseNewKeys);
+        let shard = &t.shards[0];
+        let key = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for k in 0..80 {
+            put(&t, key(k), 1_000, 0).unwrap();
+        }
+        let len = shard.array().slots().len();
+        for k in 80..10_000 {
+            put(&t, key(k), 1_000, 0).unwrap();
+            assert!(t.remove(key(k), fingerprint(key(k))));
+            assert!(shard.counts().tombstones <= len / 8, "{:?}", shard.counts());
+        }
+        assert_eq!(
+            shard.array().slots().len(),
+            len,
+            "{len}: already its largest"
+        );
+        assert!(shard.counts().compactions > 0);
+        for k in 0..80 {
+            assert_eq!(get(&t, key(k)), 1_000);
+        }
     }
 
     #[test]

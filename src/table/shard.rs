@@ -35,9 +35,14 @@ pub(crate) const MIN_LEN: usize = 8;
 #[cfg(tollgate_loom)]
 pub(crate) const MIN_LEN: usize = 2;
 /// A shard with tombstones is compacted rather than grown if that leaves at least
-/// `len / COMPACT_ROOM` slots for new keys below the load limit: each O(len) compaction then
-/// pays for at least that many inserts.
+/// `compact_room(len)` slots for new keys below the load limit, and a shard at its largest
+/// once tombstones are that many: each O(len) compaction then pays for at least that many
+/// inserts or removals.
 const COMPACT_ROOM: usize = 8;
+
+fn compact_room(len: usize) -> usize {
+    (len / COMPACT_ROOM).max(1)
+}
 /// How many slots around a new key's home are searched for the entry closest to expiry.
 const EVICTION_WINDOW: usize = 64;
 
@@ -322,8 +327,8 @@ impl Shard {
     /// each compaction: odd at the first read, or changed by the second, means the probe may
     /// have run mid-compaction.
     pub(crate) fn absent_for_sure(&self, fp: u64) -> bool {
-        // ordering: Acquire pairs with the Release fence after the compaction's final
-        // increment, so a probe that starts after it sees the finished placement.
+        // ordering: Acquire pairs with the compaction's final (Release) increment, so a probe
+        // that starts after it sees the finished placement.
         let before = self.moves.load(Ordering::Acquire);
         if before % 2 == 1 || self.array().find(fp).is_some() {
             return false;
@@ -331,9 +336,37 @@ impl Shard {
         // ordering: the compaction bumps `moves` and then issues a Release fence before its
         // first slot write. If the probe read any such write, this Acquire fence makes the
         // bump visible to the load below (fence-to-fence synchronisation), so the counts
-        // differ and the miss is not trusted.
+        // differ and the miss is not trusted. If it read a fingerprint written by a later
+        // locked operation instead, that store is Release too (`Slot::clear`, `hand_over`,
+        // `restore`) and comes after the compaction under the lock, so the same holds.
         fence(Ordering::Acquire);
         self.moves.load(Ordering::Relaxed) == before
+    }
+
+    /// Keys whose TAT is later than `now`: a lock-free scan. A scan that overlaps a compaction
+    /// could count a moved key twice (or miss it), so it is repeated, a few times at most,
+    /// until one runs between compactions.
+    pub(crate) fn live_keys(&self, now: u64) -> usize {
+        let count = || {
+            self.array()
+                .slots()
+                .iter()
+                .filter(|slot| {
+                    let word = slot.word();
+                    is_live(word) && tat_of(word) > now
+                })
+                .count()
+        };
+        for _ in 0..4 {
+            // ordering: as in `absent_for_sure`.
+            let before = self.moves.load(Ordering::Acquire);
+            let live = count();
+            fence(Ordering::Acquire);
+            if before % 2 == 0 && self.moves.load(Ordering::Relaxed) == before {
+                return live;
+            }
+        }
+        count()
     }
 
     /// Forgets a key. Returns whether it was present.
@@ -364,6 +397,12 @@ impl Shard {
     ) -> Result<(), Full> {
         loop {
             let array = self.array();
+            let len = array.slots.len();
+            // A shard at its largest never grows, so nothing else clears its tombstones; past
+            // an eighth of its slots they would make every miss probe a long way.
+            if len == self.max_len && inner.counts.tombstones >= compact_room(len) {
+                self.compact(array, &mut inner.counts);
+            }
             let free = match array.probe_locked(fp, now) {
                 Probe::Absent(free) => free,
                 Probe::Found(_) => unreachable!("the caller probed under the same lock"),
@@ -409,10 +448,9 @@ impl Shard {
             // (that leaves the most room until the next sweep); grow only if neither helps.
             let swept = now >= counts.next_sweep_at && self.sweep(array, counts, now);
             let at_cap = counts.used >= self.cap;
-            let len = array.slots.len();
             if !at_cap
                 && counts.tombstones > 0
-                && (counts.used + 1 + len / COMPACT_ROOM) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
+                && (counts.used + 1 + compact_room(len)) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
             {
                 self.compact(array, counts);
                 continue;
@@ -465,25 +503,35 @@ impl Shard {
 
     /// Rebuilds the array in place without tombstones: freezes every key, empties every slot,
     /// then places every key again with its TAT. Forgets nothing (module docs).
+    ///
+    /// A key placed back in the slot it was frozen in gets its very word back, generation
+    /// included: an updater that loaded that word before the freeze may still CAS it, and the
+    /// update is then that same key's, on that same state. A key placed in another slot is
+    /// a hand-over, which advances that slot's generation. So a slot's generation moves only
+    /// when its occupant changes, as with reuse (the ABA bound in `slot.rs`).
     fn compact(&self, array: &SlotArray, counts: &mut ShardCounts) {
         // ordering: Relaxed increment, then a Release fence before the first slot write:
         // a prober that reads any write below sees the odd count (`absent_for_sure`).
         self.moves.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::Release);
         let mut keys = Vec::with_capacity(counts.used);
-        for slot in array.slots.iter() {
+        for (i, slot) in array.slots.iter().enumerate() {
             if let Some(word) = slot.freeze_unless(|_| false) {
                 // ordering: the fingerprint only changes under the lock we hold.
-                keys.push((slot.fp.load(Ordering::Relaxed), tat_of(word)));
+                keys.push((slot.fp.load(Ordering::Relaxed), word, i));
             }
         }
         for slot in array.slots.iter() {
             slot.clear(EMPTY);
         }
-        for &(fp, tat) in &keys {
+        for &(fp, word, was) in &keys {
             let i = array.free_slot(fp);
             let slot = &array.slots[i];
-            slot.hand_over(slot.word(), fp, tat);
+            if i == was {
+                slot.restore(fp, word);
+            } else {
+                slot.hand_over(slot.word(), fp, tat_of(word));
+            }
         }
         debug_assert_eq!(keys.len(), counts.used);
         counts.tombstones = 0;

@@ -12,7 +12,9 @@
 //! * `gen` counts the slot's owners (mod 8). It is kept across freezing and bumped whenever a
 //!   new key takes the slot, so a word of the old owner never equals a word of the new one
 //!   unless a multiple of 8 hand-overs and an identical 60-bit TAT coincide while one updater
-//!   is paused between its load and its CAS.
+//!   is paused between its load and its CAS. A compaction that puts a key back in the slot it
+//!   was frozen in restores its word unchanged (`restore`): the owner did not change, so the
+//!   generation does not move.
 //!
 //! # Fingerprints
 //!
@@ -39,7 +41,10 @@
 //! 2. It loaded a word of A (or a frozen word, which sends it to the locked path): its CAS
 //!    expects that word, but the state has since moved to frozen and then to a word with
 //!    generation `g+1`: the CAS fails (see `gen` above for the wrap-around bound; in the
-//!    common case of reuse after expiry B's TAT is also strictly later than any TAT of A).
+//!    common case of reuse after expiry B's TAT is also strictly later than any TAT of A,
+//!    but not when a compaction moves B here with its TAT: there the generation alone guards).
+//!    A compaction that froze A and restored A's own word in the same slot lets the CAS
+//!    succeed, on A's unchanged state: that is case 3.
 //! 3. Its CAS succeeded: then no freeze came between its load and its CAS (a freeze changes
 //!    the word), so the slot still belonged to A at the CAS: the update is A's.
 //!
@@ -190,14 +195,26 @@ impl Slot {
             .store(live_word(next_gen(frozen), tat), Ordering::Release);
     }
 
+    /// Gives a frozen slot (under the shard lock, in a compaction) back to the key it was
+    /// frozen from, with the live word it had then: same generation, same TAT. An updater
+    /// still holding that word may CAS it; it is that key's state, so the update is right.
+    pub(crate) fn restore(&self, fp: u64, word: u64) {
+        debug_assert!(is_live(word) && !is_live(self.word()));
+        // ordering: as in `hand_over`.
+        self.fp.store(fp, Ordering::Release);
+        self.state.store(word, Ordering::Release);
+    }
+
     /// Sets the fingerprint of a frozen slot (under the shard lock) to `TOMBSTONE` or, for a
     /// tombstone that ends its probe run, back to `EMPTY`.
     pub(crate) fn clear(&self, marker: u64) {
         debug_assert!(marker == TOMBSTONE || marker == EMPTY);
         // ordering: the state is frozen and stays frozen, so an updater that still matches the
         // old fp goes to the locked path; a prober that sees the marker early or late only
-        // decides a miss, which the locked path re-checks.
-        self.fp.store(marker, Ordering::Relaxed);
+        // decides a miss, which the locked path re-checks. Release so that a lock-free miss
+        // that reads it also sees every earlier locked write, a compaction's included
+        // (`Shard::absent_for_sure`).
+        self.fp.store(marker, Ordering::Release);
     }
 
     /// The current state word, for the lock holder and for statistics.

@@ -133,7 +133,7 @@ where
         // more cautious.
         let epoch = shared.table.removals(self.route);
         let step = reserve_step(gcra, now, n, bound.latest(now), epoch);
-        match shared.table.update(self.route, self.fp, now, step) {
+        match shared.update_key(self.route, self.fp, now, step) {
             Ok(Ok(reserved)) => Ok(reserved),
             Ok(Err(admit_at)) => {
                 shared.counters.denied();
@@ -146,10 +146,11 @@ where
     }
 
     fn refund(&self, r: &Reserved) {
-        // An absent key reads as TAT 0, never equal to `r.tat`, so this never inserts.
-        let table = &self.shared.table;
-        let epoch = || table.removals(self.route);
-        let _ = table.update(self.route, self.fp, r.now, refund_step(*r, epoch));
+        // An absent key was forgotten after the reservation, which moved the removal epoch,
+        // so the step writes nothing and this never inserts.
+        let shared = &*self.shared;
+        let epoch = || shared.table.removals(self.route);
+        let _ = shared.update_key(self.route, self.fp, r.now, refund_step(*r, epoch));
     }
 
     fn sleep_until(&self, at: u64) -> Sleep {
