@@ -249,6 +249,11 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// are reclaimed only a millisecond after they expire, so only a caller more than a
     /// millisecond behind the others pays it.
     ///
+    /// Times must come from this limiter's clock. A time far ahead of the others (from
+    /// another clock, say) fails closed: keys that caller checks, once forgotten, hold back
+    /// the new keys of their shard until the clock catches up, instead of handing out fresh
+    /// bursts.
+    ///
     /// # Errors
     ///
     /// As [`check`](Limiter::check).
