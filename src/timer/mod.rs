@@ -30,9 +30,9 @@
 //!   until the next deadline, or indefinitely when nothing is pending. A manual timer (for
 //!   [`ManualClock`](crate::ManualClock)) runs the same turn on the caller of `advance_to`.
 //! * **Coalescing**: an entry registered `w` before its deadline may fire up to
-//!   `min(w / 1024, 500 µs)` late. Dense, distinct deadlines (a FIFO of waiters on one key,
+//!   `min(w / 256, 1 ms)` late. Dense, distinct deadlines (a FIFO of waiters on one key,
 //!   each 50 µs after the last) then share a wake-up instead of costing the thread one
-//!   park/unpark cycle each, while a 1 ms sleep stays within a microsecond. Never early.
+//!   park/unpark cycle each, while a 1 ms sleep stays within 4 µs. Never early.
 //! * **Cancellation**: a dropped [`Sleep`] CASes its entry to `CANCELLED`; dead entries are
 //!   dropped when drained or compacted away, so memory stays within about twice the live
 //!   entries however many futures are dropped.

@@ -37,9 +37,9 @@ use crate::sync::Arc;
 /// # Precision
 ///
 /// Never early. Late by the operating system's wake-up latency (tens of microseconds; see
-/// BENCHMARKS.md), plus at most `min(wait / 1024, 500 µs)` when the timer thread lets
-/// deadlines registered far ahead share one wake-up: a 1 ms sleep may be up to 1 µs later
-/// than it would otherwise be, a 10 s sleep up to 500 µs.
+/// BENCHMARKS.md), plus at most `min(wait / 256, 1 ms)` when the timer thread lets
+/// deadlines registered far ahead share one wake-up: a 1 ms sleep may be up to 4 µs later
+/// than it would otherwise be, a 10 s sleep up to 1 ms.
 ///
 /// # Cancel safety
 ///
