@@ -7,6 +7,7 @@
 //!
 //! See `slot.rs` for the per-slot protocol and `shard.rs` for inserts, reclamation and growth.
 
+mod array;
 mod shard;
 mod slot;
 

@@ -1,8 +1,9 @@
-//! One shard: an open-addressing array of slots (linear probing), its lock, and growth.
+//! One shard: its current slot array (`array.rs`), its lock, and everything done under it.
 //!
 //! Lock-free: `find` (probe for a fingerprint) and updates of live slots (see `slot.rs`).
 //! Under the shard lock: inserting, reclaiming expired keys, forced eviction, tombstone
-//! clean-up and growth. Every locked operation re-probes, so one key never has two slots.
+//! clean-up, compaction and growth. Every locked operation re-probes, so one key never has
+//! two slots.
 //!
 //! Invariant (probe runs): no key is separated from its home slot by an `EMPTY` slot. Inserts
 //! keep it by taking the first free slot on the key's own run; tombstones turn back into
@@ -23,7 +24,8 @@
 //! key's fingerprint (re-probe). Nothing is forgotten, so the removal epoch does not move;
 //! `Shard::moves` lets `remove`'s lock-free miss tell that it may have probed mid-compaction.
 
-use super::slot::{Attempt, EMPTY, Slot, Step, TOMBSTONE, frozen_word, is_live, tat_of};
+use super::array::{Free, Probe, SlotArray};
+use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
 use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, fence, lock};
 
 /// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
@@ -86,108 +88,6 @@ pub(crate) fn len_for_keys(keys: usize) -> usize {
     keys.saturating_mul(MAX_LOAD_DEN)
         .div_ceil(MAX_LOAD_NUM)
         .max(MIN_LEN)
-}
-
-#[derive(Debug)]
-pub(crate) struct SlotArray {
-    slots: Box<[Slot]>,
-}
-
-impl SlotArray {
-    fn new(len: usize) -> SlotArray {
-        SlotArray {
-            slots: (0..len).map(|_| Slot::new()).collect(),
-        }
-    }
-
-    pub(crate) fn slots(&self) -> &[Slot] {
-        &self.slots
-    }
-
-    fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.slots) + std::mem::size_of::<SlotArray>()
-    }
-
-    #[inline]
-    fn home(&self, fp: u64) -> usize {
-        // Multiply-shift onto [0, len): uses all of fp's bits, and differs from the top bits
-        // that (by default) picked the shard.
-        let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        ((u128::from(mixed) * self.slots.len() as u128) >> 64) as usize
-    }
-
-    #[inline]
-    fn next(&self, i: usize) -> usize {
-        if i + 1 == self.slots.len() { 0 } else { i + 1 }
-    }
-
-    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
-    #[inline]
-    pub(crate) fn find(&self, fp: u64) -> Option<&Slot> {
-        let mut i = self.home(fp);
-        for _ in 0..self.slots.len() {
-            let slot = &self.slots[i];
-            // ordering: Acquire pairs with the Release fp store of an insert, so the state
-            // word read next is at least the frozen word that preceded it (see slot.rs).
-            match slot.fp.load(Ordering::Acquire) {
-                f if f == fp => return Some(slot),
-                EMPTY => return None,
-                _ => i = self.next(i),
-            }
-        }
-        None
-    }
-
-    /// Locked probe: the key's slot, or where a new key could go.
-    fn probe_locked(&self, fp: u64, now: u64) -> Probe {
-        let mut i = self.home(fp);
-        let mut free = None;
-        for _ in 0..self.slots.len() {
-            let slot = &self.slots[i];
-            // ordering: fingerprints only change under the lock we hold.
-            match slot.fp.load(Ordering::Relaxed) {
-                f if f == fp => return Probe::Found(i),
-                EMPTY => return Probe::Absent(free.or(Some(Free::Empty(i)))),
-                TOMBSTONE => free = free.or(Some(Free::Tombstone(i))),
-                _ => {
-                    let word = slot.word();
-                    if free.is_none() && is_live(word) && tat_of(word) <= now {
-                        free = Some(Free::Expired(i));
-                    }
-                }
-            }
-            i = self.next(i);
-        }
-        Probe::Absent(free)
-    }
-
-    /// The first `EMPTY` slot on `fp`'s probe run (under the lock, or in an unpublished array).
-    fn free_slot(&self, fp: u64) -> usize {
-        let mut i = self.home(fp);
-        // ordering: fingerprints only change under the lock (or before publication).
-        while self.slots[i].fp.load(Ordering::Relaxed) != EMPTY {
-            i = self.next(i);
-        }
-        i
-    }
-
-    /// Puts a key into a fresh, unpublished array (the Release store of the array pointer
-    /// publishes it).
-    fn place(&self, fp: u64, tat: u64) {
-        self.slots[self.free_slot(fp)].hand_over(0, fp, tat);
-    }
-}
-
-enum Probe {
-    Found(usize),
-    Absent(Option<Free>),
-}
-
-#[derive(Clone, Copy)]
-enum Free {
-    Tombstone(usize),
-    Expired(usize),
-    Empty(usize),
 }
 
 /// Counters and bookkeeping, all under the shard lock.
