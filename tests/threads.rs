@@ -152,6 +152,66 @@ fn growth_while_checking_loses_no_admission() {
 }
 
 #[test]
+fn compaction_while_checking_loses_no_admission() {
+    const HOT: u64 = 64;
+    const BURST: u32 = 1_000;
+    // One shard. A churner inserts and resets keys, leaving tombstones that the shard
+    // compacts in place (it stops growing once it has room), while checkers hit the hot keys,
+    // which every compaction freezes and places again.
+    let limiter: Limiter<u64> = Limiter::builder(frozen(BURST))
+        .shards(1)
+        .clock(ManualClock::new())
+        .build();
+    for k in 0..HOT {
+        assert!(limiter.check_n(&k, 0).is_ok());
+    }
+    let counts: Vec<AtomicU32> = (0..HOT).map(|_| AtomicU32::new(0)).collect();
+    let churning = AtomicBool::new(true);
+    let barrier = Barrier::new(4);
+    let mut sizes = Vec::new();
+    thread::scope(|s| {
+        s.spawn(|| {
+            barrier.wait();
+            for round in 0..200u64 {
+                let keys = (0..100).map(|i| 1_000_000 + round * 100 + i);
+                for k in keys.clone() {
+                    assert!(limiter.check(&k).is_ok(), "new key {k}");
+                }
+                for k in keys {
+                    assert!(limiter.reset(&k), "reset of held key {k}");
+                }
+                sizes.push(limiter.stats().bytes);
+            }
+            churning.store(false, Ordering::Release);
+        });
+        for t in 0..3u64 {
+            let (limiter, counts, barrier, churning) = (&limiter, &counts, &barrier, &churning);
+            s.spawn(move || {
+                barrier.wait();
+                let mut rounds = 0;
+                while rounds < 400 || churning.load(Ordering::Acquire) {
+                    for i in 0..HOT {
+                        let k = (i + t * 20) % HOT;
+                        if limiter.check(&k).is_ok() {
+                            counts[k as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    rounds += 1;
+                }
+            });
+        }
+    });
+    for (k, c) in counts.iter().enumerate() {
+        assert_eq!(c.load(Ordering::Relaxed), BURST, "hot key {k}");
+    }
+    // 20,000 keys came and went through one shard; after the first rounds its size held, so
+    // their tombstones were compacted away, not paid for with growth.
+    assert_eq!(sizes[10], sizes[199], "the shard kept growing: {sizes:?}");
+    let s = limiter.stats();
+    assert_eq!((s.keys_held, s.live_keys), (HOT as usize, HOT as usize));
+}
+
+#[test]
 fn slot_reuse_while_checking_keeps_keys_apart() {
     // One small shard: churn keys expire and their slots are reclaimed for new churn keys
     // (under the shard lock) while other threads check the hot keys lock-free. Hot keys are
