@@ -94,35 +94,31 @@ fn many_threads_many_keys_exact_per_key_counts() {
     assert_eq!((s.keys_held, limiter.len()), (KEYS, KEYS));
 }
 
-#[test]
-fn growth_while_checking_loses_no_admission() {
-    const HOT: u64 = 64;
-    const BURST: u32 = 1_000;
-    const NEW: u64 = 50_000;
-    // Few shards that start small: the inserter grows every shard many times while the
-    // checkers keep hitting the hot keys (and meet frozen slots mid-copy).
-    let limiter: Limiter<u64> = Limiter::builder(frozen(BURST))
-        .shards(2)
-        .clock(ManualClock::new())
-        .build();
+/// Hot keys `0..HOT` of the tests below, each with a burst that time (frozen) never refills.
+const HOT: u64 = 64;
+const HOT_BURST: u32 = 1_000;
+
+/// Runs `work` on one thread while three others check the hot keys over and over (more
+/// attempts than the burst per key, and at least until `work` is done), then asserts that
+/// every hot key admitted exactly its burst: no admission lost or doubled by whatever `work`
+/// made the table do. Returns what `work` returned.
+fn while_checking_hot_keys<R: Send>(limiter: &Limiter<u64>, work: impl FnOnce() -> R + Send) -> R {
     let counts: Vec<AtomicU32> = (0..HOT).map(|_| AtomicU32::new(0)).collect();
-    let inserting = AtomicBool::new(true);
+    let working = AtomicBool::new(true);
     let barrier = Barrier::new(4);
-    thread::scope(|s| {
-        s.spawn(|| {
+    let out = thread::scope(|s| {
+        let worker = s.spawn(|| {
             barrier.wait();
-            for k in 0..NEW {
-                assert!(limiter.check(&(1_000_000 + k)).is_ok(), "new key {k}");
-            }
-            inserting.store(false, Ordering::Release);
+            let out = work();
+            working.store(false, Ordering::Release);
+            out
         });
         for t in 0..3u64 {
-            let (limiter, counts, barrier, inserting) = (&limiter, &counts, &barrier, &inserting);
+            let (counts, barrier, working) = (&counts, &barrier, &working);
             s.spawn(move || {
                 barrier.wait();
                 let mut rounds = 0;
-                // More attempts than the burst per key, and at least until growth is over.
-                while rounds < 400 || inserting.load(Ordering::Acquire) {
+                while rounds < 400 || working.load(Ordering::Acquire) {
                     for i in 0..HOT {
                         let k = (i + t * 20) % HOT;
                         if limiter.check(&k).is_ok() {
@@ -133,13 +129,31 @@ fn growth_while_checking_loses_no_admission() {
                 }
             });
         }
+        worker.join().unwrap()
     });
     for (k, c) in counts.iter().enumerate() {
-        assert_eq!(c.load(Ordering::Relaxed), BURST, "hot key {k}");
+        assert_eq!(c.load(Ordering::Relaxed), HOT_BURST, "hot key {k}");
     }
+    out
+}
+
+#[test]
+fn growth_while_checking_loses_no_admission() {
+    const NEW: u64 = 50_000;
+    // Few shards that start small: the inserter grows every shard many times while the
+    // checkers keep hitting the hot keys (and meet frozen slots mid-copy).
+    let limiter: Limiter<u64> = Limiter::builder(frozen(HOT_BURST))
+        .shards(2)
+        .clock(ManualClock::new())
+        .build();
+    while_checking_hot_keys(&limiter, || {
+        for k in 0..NEW {
+            assert!(limiter.check(&(1_000_000 + k)).is_ok(), "new key {k}");
+        }
+    });
     // Every inserted key kept its state through every growth: exactly one cell used.
     for k in 0..NEW {
-        let ok = limiter.check_n(&(1_000_000 + k), BURST - 1);
+        let ok = limiter.check_n(&(1_000_000 + k), HOT_BURST - 1);
         assert_eq!(ok.map(|ok| ok.remaining()), Ok(0), "new key {k}");
     }
     let s = limiter.stats();
@@ -153,57 +167,30 @@ fn growth_while_checking_loses_no_admission() {
 
 #[test]
 fn compaction_while_checking_loses_no_admission() {
-    const HOT: u64 = 64;
-    const BURST: u32 = 1_000;
     // One shard. A churner inserts and resets keys, leaving tombstones that the shard
     // compacts in place (it stops growing once it has room), while checkers hit the hot keys,
     // which every compaction freezes and places again.
-    let limiter: Limiter<u64> = Limiter::builder(frozen(BURST))
+    let limiter: Limiter<u64> = Limiter::builder(frozen(HOT_BURST))
         .shards(1)
         .clock(ManualClock::new())
         .build();
     for k in 0..HOT {
         assert!(limiter.check_n(&k, 0).is_ok());
     }
-    let counts: Vec<AtomicU32> = (0..HOT).map(|_| AtomicU32::new(0)).collect();
-    let churning = AtomicBool::new(true);
-    let barrier = Barrier::new(4);
-    let mut sizes = Vec::new();
-    thread::scope(|s| {
-        s.spawn(|| {
-            barrier.wait();
-            for round in 0..200u64 {
-                let keys = (0..100).map(|i| 1_000_000 + round * 100 + i);
-                for k in keys.clone() {
-                    assert!(limiter.check(&k).is_ok(), "new key {k}");
-                }
-                for k in keys {
-                    assert!(limiter.reset(&k), "reset of held key {k}");
-                }
-                sizes.push(limiter.stats().bytes);
+    let sizes = while_checking_hot_keys(&limiter, || {
+        let mut sizes = Vec::new();
+        for round in 0..200u64 {
+            let keys = (0..100).map(|i| 1_000_000 + round * 100 + i);
+            for k in keys.clone() {
+                assert!(limiter.check(&k).is_ok(), "new key {k}");
             }
-            churning.store(false, Ordering::Release);
-        });
-        for t in 0..3u64 {
-            let (limiter, counts, barrier, churning) = (&limiter, &counts, &barrier, &churning);
-            s.spawn(move || {
-                barrier.wait();
-                let mut rounds = 0;
-                while rounds < 400 || churning.load(Ordering::Acquire) {
-                    for i in 0..HOT {
-                        let k = (i + t * 20) % HOT;
-                        if limiter.check(&k).is_ok() {
-                            counts[k as usize].fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    rounds += 1;
-                }
-            });
+            for k in keys {
+                assert!(limiter.reset(&k), "reset of held key {k}");
+            }
+            sizes.push(limiter.stats().bytes);
         }
+        sizes
     });
-    for (k, c) in counts.iter().enumerate() {
-        assert_eq!(c.load(Ordering::Relaxed), BURST, "hot key {k}");
-    }
     // 20,000 keys came and went through one shard; after the first rounds its size held, so
     // their tombstones were compacted away, not paid for with growth.
     assert_eq!(sizes[10], sizes[199], "the shard kept growing: {sizes:?}");
