@@ -92,12 +92,16 @@ impl Table {
     /// An absent key is inserted only if `f` writes; its TAT is taken to be the latest TAT its
     /// shard has forgotten as expired (0 at first), never less than it had before it was
     /// forgotten (see `Shard::update_locked`).
+    ///
+    /// `expired_by`: stored TATs at or before it count as expired, so the locked path may
+    /// reclaim them. It is not necessarily the caller's clock: the limiter passes its `now`
+    /// less a grace (`limiter::RECLAIM_GRACE`). `f` gets the caller's own `now` by capture.
     #[inline]
     pub(crate) fn update<R>(
         &self,
         route: u64,
         fp: u64,
-        now: u64,
+        expired_by: u64,
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Result<R, Full> {
         let shard = self.shard(route);
@@ -108,7 +112,7 @@ impl Table {
                 Attempt::Frozen => break,
             }
         }
-        shard.update_locked(fp, now, self.policy, &mut f)
+        shard.update_locked(fp, expired_by, self.policy, &mut f)
     }
 
     /// How many times keys sharing `route`'s shard were forgotten (see `Shard::removals`).

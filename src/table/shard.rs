@@ -5,6 +5,9 @@
 //! clean-up, compaction and growth. Every locked operation re-probes, so one key never has
 //! two slots.
 //!
+//! Time: `now` in this module is only ever the threshold at or before which a stored TAT
+//! counts as expired (`Table::update`'s `expired_by`), never a clock reading of its own.
+//!
 //! Invariant (probe runs): no key is separated from its home slot by an `EMPTY` slot. Inserts
 //! keep it by taking the first free slot on the key's own run; tombstones turn back into
 //! `EMPTY` only when the next slot is `EMPTY` (the run ends there anyway).
