@@ -511,6 +511,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
             expired_reclaimed: table.reclaimed,
             forced_evictions: table.evicted,
             refused_keys: table.refused,
+            compactions: table.compactions,
             bytes: table.bytes + shared.counters.bytes() + std::mem::size_of::<Shared<S>>(),
             retired_bytes: table.retired_bytes,
             capacity: shared.table.capacity(),

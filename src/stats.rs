@@ -50,6 +50,10 @@ pub struct Stats {
     /// New keys refused because the table was full under
     /// [`FullPolicy::RefuseNewKeys`](crate::FullPolicy::RefuseNewKeys).
     pub refused_keys: u64,
+    /// Times a shard rebuilt its array in place to clear the tombstones that reclaimed and
+    /// reset keys leave, instead of growing. Each briefly sends that shard's checks to its
+    /// lock; a high rate means heavy key churn.
+    pub compactions: u64,
     /// Bytes the limiter holds, retired arrays included.
     pub bytes: usize,
     /// Of `bytes`, arrays outgrown by growth and kept until the limiter drops (readers may

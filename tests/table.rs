@@ -455,6 +455,7 @@ fn steady_churn_stops_growing() {
     step(2_000);
     let after = limiter.stats();
     assert!(after.expired_reclaimed > 300_000, "{after:?}");
+    assert!(after.compactions > settled.compactions, "{after:?}");
     assert!(after.live_keys <= 1_600, "{after:?}");
     assert_eq!(
         (after.bytes, after.retired_bytes),

@@ -196,6 +196,7 @@ fn compaction_while_checking_loses_no_admission() {
     assert_eq!(sizes[10], sizes[199], "the shard kept growing: {sizes:?}");
     let s = limiter.stats();
     assert_eq!((s.keys_held, s.live_keys), (HOT as usize, HOT as usize));
+    assert!(s.compactions >= 10, "{s:?}");
 }
 
 #[test]

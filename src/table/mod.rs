@@ -38,6 +38,7 @@ pub(crate) struct TableCounts {
     pub(crate) reclaimed: u64,
     pub(crate) evicted: u64,
     pub(crate) refused: u64,
+    pub(crate) compactions: u64,
     pub(crate) bytes: usize,
     pub(crate) retired_bytes: usize,
 }
@@ -145,6 +146,7 @@ impl Table {
             total.reclaimed += c.reclaimed;
             total.evicted += c.evicted;
             total.refused += c.refused;
+            total.compactions += c.compactions;
             total.bytes += c.bytes;
             total.retired_bytes += c.retired_bytes;
         }
