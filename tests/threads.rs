@@ -19,21 +19,32 @@ fn keyed<K: std::hash::Hash + ?Sized>(quota: Quota) -> Limiter<K> {
     Limiter::builder(quota).clock(ManualClock::new()).build()
 }
 
-#[test]
-fn many_threads_one_key_admit_exactly_the_burst() {
-    let limiter = keyed::<str>(frozen(1_000));
+/// Starts `THREADS` threads together; each gets its own check from `per_thread` (say, on its
+/// own clone of a limiter), makes `attempts` calls of it and counts the ones that passed.
+/// Returns the total.
+fn admitted_across_threads<A: Fn() -> bool + Send>(
+    attempts: usize,
+    per_thread: impl Fn() -> A,
+) -> u32 {
     let barrier = Barrier::new(THREADS);
-    let admitted: u32 = thread::scope(|s| {
+    thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)
             .map(|_| {
-                s.spawn(|| {
+                let (admit, barrier) = (per_thread(), &barrier);
+                s.spawn(move || {
                     barrier.wait();
-                    (0..500).filter(|_| limiter.check("hot").is_ok()).count() as u32
+                    (0..attempts).filter(|_| admit()).count() as u32
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).sum()
-    });
+    })
+}
+
+#[test]
+fn many_threads_one_key_admit_exactly_the_burst() {
+    let limiter = keyed::<str>(frozen(1_000));
+    let admitted = admitted_across_threads(500, || || limiter.check("hot").is_ok());
     assert_eq!(admitted, 1_000);
     let s = limiter.stats();
     assert_eq!((s.admitted, s.denied), (1_000, 3_000));
@@ -44,18 +55,7 @@ fn many_threads_one_key_admit_exactly_the_burst() {
 fn many_threads_one_key_multi_cell_requests() {
     // Cost 3 against a burst of 1000: exactly 333 requests (999 cells) fit.
     let limiter = keyed::<u64>(frozen(1_000));
-    let barrier = Barrier::new(THREADS);
-    let admitted: u32 = thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    (0..100).filter(|_| limiter.check_n(&1, 3).is_ok()).count() as u32
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).sum()
-    });
+    let admitted = admitted_across_threads(100, || || limiter.check_n(&1, 3).is_ok());
     assert_eq!(admitted, 333);
     // One single cell is left over.
     assert_eq!(limiter.check_n(&1, 0).unwrap().remaining(), 1);
@@ -263,19 +263,9 @@ fn slot_reuse_while_checking_keeps_keys_apart() {
 #[test]
 fn clones_share_one_limit() {
     let limiter = keyed::<str>(frozen(50));
-    let barrier = Barrier::new(THREADS);
-    let admitted: u32 = thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let mine = limiter.clone();
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    (0..100).filter(|_| mine.check("shared").is_ok()).count() as u32
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    let admitted = admitted_across_threads(100, || {
+        let mine = limiter.clone();
+        move || mine.check("shared").is_ok()
     });
     assert_eq!(admitted, 50);
     // A clone made afterwards sees the same state, and set_quota on one applies to all.
@@ -289,19 +279,9 @@ fn clones_share_one_limit() {
 #[test]
 fn direct_limiter_threads_and_clones() {
     let limiter = DirectLimiter::with_clock(frozen(1_000), ManualClock::new());
-    let barrier = Barrier::new(THREADS);
-    let admitted: u32 = thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let mine = limiter.clone();
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    (0..500).filter(|_| mine.check().is_ok()).count() as u32
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    let admitted = admitted_across_threads(500, || {
+        let mine = limiter.clone();
+        move || mine.check().is_ok()
     });
     assert_eq!(admitted, 1_000);
     assert!(limiter.check().unwrap_err().is_rate_limited());
