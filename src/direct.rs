@@ -11,6 +11,7 @@ use crate::outcome::{Admitted, CheckError, check_capacity, check_step, verdict};
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
 use crate::sync::{Arc, AtomicU64, Ordering, cas_retry_hint};
+use crate::wait::Waitlists;
 
 /// An unkeyed rate limiter: one limit shared by every caller (a global request budget, one
 /// upstream's quota). Its whole state is one `AtomicU64` TAT; a check is one CAS.
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     resets: AtomicU64,
     pub(crate) quota: QuotaCell,
     pub(crate) clock: ClockSource,
+    /// The queue of waiters (`wait/`).
+    pub(crate) waitlists: Waitlists,
 }
 
 impl DirectLimiter {
@@ -85,6 +88,7 @@ impl DirectLimiter {
                 resets: AtomicU64::new(0),
                 quota: QuotaCell::new(quota),
                 clock,
+                waitlists: Waitlists::new(1),
             }),
         }
     }

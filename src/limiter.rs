@@ -17,6 +17,7 @@ use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
 use crate::sync::Arc;
 use crate::table::{Full, Table, fingerprint};
+use crate::wait::{KEYED_SHARDS, Waitlists};
 
 /// A keyed rate limiter: every key gets its own [`Quota`], enforced with GCRA.
 ///
@@ -55,6 +56,8 @@ pub(crate) struct Shared<S> {
     identity: RandomState,
     router: S,
     pub(crate) counters: Counters,
+    /// The queues of keys with waiters (`wait/`); `check` never touches them.
+    pub(crate) waitlists: Waitlists,
 }
 
 /// How long after its TAT has passed a key may be reclaimed (1 ms, in nanoseconds).
@@ -137,6 +140,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
                 identity: RandomState::new(),
                 router,
                 counters: Counters::new(),
+                waitlists: Waitlists::new(KEYED_SHARDS),
             }),
             _key: PhantomData,
         }
@@ -512,7 +516,10 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
             forced_evictions: table.evicted,
             refused_keys: table.refused,
             compactions: table.compactions,
-            bytes: table.bytes + shared.counters.bytes() + std::mem::size_of::<Shared<S>>(),
+            bytes: table.bytes
+                + shared.counters.bytes()
+                + shared.waitlists.bytes()
+                + std::mem::size_of::<Shared<S>>(),
             retired_bytes: table.retired_bytes,
             capacity: shared.table.capacity(),
         }

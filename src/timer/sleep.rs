@@ -68,6 +68,9 @@ pub struct Sleep {
     deadline: u64,
     /// Our registration, made by the first pending poll.
     entry: Option<Arc<Entry>>,
+    /// How long the wait this sleep ends has lasted in all, when that is longer than the
+    /// sleep itself (a queued waiter's): sets the coalescing slack (`with_wait`).
+    wait: u64,
 }
 
 impl Sleep {
@@ -77,7 +80,17 @@ impl Sleep {
             timer,
             deadline: deadline_nanos,
             entry: None,
+            wait: 0,
         }
+    }
+
+    /// Lets the timer fire this sleep as late as a sleep registered `wait` nanoseconds before
+    /// its deadline may be (see `coalescing_slack`), if that is more than its own length: a
+    /// waiter queued for half a second may be woken a millisecond late even if its sleep
+    /// was registered only just before its instant. Never early.
+    pub(crate) fn with_wait(mut self, wait: u64) -> Sleep {
+        self.wait = wait;
+        self
     }
 
     /// The instant this sleep completes at (or soon after).
@@ -176,7 +189,7 @@ impl Future for Sleep {
                 if this.deadline <= now {
                     return Poll::Ready(());
                 }
-                let slack = coalescing_slack(this.deadline - now);
+                let slack = coalescing_slack((this.deadline - now).max(this.wait));
                 let entry = Arc::new(Entry::with_slack(this.deadline, slack));
                 // Not yet shared: this cannot race a fire.
                 entry.waker.register(cx.waker());

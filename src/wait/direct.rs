@@ -9,11 +9,12 @@ use futures_core::Stream;
 
 use super::WaitError;
 use super::blocking::block_on;
-use super::cells::{Bound, DirectCells};
+use super::cells::{Bound, DirectCells, OwnedShared};
 use super::throttle::{Paced, Throttled};
 use super::waiter::Waiter;
 use crate::clock::{Timestamp, saturating_nanos};
 use crate::direct::{DirectLimiter, Shared};
+use crate::sync::Arc;
 
 /// Completes when the direct limiter admits the requested cells: the future of
 /// [`DirectLimiter::until_ready`] and its forms.
@@ -37,7 +38,7 @@ use crate::direct::{DirectLimiter, Shared};
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct DirectUntilReady<'a> {
-    waiter: Waiter<DirectCells<&'a Shared>>,
+    waiter: Waiter<DirectCells<&'a Arc<Shared>>>,
 }
 
 impl Future for DirectUntilReady<'_> {
@@ -51,7 +52,7 @@ impl Future for DirectUntilReady<'_> {
 impl DirectLimiter {
     fn waiter(&self, n: u32, bound: Bound) -> DirectUntilReady<'_> {
         DirectUntilReady {
-            waiter: Waiter::new(DirectCells(&**self.shared()), n, bound),
+            waiter: Waiter::new(DirectCells(self.shared()), n, bound),
         }
     }
 
@@ -314,6 +315,6 @@ impl DirectLimiter {
     /// assert_eq!(got, vec![0, 1, 2, 3, 4]);
     /// ```
     pub fn pace<St: Stream>(&self, stream: St) -> Paced<St> {
-        Paced::new(DirectCells(self.shared().clone()), stream)
+        Paced::new(DirectCells(OwnedShared(Arc::clone(self.shared()))), stream)
     }
 }

@@ -16,6 +16,7 @@ use super::waiter::Waiter;
 use crate::clock::{Timestamp, saturating_nanos};
 use crate::hash::RandomState;
 use crate::limiter::{Limiter, Shared};
+use crate::sync::Arc;
 
 /// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
 /// its `_n`, `_within` and `_until` forms.
@@ -42,11 +43,11 @@ use crate::limiter::{Limiter, Shared};
 /// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
-pub struct UntilReady<'a, S: BuildHasher = RandomState> {
-    waiter: Waiter<KeyCells<&'a Shared<S>>>,
+pub struct UntilReady<'a, S: BuildHasher + Send + Sync + 'static = RandomState> {
+    waiter: Waiter<KeyCells<&'a Arc<Shared<S>>>>,
 }
 
-impl<S: BuildHasher> Future for UntilReady<'_, S> {
+impl<S: BuildHasher + Send + Sync + 'static> Future for UntilReady<'_, S> {
     type Output = Result<(), WaitError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -54,7 +55,7 @@ impl<S: BuildHasher> Future for UntilReady<'_, S> {
     }
 }
 
-impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
+impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     fn waiter<Q>(&self, key: &Q, n: u32, bound: Bound) -> UntilReady<'_, S>
     where
         K: Borrow<Q>,
@@ -62,7 +63,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     {
         let (route, fp) = self.hashes(key);
         let cells = KeyCells {
-            shared: &**self.shared(),
+            shared: self.shared(),
             route,
             fp,
         };

@@ -37,8 +37,13 @@ mod cells;
 mod direct;
 mod error;
 mod keyed;
+mod node;
+mod queue;
 mod throttle;
 mod waiter;
+mod waitlist;
+
+pub(crate) use waitlist::{KEYED_SHARDS, Waitlists};
 
 pub use direct::DirectUntilReady;
 pub use error::WaitError;

@@ -9,10 +9,9 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 
 use super::WaitError;
-use super::cells::{Bound, DirectCells};
+use super::cells::{Bound, DirectCells, OwnedShared};
 use super::waiter::Waiter;
 use crate::direct::Shared;
-use crate::sync::Arc;
 
 /// A future that first waits for a cell, then runs the wrapped future: from
 /// [`Limiter::throttle`](crate::Limiter::throttle) and
@@ -106,7 +105,7 @@ pub struct Paced<St: Stream> {
     pending: Option<(St::Item, Waiter<OwnedCells>)>,
 }
 
-type OwnedCells = DirectCells<Arc<Shared>>;
+type OwnedCells = DirectCells<OwnedShared<Shared>>;
 
 impl<St: Stream> Paced<St> {
     pub(crate) fn new(cells: OwnedCells, stream: St) -> Self {

@@ -1,14 +1,29 @@
-//! [`Waiter`]: the state machine behind every waiting future.
+//! [`Waiter`]: the state machine behind every waiting future, keyed or direct.
+//!
+//! ```text
+//!   Start --cells free, no queue------------------------------> Done (admitted at once)
+//!   Start --queued (Queue::push)------------------------------> Queued
+//!   Start --refused up front (bound, burst, full table)-------> Done (error)
+//!   Queued --a hand-over settles its node---------------------> Done (admitted or error)
+//!   Queued --its bound passes while still queued--------------> Done (TooLong, holds nothing)
+//!   Queued --dropped-----------------------------------------> node cancelled (queue.rs)
+//! ```
+//!
+//! A queued future is polled only to learn its node's outcome; the queue moves without it.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use super::WaitError;
-use super::cells::{Bound, Cells, Reserved};
+use super::cells::{Bound, Cells};
+use super::node::{Failure, Node, Outcome};
+use crate::clock::Timestamp;
+use crate::sync::Arc;
 use crate::timer::Sleep;
 
-/// Reserve on first poll; sleep until the reserved instant; refund if dropped before it.
+/// Queue on first poll; complete when the hand-over settles the node; cancel it if dropped.
 #[derive(Debug)]
 pub(crate) struct Waiter<C: Cells> {
     cells: C,
@@ -19,12 +34,13 @@ pub(crate) struct Waiter<C: Cells> {
 
 #[derive(Debug)]
 enum State {
-    /// Not polled yet: nothing reserved.
+    /// Not polled yet: nothing queued, nothing reserved.
     Start,
-    /// Cells reserved; the sleep ends at `reserved.admit_at`.
-    Waiting {
-        sleep: Sleep,
-        reserved: Reserved,
+    /// In its key's queue.
+    Queued {
+        node: Arc<Node>,
+        /// For a bounded wait: a sleep until its bound, made on the first pending poll.
+        deadline: Option<Sleep>,
     },
     Done,
 }
@@ -40,48 +56,96 @@ impl<C: Cells> Waiter<C> {
     }
 
     pub(crate) fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), WaitError>> {
-        loop {
-            match &mut self.state {
-                State::Start => {
-                    if self.n == 0 {
-                        self.state = State::Done;
-                        return Poll::Ready(Ok(()));
-                    }
-                    match self.cells.reserve(self.n, self.bound) {
-                        Err(e) => {
-                            self.state = State::Done;
-                            return Poll::Ready(Err(e));
-                        }
-                        Ok(reserved) if reserved.admit_at <= reserved.now => {
-                            self.state = State::Done;
-                            self.cells.count_admitted();
-                            return Poll::Ready(Ok(()));
-                        }
-                        Ok(reserved) => {
-                            let sleep = self.cells.sleep_until(reserved.admit_at);
-                            self.state = State::Waiting { sleep, reserved };
-                        }
-                    }
+        let outcome = match &mut self.state {
+            State::Start => {
+                if self.n == 0 {
+                    self.state = State::Done;
+                    return Poll::Ready(Ok(()));
                 }
-                State::Waiting { sleep, .. } => {
+                let gcra = self.cells.gcra();
+                if self.n > gcra.burst {
+                    self.state = State::Done;
+                    return Poll::Ready(Err(WaitError::InsufficientCapacity {
+                        requested: self.n,
+                        burst: gcra.burst,
+                    }));
+                }
+                let now = self.cells.now();
+                let latest = self.bound.latest(now);
+                let (shard, key) = self.cells.waitlist();
+                // No queue in the shard: try the cells lock-free, as a check would. If a
+                // queue appeared meanwhile, its head's reservation is in the key's state and a
+                // check cannot take the head's cell, so FIFO holds either way (queue.rs).
+                if shard.is_idle() && self.cells.reserve(self.n, now, now).is_ok() {
+                    self.cells.count(true);
+                    self.state = State::Done;
+                    return Poll::Ready(Ok(()));
+                }
+                let node = Arc::new(Node::new(self.n, latest, now));
+                match shard.push(&self.cells, key, &node) {
+                    Outcome::Queued => {
+                        self.state = State::Queued {
+                            node,
+                            deadline: None,
+                        };
+                        return self.poll_wait(cx);
+                    }
+                    settled => settled,
+                }
+            }
+            State::Queued { node, deadline } => match node.poll_outcome(cx) {
+                Outcome::Queued => {
+                    if node.latest == u64::MAX {
+                        return Poll::Pending;
+                    }
+                    let sleep = deadline.get_or_insert_with(|| self.cells.sleep_until(node.latest));
                     if Pin::new(sleep).poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    self.state = State::Done;
-                    self.cells.count_admitted();
-                    return Poll::Ready(Ok(()));
+                    let (shard, key) = self.cells.waitlist();
+                    shard.expire(&self.cells, key, node)
                 }
-                State::Done => panic!("a tollgate wait was polled after it completed"),
+                settled => settled,
+            },
+            State::Done => panic!("a tollgate wait was polled after it completed"),
+        };
+        self.state = State::Done;
+        Poll::Ready(self.result(outcome))
+    }
+
+    fn result(&self, outcome: Outcome) -> Result<(), WaitError> {
+        let failure = match outcome {
+            Outcome::Admitted => return Ok(()),
+            Outcome::Failed(failure) => failure,
+            Outcome::Queued | Outcome::Cancelled => unreachable!("a settled node: {outcome:?}"),
+        };
+        Err(match failure {
+            Failure::TooLong { admit_at } => {
+                let now = self.cells.now();
+                WaitError::TooLong {
+                    earliest: Timestamp::from_nanos(admit_at),
+                    wait: Duration::from_nanos(admit_at.saturating_sub(now)),
+                }
             }
-        }
+            Failure::TableFull => WaitError::TableFull {
+                capacity: self.cells.capacity(),
+            },
+            Failure::OverBurst { burst } => WaitError::InsufficientCapacity {
+                requested: self.n,
+                burst,
+            },
+        })
     }
 }
 
 impl<C: Cells> Drop for Waiter<C> {
     fn drop(&mut self) {
-        if let State::Waiting { reserved, .. } = &self.state {
-            // Cancelled before its instant: hand the cells back if no one stacked on them.
-            self.cells.refund(reserved);
+        if let State::Queued { node, .. } = &self.state {
+            if node.is_queued() {
+                // Cancelled while queued: unlink, handing on the reservation if it is the head.
+                let (shard, key) = self.cells.waitlist();
+                shard.cancel(&self.cells, key, node);
+            }
         }
     }
 }

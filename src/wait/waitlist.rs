@@ -1,0 +1,175 @@
+//! [`Waitlists`]: the side table of waiting queues, keyed like the limiter's state table but
+//! touched only by waiters and hand-overs (`check` never looks at it).
+//!
+//! A limiter has a few shards, each a mutex over a map from a key's fingerprint to its
+//! [`Queue`]. A queue exists only while it has nodes: every operation removes the queue it
+//! leaves empty, so memory follows the keys that have waiters, and a shard's map gives its
+//! memory back when it empties out. Every operation runs its queue logic under the shard
+//! lock, then wakes the tasks it settled after releasing it, so no task's code (a waker)
+//! ever runs under the lock. No lock is held across an `.await`: the futures take it only
+//! inside `poll` and `drop`.
+//!
+//! `busy` counts a shard's queues. It is only a hint that lets a wait on a key of an idle
+//! shard try its cells lock-free (one CAS) before taking the lock; the hint being stale in
+//! either direction is harmless (see `Waiter::poll_wait`).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::task::Waker;
+
+use crossbeam_utils::CachePadded;
+
+use super::cells::Cells;
+use super::node::{Node, Outcome};
+use super::queue::Queue;
+use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, lock};
+
+/// Waitlist shards of a keyed limiter: enough that waiters on different keys rarely share a
+/// lock, few enough that an idle limiter stays small.
+pub(crate) const KEYED_SHARDS: usize = 16;
+
+/// The queues of one limiter, sharded by the key's route hash.
+#[derive(Debug)]
+pub(crate) struct Waitlists {
+    shards: Box<[CachePadded<WaitShard>]>,
+}
+
+impl Waitlists {
+    pub(crate) fn new(shards: usize) -> Waitlists {
+        Waitlists {
+            shards: (0..shards.max(1))
+                .map(|_| CachePadded::new(WaitShard::default()))
+                .collect(),
+        }
+    }
+
+    /// The shard of a key with this route hash.
+    pub(crate) fn shard(&self, route: u64) -> &WaitShard {
+        let i = ((u128::from(route) * self.shards.len() as u128) >> 64) as usize;
+        &self.shards[i]
+    }
+
+    /// Bytes held, for the limiter's statistics (locks each shard briefly).
+    pub(crate) fn bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| std::mem::size_of_val(shard) + shard.heap_bytes())
+            .sum()
+    }
+}
+
+/// One shard: a mutex over its queues.
+#[derive(Debug, Default)]
+pub(crate) struct WaitShard {
+    queues: Mutex<HashMap<u64, Queue, BuildHasherDefault<FingerprintHasher>>>,
+    /// How many queues the map holds (a hint; module docs).
+    busy: AtomicUsize,
+}
+
+impl WaitShard {
+    /// No key of this shard has waiters (a hint: a queue may be made or emptied meanwhile).
+    pub(crate) fn is_idle(&self) -> bool {
+        // ordering: a hint that decides nothing by itself (module docs).
+        self.busy.load(Ordering::Relaxed) == 0
+    }
+
+    /// Queues `node` on `key` (see [`Queue::push`]).
+    pub(crate) fn push(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) -> Outcome {
+        self.with_queue(cells, key, true, |queue, now, woken| {
+            queue.push(cells, node, now, woken)
+        })
+        .expect("made on demand")
+    }
+
+    /// `node`'s future is gone (see [`Queue::cancel`]).
+    pub(crate) fn cancel(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) {
+        let _ = self.with_queue(cells, key, false, |queue, now, woken| {
+            queue.cancel(cells, node, now, woken)
+        });
+    }
+
+    /// `node`'s bound has passed (see [`Queue::expire`]).
+    pub(crate) fn expire(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) -> Outcome {
+        self.with_queue(cells, key, false, |queue, now, woken| {
+            queue.expire(cells, node, now, woken)
+        })
+        // No queue: the node was settled and its queue emptied since the caller looked.
+        .unwrap_or_else(|| node.outcome())
+    }
+
+    /// The timer fired `key`'s queue (see [`Queue::advance`]). A queue that emptied since it
+    /// registered its sleep is gone, and a newer queue of the same key just re-checks its
+    /// head: a stale wake is harmless.
+    pub(crate) fn hand_over(&self, cells: &impl Cells, key: u64) {
+        let _ = self.with_queue(cells, key, false, |queue, now, woken| {
+            queue.advance(cells, now, woken)
+        });
+    }
+
+    /// Runs `f` on `key`'s queue under the lock (making the queue if `make`), removes the
+    /// queue if `f` left it empty, and wakes the settled tasks after unlocking.
+    fn with_queue<R>(
+        &self,
+        cells: &impl Cells,
+        key: u64,
+        make: bool,
+        f: impl FnOnce(&mut Queue, u64, &mut Vec<Waker>) -> R,
+    ) -> Option<R> {
+        let mut woken = Vec::new();
+        let out = {
+            let mut queues = lock(&self.queues);
+            // Read under the lock: hand-overs of one queue then see time move forward.
+            let now = cells.now();
+            let queue = if make {
+                queues.entry(key).or_insert_with(|| {
+                    // ordering: a hint (module docs).
+                    self.busy.fetch_add(1, Ordering::Relaxed);
+                    Queue::new(now)
+                })
+            } else {
+                queues.get_mut(&key)?
+            };
+            let out = f(queue, now, &mut woken);
+            if queue.is_empty() {
+                queues.remove(&key);
+                // ordering: a hint (module docs).
+                self.busy.fetch_sub(1, Ordering::Relaxed);
+                let len = queues.len();
+                if queues.capacity() > 64 && len * 8 < queues.capacity() {
+                    queues.shrink_to(len * 2);
+                }
+            }
+            out
+        };
+        for waker in woken {
+            waker.wake();
+        }
+        Some(out)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let queues = lock(&self.queues);
+        let nodes: usize = queues.values().map(Queue::bytes).sum();
+        queues.capacity() * (std::mem::size_of::<(u64, Queue)>() + 1) + nodes
+    }
+}
+
+/// Keys of the waitlist maps are already random 64-bit fingerprints: use them as they are.
+#[derive(Debug, Default)]
+pub(crate) struct FingerprintHasher(u64);
+
+impl Hasher for FingerprintHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
+    }
+}
