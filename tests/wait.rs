@@ -98,6 +98,11 @@ fn a_late_clock_admits_every_due_waiter_in_one_advance() {
     assert_eq!(waiters[1].poll(), Poll::Ready(Ok(())));
     assert_eq!(waiters[2].poll(), Poll::Ready(Ok(())));
     assert!(waiters[3].poll().is_pending());
+    // The late hand-over cost the key nothing: the next waiter keeps its 300 ms instant.
+    clock.set(Timestamp::from_nanos(300_000_000 - 1));
+    assert!(waiters[3].poll().is_pending());
+    clock.advance(NS);
+    assert_eq!(waiters[3].poll(), Poll::Ready(Ok(())));
 }
 
 #[test]
@@ -121,22 +126,26 @@ fn dropping_the_last_waiter_refunds_its_cell() {
 }
 
 #[test]
-fn dropping_a_waiter_others_depend_on_leaves_a_hole_never_an_extra_cell() {
+fn dropping_the_head_passes_its_instant_to_the_next_waiter() {
     let (l, clock) = limiter();
     assert!(l.check("k").is_ok());
-    let mut second = Probe::new(l.until_ready("k")); // 100 ms
-    let mut third = Probe::new(l.until_ready("k")); // 200 ms
+    let mut second = Probe::new(l.until_ready("k")); // the head: 100 ms
+    let mut third = Probe::new(l.until_ready("k")); // queued behind it, holding nothing
     assert!(second.poll().is_pending());
     assert!(third.poll().is_pending());
-    drop(second); // not the last: no refund
+    drop(second); // refunded, and the head's instant goes to the next waiter
     let mut fourth = Probe::new(l.until_ready("k"));
-    assert!(fourth.poll().is_pending()); // 300 ms, not 100 ms
-    clock.set(Timestamp::from_nanos(300_000_000 - 1));
-    assert_eq!((third.wakes(), fourth.wakes()), (1, 0));
+    assert!(fourth.poll().is_pending()); // 200 ms, not 300 ms
+    clock.set(Timestamp::from_nanos(100_000_000 - 1));
+    assert_eq!((third.wakes(), fourth.wakes()), (0, 0));
     clock.advance(NS);
-    assert_eq!(fourth.wakes(), 1);
-    // Nothing is admissible at 300 ms beyond what was reserved.
+    assert_eq!((third.wakes(), fourth.wakes()), (1, 0));
+    assert_eq!(third.poll(), Poll::Ready(Ok(())));
+    clock.set(Timestamp::from_nanos(200_000_000));
+    assert_eq!(fourth.poll(), Poll::Ready(Ok(())));
+    // Nothing is admissible at 200 ms beyond the three cells the rate allows.
     assert!(l.check("k").is_err());
+    assert_eq!(l.stats().admitted, 3);
 }
 
 #[test]
@@ -329,14 +338,14 @@ fn futures_are_send_and_unpin() {
 fn a_refund_never_lands_on_a_reset_key_that_reached_the_same_state() {
     let (l, clock) = limiter();
     assert_eq!(Probe::new(l.until_ready("k")).poll(), Poll::Ready(Ok(()))); // 0 ms
-    let mut w = Probe::new(l.until_ready("k")); // 100 ms: the state is now 200 ms
+    let mut w = Probe::new(l.until_ready("k")); // the head, at 100 ms: the state is 200 ms
     assert!(w.poll().is_pending());
     assert!(l.reset("k"));
-    // Checked back up to the very state the waiter wrote.
-    assert!(l.check("k").is_ok()); // 0 ms
-    clock.advance(100 * MS);
-    assert!(l.check("k").is_ok()); // 100 ms: the state is 200 ms again
+    // Brought back to the very state the waiter wrote, before its instant.
+    assert!(l.check("k").is_ok()); // 0 ms: the state is 100 ms
+    l.penalize("k", 200 * MS).unwrap(); // the state is 200 ms again
     drop(w); // its refund belongs to the forgotten incarnation: it must not apply
+    clock.set(Timestamp::from_nanos(100_000_000));
     assert!(
         l.check("k").is_err(),
         "a stale refund gave the reset key an extra cell"
@@ -350,11 +359,506 @@ fn a_refund_never_lands_on_a_reset_key_that_reached_the_same_state() {
     assert!(w.poll().is_pending());
     d.reset();
     assert!(d.check().is_ok());
-    clock.advance(100 * MS);
-    assert!(d.check().is_ok());
+    d.penalize(200 * MS);
     drop(w);
+    clock.set(Timestamp::from_nanos(100_000_000));
     assert!(
         d.check().is_err(),
         "a stale refund gave the reset limiter an extra cell"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Cancellation: a dropped wait costs nothing (src/wait/queue.rs). Five waiters queue on a key
+// whose next cell is at 100 ms; whichever of them are dropped before their turn, the others
+// are admitted at 100, 200, 300 ms... in FIFO order, as if the dropped ones had never asked.
+
+/// Queues five waiters behind a check, drops those in `dropped`, then runs the clock to
+/// 1 s in 1 ms steps, returning each survivor's admission instant (in ms).
+fn admissions_after_dropping(dropped: &[usize]) -> Vec<(usize, u64)> {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut waiters: Vec<_> = (0..5).map(|_| Some(Probe::new(l.until_ready("k")))).collect();
+    for w in waiters.iter_mut().flatten() {
+        assert!(w.poll().is_pending());
+    }
+    for &i in dropped {
+        waiters[i] = None;
+    }
+    let mut admitted = Vec::new();
+    for ms in 1..=1_000 {
+        clock.set(Timestamp::from_nanos(ms * 1_000_000));
+        for (i, slot) in waiters.iter_mut().enumerate() {
+            if let Some(w) = slot {
+                if w.wakes() > 0 {
+                    assert_eq!(w.poll(), Poll::Ready(Ok(())), "waiter {i}");
+                    assert_eq!(w.wakes(), 1, "waiter {i} woken twice");
+                    admitted.push((i, ms));
+                    *slot = None;
+                }
+            }
+        }
+    }
+    assert_eq!(l.stats().admitted, 1 + admitted.len() as u64);
+    // Nothing left behind: the key's cells are free again at 1 s.
+    assert_eq!(l.until_ready_within("k", Duration::ZERO).fut_probe(), None);
+    admitted
+}
+
+#[test]
+fn dropping_the_first_a_middle_the_last_or_every_waiter_costs_nothing() {
+    for dropped in [
+        &[][..],
+        &[0],
+        &[2],
+        &[4],
+        &[0, 1],
+        &[1, 3],
+        &[0, 2, 4],
+        &[0, 1, 2, 3, 4],
+    ] {
+        let survivors = (0..5).filter(|i| !dropped.contains(i));
+        let expected: Vec<(usize, u64)> = survivors.zip((1..).map(|k| k * 100)).collect();
+        assert_eq!(
+            admissions_after_dropping(dropped),
+            expected,
+            "dropped {dropped:?}"
+        );
+    }
+}
+
+#[test]
+fn a_dropped_queue_leaves_no_lockout() {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut waiters: Vec<_> = (0..300).map(|_| Probe::new(l.until_ready("k"))).collect();
+    for w in &mut waiters {
+        assert!(w.poll().is_pending());
+    }
+    // A bounded wait sees the 300-deep queue ahead of it: 30 s.
+    assert_eq!(
+        l.until_ready_within("k", Duration::ZERO).fut_probe(),
+        Some(Duration::from_secs(30) + 100 * MS)
+    );
+    clock.set(Timestamp::from_nanos(50_000_000));
+    drop(waiters);
+    // The key is exactly as if nobody had waited: its next cell is at 100 ms.
+    assert_eq!(
+        l.until_ready_within("k", Duration::ZERO).fut_probe(),
+        Some(50 * MS)
+    );
+    clock.set(Timestamp::from_nanos(100_000_000));
+    assert!(l.check("k").is_ok());
+    assert_eq!(l.stats().admitted, 2);
+}
+
+#[test]
+fn a_drop_during_a_hand_over_costs_nothing() {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut a = Probe::new(l.until_ready("k")); // head: 100 ms
+    let mut b = Probe::new(l.until_ready("k")); // 200 ms once it is the head
+    let mut c = Probe::new(l.until_ready("k")); // 300 ms
+    for w in [&mut a, &mut b, &mut c] {
+        assert!(w.poll().is_pending());
+    }
+    // The hand-over at 100 ms admits A and makes B the head (reserving 200 ms). A's drop
+    // after its admission but before its poll changes nothing: its cell was used.
+    clock.set(Timestamp::from_nanos(100_000_000));
+    assert_eq!((a.wakes(), b.wakes()), (1, 0));
+    drop(a);
+    // B, the new head, is dropped before its instant: C gets 200 ms.
+    drop(b);
+    clock.set(Timestamp::from_nanos(200_000_000 - 1));
+    assert_eq!(c.wakes(), 0);
+    clock.advance(NS);
+    assert_eq!(c.poll(), Poll::Ready(Ok(())));
+    assert!(l.check("k").is_err());
+    assert_eq!(l.stats().admitted, 3);
+}
+
+#[test]
+fn a_forgotten_waiter_is_admitted_in_its_turn_and_stalls_nobody() {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut a = Probe::new(l.until_ready("k"));
+    let mut forgotten = Probe::new(l.until_ready("k"));
+    let mut c = Probe::new(l.until_ready("k"));
+    for w in [&mut a, &mut forgotten, &mut c] {
+        assert!(w.poll().is_pending());
+    }
+    std::mem::forget(forgotten);
+    // A at 100 ms; the forgotten waiter takes its cell at 200 ms without being polled; C
+    // follows at 300 ms. Nobody waits for the forgotten future.
+    clock.set(Timestamp::from_nanos(100_000_000));
+    assert_eq!(a.poll(), Poll::Ready(Ok(())));
+    clock.set(Timestamp::from_nanos(300_000_000 - 1));
+    assert!(c.poll().is_pending());
+    clock.advance(NS);
+    assert_eq!(c.poll(), Poll::Ready(Ok(())));
+    assert_eq!(l.stats().admitted, 4);
+}
+
+#[test]
+fn checks_cannot_take_the_cells_of_queued_waiters() {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut a = Probe::new(l.until_ready("k"));
+    let mut b = Probe::new(l.until_ready("k"));
+    assert!(a.poll().is_pending());
+    assert!(b.poll().is_pending());
+    for ms in [50, 100, 150, 199] {
+        clock.set(Timestamp::from_nanos(ms * 1_000_000));
+        // A's cell (100 ms) is reserved in the key's state; at 100 ms the hand-over gives
+        // it to A and reserves B's (200 ms) at once.
+        assert!(l.check("k").is_err(), "a check took a waiter's cell at {ms} ms");
+    }
+    clock.set(Timestamp::from_nanos(200_000_000));
+    assert_eq!((a.poll(), b.poll()), (Poll::Ready(Ok(())), Poll::Ready(Ok(()))));
+    // With the queue gone, checks share the key again: 300 ms is the next cell.
+    assert!(l.check("k").is_err());
+    clock.set(Timestamp::from_nanos(300_000_000));
+    assert!(l.check("k").is_ok());
+    // A new waiter on an idle key is admitted at once when a cell is free.
+    clock.set(Timestamp::from_nanos(400_000_000));
+    assert_eq!(Probe::new(l.until_ready("k")).poll(), Poll::Ready(Ok(())));
+}
+
+#[test]
+fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing() {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut head = Probe::new(l.until_ready("k")); // 100 ms
+    let mut unbounded = Probe::new(l.until_ready("k")); // predicted 200 ms
+    let mut bounded = Probe::new(l.until_ready_within("k", 350 * MS)); // predicted 300 ms
+    for w in [&mut head, &mut unbounded, &mut bounded] {
+        assert!(w.poll().is_pending());
+    }
+    // A penalty pushes the key out to 1 s: the unbounded waiter will reserve after it.
+    l.penalize("k", Duration::from_secs(1)).unwrap();
+    clock.set(Timestamp::from_nanos(100_000_000));
+    assert_eq!(head.poll(), Poll::Ready(Ok(())));
+    clock.set(Timestamp::from_nanos(350_000_000 - 1));
+    assert_eq!(bounded.wakes(), 0);
+    assert!(bounded.poll().is_pending());
+    // At its bound it is still queued (behind a head sleeping until 1 s): it fails, with
+    // the instant it would have had, and it held nothing.
+    clock.advance(NS);
+    assert_eq!(bounded.wakes(), 1);
+    assert_eq!(
+        bounded.poll(),
+        Poll::Ready(Err(WaitError::TooLong {
+            earliest: Timestamp::from_nanos(1_100_000_000),
+            wait: 750 * MS,
+        }))
+    );
+    clock.set(Timestamp::from_nanos(1_000_000_000));
+    assert_eq!(unbounded.poll(), Poll::Ready(Ok(())));
+    // The next cell is 1.1 s: the bounded waiter's would-be cell, free.
+    clock.set(Timestamp::from_nanos(1_100_000_000));
+    assert!(l.check("k").is_ok());
+
+    // The other way an upset prediction shows: the hand-over finds the bound cannot be met
+    // when it is the bounded waiter's turn, and refuses it then, before its bound.
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut head = Probe::new(l.until_ready("k")); // 100 ms
+    let mut bounded = Probe::new(l.until_ready_within("k", 250 * MS)); // predicted 200 ms
+    assert!(head.poll().is_pending());
+    assert!(bounded.poll().is_pending());
+    l.penalize("k", Duration::from_secs(1)).unwrap();
+    clock.set(Timestamp::from_nanos(100_000_000));
+    assert_eq!(bounded.wakes(), 1);
+    assert!(matches!(
+        bounded.poll(),
+        Poll::Ready(Err(WaitError::TooLong { .. }))
+    ));
+    assert_eq!(head.poll(), Poll::Ready(Ok(())));
+}
+
+#[test]
+fn waiters_asking_for_different_n_keep_fifo_and_the_rate() {
+    // Burst 3, one cell every 100 ms: tolerance 200 ms.
+    let clock = ManualClock::new();
+    let l: Limiter<str> = Limiter::builder(Quota::per_second(10).allow_burst(3))
+        .clock(clock.clone())
+        .build();
+    assert!(l.check_n("k", 3).is_ok()); // the whole burst: the state is 300 ms
+    let mut two = Probe::new(l.until_n_ready("k", 2)); // head: admitted at 200 ms
+    let mut three = Probe::new(l.until_n_ready("k", 3)); // then 500 ms
+    let mut one = Probe::new(l.until_ready("k")); // then 600 ms
+    for w in [&mut two, &mut three, &mut one] {
+        assert!(w.poll().is_pending());
+    }
+    // A single cell frees at 100 ms, but FIFO keeps it for the head (which needs two).
+    clock.set(Timestamp::from_nanos(100_000_000));
+    assert!(one.poll().is_pending());
+    assert!(l.check("k").is_err());
+    drop(three); // queued, holding nothing: the single-cell waiter moves up to 300 ms
+    clock.set(Timestamp::from_nanos(200_000_000));
+    assert_eq!(two.poll(), Poll::Ready(Ok(())));
+    clock.set(Timestamp::from_nanos(300_000_000 - 1));
+    assert!(one.poll().is_pending());
+    clock.advance(NS);
+    assert_eq!(one.poll(), Poll::Ready(Ok(())));
+    assert_eq!(l.stats().admitted, 3);
+}
+
+#[test]
+fn blocking_waits_cancel_nothing_and_queue_fifo_with_async_waiters() {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut first = Probe::new(l.until_ready("k")); // the head: 100 ms
+    assert!(first.poll().is_pending());
+    let l2 = l.clone();
+    let blocked = std::thread::spawn(move || {
+        let out = l2.until_ready_blocking("k");
+        (out, l2.now())
+    });
+    // Wait until the blocking waiter has queued (a zero-bound wait then predicts 300 ms).
+    while l.until_ready_within("k", Duration::ZERO).fut_probe() != Some(300 * MS) {
+        std::thread::yield_now();
+    }
+    clock.set(Timestamp::from_nanos(100_000_000));
+    assert_eq!(first.poll(), Poll::Ready(Ok(())));
+    clock.set(Timestamp::from_nanos(200_000_000));
+    let (out, at) = blocked.join().unwrap();
+    assert_eq!((out, at), (Ok(()), Timestamp::from_nanos(200_000_000)));
+}
+
+// ---------------------------------------------------------------------------------------
+// Properties of cancellation, on random schedules.
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Emission interval of the property tests' quotas, in nanoseconds.
+    const T: u64 = 100;
+
+    fn quota(burst: u32) -> Quota {
+        Quota::with_period(Duration::from_nanos(T)).allow_burst(burst)
+    }
+
+    /// A waiter in a schedule: it arrives at step `arrive` asking for `n` cells; if `leave`
+    /// is `Some(k)`, then `k` steps later it is dropped (or forgotten, if `forget`) unless
+    /// it was admitted by then.
+    #[derive(Debug, Clone)]
+    struct Spec {
+        arrive: usize,
+        n: u32,
+        leave: Option<usize>,
+        forget: bool,
+    }
+
+    /// Runs the schedule with the waiters `include` picks, returning each waiter's
+    /// admission time (the clock step at which its future first completed), `None` if it was
+    /// never seen admitted, and the ids of the waiters dropped while still pending.
+    fn run(
+        burst: u32,
+        specs: &[Spec],
+        steps: &[u64],
+        include: impl Fn(usize) -> bool,
+    ) -> (Vec<Option<u64>>, Vec<usize>, u64) {
+        let clock = ManualClock::new();
+        let l: Limiter<u32> = Limiter::builder(quota(burst)).clock(clock.clone()).build();
+        let mut live: Vec<Option<Probe<_>>> = specs.iter().map(|_| None).collect();
+        let mut admitted = vec![None; specs.len()];
+        let mut dropped = Vec::new();
+        let mut now = 0;
+        for (k, &step) in steps.iter().enumerate() {
+            now += step;
+            clock.set(Timestamp::from_nanos(now));
+            for (i, spec) in specs.iter().enumerate() {
+                if spec.arrive == k && include(i) {
+                    live[i] = Some(Probe::new(l.until_n_ready(&7, spec.n)));
+                }
+                let Some(w) = &mut live[i] else { continue };
+                if !spec.leave.is_some_and(|d| spec.arrive + d == k) {
+                    continue;
+                }
+                if let Poll::Ready(out) = w.poll() {
+                    assert_eq!(out, Ok(()), "waiter {i}");
+                    admitted[i] = Some(now);
+                } else if spec.forget {
+                    std::mem::forget(live[i].take());
+                } else {
+                    dropped.push(i);
+                }
+                live[i] = None;
+            }
+            // Then see who is admitted at this step (a drop above may have admitted a waiter
+            // polled before it in the loop).
+            for (i, slot) in live.iter_mut().enumerate() {
+                if let Some(w) = slot {
+                    if let Poll::Ready(out) = w.poll() {
+                        assert_eq!(out, Ok(()), "waiter {i}");
+                        admitted[i] = Some(now);
+                        *slot = None;
+                    }
+                }
+            }
+        }
+        let probe = l.until_ready_within(&7, Duration::ZERO).fut_probe();
+        (admitted, dropped, probe.map_or(0, |d| d.as_nanos() as u64))
+    }
+
+    fn schedule() -> impl Strategy<Value = (u32, Vec<Spec>, Vec<u64>)> {
+        (1u32..=3).prop_flat_map(|burst| {
+            let spec = (0usize..20, 1..=burst, proptest::option::of(0usize..12), any::<bool>())
+                .prop_map(|(arrive, n, leave, forget)| Spec {
+                    arrive,
+                    n,
+                    leave,
+                    forget,
+                });
+            (
+                Just(burst),
+                proptest::collection::vec(spec, 1..12),
+                proptest::collection::vec(1u64..3 * T, 40),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// After any pattern of drops, what follows each drop is what would have happened had
+        /// the dropped waiters never asked: every other waiter is admitted when it would have
+        /// been without them, or, if that was earlier, as soon as the last dropped waiter
+        /// ahead of it in the queue left (FIFO held it behind that waiter until then); and
+        /// the key ends in the same state.
+        #[test]
+        fn dropped_waiters_change_nothing_for_the_others((burst, specs, steps) in schedule()) {
+            let (with, dropped, next_with) = run(burst, &specs, &steps, |_| true);
+            let (without, none, next_without) =
+                run(burst, &specs, &steps, |i| !dropped.contains(&i));
+            prop_assert!(none.is_empty());
+            let time_at = |k: usize| steps[..=k].iter().sum::<u64>();
+            for (j, spec) in specs.iter().enumerate() {
+                if dropped.contains(&j) {
+                    continue;
+                }
+                // Waiters arrive in (step, index) order.
+                let held_until = dropped
+                    .iter()
+                    .filter(|&&i| (specs[i].arrive, i) < (spec.arrive, j))
+                    .map(|&i| time_at(specs[i].arrive + specs[i].leave.unwrap()))
+                    .max();
+                let expected = without[j].map(|t| held_until.map_or(t, |h| t.max(h)));
+                prop_assert_eq!(with[j], expected, "waiter {}", j);
+            }
+            prop_assert_eq!(next_with, next_without);
+        }
+    }
+
+    /// One event of a mixed schedule.
+    #[derive(Debug, Clone)]
+    enum Event {
+        /// A new waiter for `n` cells, bounded to `bound` ns if `Some`.
+        Wait { n: u32, bound: Option<u64> },
+        /// A check of `n` cells.
+        Check { n: u32 },
+        /// Drop (or forget) the `i`-th waiter still pending, counted modulo their number.
+        Leave { i: usize, forget: bool },
+        /// Move the clock forward.
+        Step(u64),
+    }
+
+    fn events() -> impl Strategy<Value = (u32, Vec<Event>)> {
+        (1u32..=3).prop_flat_map(|burst| {
+            let event = prop_oneof![
+                3 => (1..=burst, proptest::option::of(0..10 * T))
+                    .prop_map(|(n, bound)| Event::Wait { n, bound }),
+                1 => (1..=burst).prop_map(|n| Event::Check { n }),
+                1 => (any::<usize>(), any::<bool>())
+                    .prop_map(|(i, forget)| Event::Leave { i, forget }),
+                3 => (1..2 * T).prop_map(Event::Step),
+            ];
+            (Just(burst), proptest::collection::vec(event, 1..80))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Checks, bounded and unbounded waits, drops and forgets, in any mix: waiters are
+        /// admitted in FIFO order, never before a cell is free, and in any window of length
+        /// `W` at most `b + floor((W + S) / T)` cells are admitted, where `S` is the largest
+        /// clock step (a waiter is seen admitted at the first step at or after its instant).
+        #[test]
+        fn waits_keep_fifo_and_the_window_guarantee((burst, events) in events()) {
+            let clock = ManualClock::new();
+            let l: Limiter<u32> = Limiter::builder(quota(burst)).clock(clock.clone()).build();
+            let mut pending: Vec<(usize, u32, Probe<_>)> = Vec::new();
+            let mut next_id = 0;
+            let mut cells: Vec<(u64, u32)> = Vec::new(); // (time, cells) of each admission
+            let mut waiter_times: Vec<(usize, u64)> = Vec::new();
+            let mut now = 0;
+            let mut max_step = 0;
+            for event in events {
+                match event {
+                    Event::Wait { n, bound } => {
+                        let fut = match bound {
+                            Some(b) => l.until_n_ready_within(&7, n, Duration::from_nanos(b)),
+                            None => l.until_n_ready(&7, n),
+                        };
+                        pending.push((next_id, n, Probe::new(fut)));
+                        next_id += 1;
+                    }
+                    Event::Check { n } => {
+                        if l.check_n(&7, n).is_ok() {
+                            cells.push((now, n));
+                        }
+                    }
+                    Event::Leave { i, forget } if !pending.is_empty() => {
+                        let (_, _, w) = pending.remove(i % pending.len());
+                        if forget {
+                            std::mem::forget(w);
+                        }
+                    }
+                    Event::Leave { .. } => {}
+                    Event::Step(d) => {
+                        now += d;
+                        max_step = max_step.max(d);
+                        clock.set(Timestamp::from_nanos(now));
+                    }
+                }
+                let mut still = Vec::new();
+                for (id, n, mut w) in pending.drain(..) {
+                    match w.poll() {
+                        Poll::Pending => still.push((id, n, w)),
+                        Poll::Ready(Ok(())) => {
+                            cells.push((now, n));
+                            waiter_times.push((id, now));
+                        }
+                        Poll::Ready(Err(e)) => prop_assert!(e.is_too_long(), "{e:?}"),
+                    }
+                }
+                pending = still;
+            }
+            // FIFO: admissions come in arrival order (ties: admitted at the same step).
+            for pair in waiter_times.windows(2) {
+                prop_assert!(pair[0].0 < pair[1].0, "out of order: {:?}", waiter_times);
+            }
+            // The window guarantee, give or take one clock step.
+            for (i, &(start, _)) in cells.iter().enumerate() {
+                for &(end, _) in &cells[i..] {
+                    let w = end - start;
+                    let admitted: u64 = cells
+                        .iter()
+                        .filter(|(t, _)| (start..=end).contains(t))
+                        .map(|&(_, n)| u64::from(n))
+                        .sum();
+                    let bound = u64::from(burst) + (w + max_step) / T;
+                    prop_assert!(
+                        admitted <= bound,
+                        "{admitted} cells in [{start}, {end}], bound {bound}: {cells:?}"
+                    );
+                }
+            }
+            // Every admission is counted.
+            prop_assert!(l.stats().admitted >= cells.len() as u64);
+        }
+    }
 }

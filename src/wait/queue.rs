@@ -16,16 +16,17 @@
 //! # The chain instant
 //!
 //! A hand-over that runs late (timer coalescing lets it run up to 1 ms late, see
-//! `timer/entry.rs`) must not cost the key the cells that passed meanwhile. So the next head
-//! reserves not at the hand-over's `now` but at `chain`: the instant the previous head was
-//! admitted at. The admission instants are then exactly those of waiters that had all
-//! reserved on arrival (FIFO, back to back at the rate), however late the hand-over runs,
-//! and a node whose instant has already passed is admitted in the same hand-over. Reserving
-//! at an earlier `now` than the real one is what a caller that read its clock earlier does:
-//! the GCRA state only moves forward and the window guarantee holds for the admission
-//! instants (see `tests/wait.rs`' property test). The catch-up is bounded by [`CATCH_UP`]:
-//! after a longer stall (a suspended process), the queue counts from `now - CATCH_UP`, and
-//! the cells before that are lost like those of an idle key rather than released as a burst.
+//! `timer/entry.rs`, and a busy machine adds scheduling delay) must not cost the key the
+//! cells that passed meanwhile. So the next head reserves not at the hand-over's `now` but
+//! at `chain`: the instant the previous head was admitted at. While a queue stays non-empty
+//! its admission instants are then exactly those of waiters that had all reserved on
+//! arrival (FIFO, back to back at the rate), however late the hand-over runs, and every
+//! node whose instant has passed is admitted in the same hand-over. Reserving at an earlier
+//! `now` than the real one is what a caller that read its clock earlier does: the key's
+//! state only moves forward and the window guarantee holds for the admission instants
+//! (`tests/wait.rs`' properties check it). The price is the same as for any timer that
+//! catches up on missed ticks: if the whole process stalls (suspended, starved of CPU), the
+//! waiters whose instants passed meanwhile are released together when it resumes.
 //!
 //! # Cancellation costs nothing
 //!
@@ -67,11 +68,6 @@ use super::cells::{Cells, Reserved};
 use super::node::{Failure, Node, Outcome};
 use crate::sync::Arc;
 use crate::timer::Sleep;
-
-/// How far behind its hand-over's clock a queue's chain instant may be (5 ms): five times
-/// the timer's largest coalescing slack, so that coalescing and ordinary scheduling delays
-/// never cost capacity, while a longer stall releases at most 5 ms worth of cells at once.
-pub(crate) const CATCH_UP: u64 = 5_000_000;
 
 /// Compaction of cancelled nodes waits for at least this many.
 const COMPACT_MIN: usize = 16;
@@ -234,7 +230,7 @@ impl Queue {
             if self.head.is_none() {
                 // The front becomes the head: reserve its cells at the chain instant.
                 self.waiting_cells -= u64::from(front.n);
-                let at = self.chain.max(now.saturating_sub(CATCH_UP)).min(now);
+                let at = self.chain.min(now);
                 match cells.reserve(front.n, at, front.latest) {
                     Err(failure) => {
                         if let Failure::TooLong { .. } = failure {
