@@ -9,9 +9,10 @@
 //! * Time comes from a [`Clock`]: [`MonotonicClock`] by default, [`ManualClock`] in tests, or
 //!   a [`Timestamp`] the caller passes in (`check_at`).
 //! * Waiting instead of refusing: [`Limiter::until_ready`] and [`DirectLimiter::until_ready`]
-//!   reserve their cells with one CAS and sleep on tollgate's own timer ([`sleep`],
-//!   [`sleep_until`]), so they work under any executor. Waiters on a key are admitted in FIFO
-//!   order, each woken once; bounded forms (`_within`, `_until`) refuse up front; blocking
+//!   queue per key and are woken by tollgate's own timer ([`sleep`], [`sleep_until`]), so
+//!   they work under any executor. Waiters on a key are admitted in FIFO order, each woken
+//!   once; only the queue's head holds a reservation, so a dropped wait (a timeout, a client
+//!   that hung up) costs nothing; bounded forms (`_within`, `_until`) refuse up front; blocking
 //!   forms (`_blocking`) park a thread; [`Limiter::throttle`] and [`DirectLimiter::pace`]
 //!   wrap futures and streams. On a [`ManualClock`] the waits run on fake time.
 //!
@@ -41,6 +42,8 @@
 //! });
 //! ```
 //!
+//! The design, its invariants and where each is checked: [`design`].
+//!
 //! # Memory ordering
 //!
 //! Every admitted check is one successful CAS on the key's state word; a refused check
@@ -54,6 +57,8 @@
     rust_2018_idioms,
     unreachable_pub
 )]
+
+pub mod design;
 
 mod builder;
 mod clock;

@@ -378,7 +378,9 @@ fn a_refund_never_lands_on_a_reset_key_that_reached_the_same_state() {
 fn admissions_after_dropping(dropped: &[usize]) -> Vec<(usize, u64)> {
     let (l, clock) = limiter();
     assert!(l.check("k").is_ok());
-    let mut waiters: Vec<_> = (0..5).map(|_| Some(Probe::new(l.until_ready("k")))).collect();
+    let mut waiters: Vec<_> = (0..5)
+        .map(|_| Some(Probe::new(l.until_ready("k"))))
+        .collect();
     for w in waiters.iter_mut().flatten() {
         assert!(w.poll().is_pending());
     }
@@ -511,10 +513,16 @@ fn checks_cannot_take_the_cells_of_queued_waiters() {
         clock.set(Timestamp::from_nanos(ms * 1_000_000));
         // A's cell (100 ms) is reserved in the key's state; at 100 ms the hand-over gives
         // it to A and reserves B's (200 ms) at once.
-        assert!(l.check("k").is_err(), "a check took a waiter's cell at {ms} ms");
+        assert!(
+            l.check("k").is_err(),
+            "a check took a waiter's cell at {ms} ms"
+        );
     }
     clock.set(Timestamp::from_nanos(200_000_000));
-    assert_eq!((a.poll(), b.poll()), (Poll::Ready(Ok(())), Poll::Ready(Ok(()))));
+    assert_eq!(
+        (a.poll(), b.poll()),
+        (Poll::Ready(Ok(())), Poll::Ready(Ok(())))
+    );
     // With the queue gone, checks share the key again: 300 ms is the next cell.
     assert!(l.check("k").is_err());
     clock.set(Timestamp::from_nanos(300_000_000));
@@ -705,7 +713,12 @@ mod properties {
 
     fn schedule() -> impl Strategy<Value = (u32, Vec<Spec>, Vec<u64>)> {
         (1u32..=3).prop_flat_map(|burst| {
-            let spec = (0usize..20, 1..=burst, proptest::option::of(0usize..12), any::<bool>())
+            let spec = (
+                0usize..20,
+                1..=burst,
+                proptest::option::of(0usize..12),
+                any::<bool>(),
+            )
                 .prop_map(|(arrive, n, leave, forget)| Spec {
                     arrive,
                     n,

@@ -21,8 +21,8 @@ use crate::sync::Arc;
 ///
 /// # Cancel safety
 ///
-/// Dropping it before it completes gives its cells back if nothing was reserved after it;
-/// otherwise they are lost (never an over-admission). Its timer entry is freed either way.
+/// Dropping it before it completes costs nothing: the other waiters are admitted as if it had
+/// never asked (see [`UntilReady`](crate::UntilReady), whose engine it shares).
 ///
 /// # Examples
 ///
@@ -110,7 +110,7 @@ impl DirectLimiter {
     }
 
     /// Waits for one cell unless that would take longer than `max`: then fails at once,
-    /// reserving nothing.
+    /// holding nothing; and fails by `max`, holding nothing, if its prediction is upset.
     ///
     /// # Errors
     ///

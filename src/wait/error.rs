@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::clock::Timestamp;
 
-/// Why an `until_ready` future (or blocking wait) refused. Nothing was reserved in any case.
+/// Why an `until_ready` future (or blocking wait) ended without admission. It holds nothing
+/// in any case: no cell of the key is spent on it.
 ///
 /// # Examples
 ///
@@ -30,7 +31,8 @@ pub enum WaitError {
         /// The burst.
         burst: u32,
     },
-    /// The wait would end after the bound given to a `_within` or `_until` wait.
+    /// The wait would end after the bound given to a `_within` or `_until` wait: refused up
+    /// front, or at the bound if the prediction was upset while it waited.
     TooLong {
         /// When the cells would have been admitted.
         earliest: Timestamp,

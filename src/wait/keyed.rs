@@ -21,14 +21,18 @@ use crate::sync::Arc;
 /// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
 /// its `_n`, `_within` and `_until` forms.
 ///
-/// It reserves on its first poll (one CAS that fixes its admission instant) and then sleeps
-/// on tollgate's timer, so it works under any executor.
+/// On its first poll it is admitted at once if a cell is free and nobody waits on the key;
+/// otherwise it joins the key's FIFO queue and is woken once, at its admission instant, by
+/// tollgate's own timer, so it works under any executor.
 ///
 /// # Cancel safety
 ///
-/// Dropping it before it completes gives its cells back if no later reservation on the key
-/// depends on them; otherwise they are lost (the key runs slightly under its rate, never
-/// over). Its timer entry is freed either way.
+/// Dropping it before it completes costs nothing: a queued waiter holds no cell, and the
+/// queue's head gives its reservation back for the next waiter to take at the same instant.
+/// The other waiters are admitted as if this one had never asked. Dropping it after its
+/// instant came, but before it was polled again, counts as an admission (its cells were
+/// used). [`mem::forget`](std::mem::forget) blocks nobody: the waiter is admitted in its
+/// turn and its cells used.
 ///
 /// # Examples
 ///
@@ -73,7 +77,8 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     }
 
     /// Waits until one cell for `key` is admitted. Waiters on a key are admitted in the order
-    /// they first polled (FIFO), each woken once, exactly at the rate.
+    /// they first polled (FIFO), each woken once, exactly at the rate. A `check` never takes
+    /// a cell a waiter is queued for: the queue's head holds its cell in the key's state.
     ///
     /// # Errors
     ///
@@ -81,7 +86,7 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///
     /// # Cancel safety
     ///
-    /// See [`UntilReady`]: dropping the future refunds its cells when possible.
+    /// See [`UntilReady`]: dropping the future costs nothing.
     ///
     /// # Examples
     ///
@@ -136,7 +141,9 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     }
 
     /// Waits for one cell, unless that would take longer than `max`: then it fails at once
-    /// and reserves nothing (a bounded queue, like nginx's `burst`).
+    /// and holds nothing (a bounded queue, like nginx's `burst`). If the prediction is upset
+    /// while it waits (a penalty, a slower quota), it fails with [`WaitError::TooLong`] by
+    /// `max`, holding nothing, instead of waiting longer.
     ///
     /// # Errors
     ///
@@ -201,7 +208,9 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     }
 
     /// Waits for one cell, unless it would be admitted after `deadline` (on this limiter's
-    /// clock): then it fails at once and reserves nothing.
+    /// clock): then it fails at once and holds nothing. Like
+    /// [`until_ready_within`](Limiter::until_ready_within), it fails by `deadline` if it is
+    /// not admitted by then.
     ///
     /// # Errors
     ///
@@ -273,8 +282,8 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
         self.waiter(key, n, Bound::Until(deadline.as_nanos()))
     }
 
-    /// Blocks the calling thread until one cell for `key` is admitted, with the same FIFO
-    /// reservation as [`until_ready`](Limiter::until_ready).
+    /// Blocks the calling thread until one cell for `key` is admitted, in the same FIFO queue
+    /// as [`until_ready`](Limiter::until_ready).
     ///
     /// # Blocking
     ///

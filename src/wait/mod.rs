@@ -1,36 +1,37 @@
-//! Waiting for cells: reservation, not retry.
+//! Waiting for cells: a FIFO queue per key, where only the head holds a reservation.
 //!
-//! A waiter makes **one** CAS on its key's state that reserves its cells and fixes the instant
-//! it may proceed (`tat' = tat0 + n·T`, `admit_at = tat0 + (n-1)·T - tau`, see `gcra.rs`),
-//! then sleeps on tollgate's own timer until `admit_at`. So:
+//! A waiter on a key that has no queue and a free cell is admitted at once (one CAS, as a
+//! check). Otherwise it joins the key's FIFO queue, in a side table that `check` never
+//! touches (`waitlist.rs`), and writes nothing to the key's state. Only the queue's head
+//! reserves its cells (one CAS that fixes its admission instant); the timer wakes the queue
+//! at that instant, and the wake itself (the *hand-over*, `queue.rs`) admits the head and
+//! reserves for the next waiter, admitting at once every waiter whose instant has already
+//! come. So:
 //!
-//! * waiters on one key are admitted in reservation (CAS) order: FIFO, each woken once by
-//!   the timer, with no thundering herd and no retry jitter;
-//! * the rate holds exactly as for `check`: each reservation is a GCRA admission that takes
-//!   effect at `admit_at` instead of now;
-//! * a bounded wait (`_within`, `_until`) refuses up front, writing nothing, if `admit_at`
-//!   is beyond its bound (nginx's `burst` queue).
+//! * waiters on one key are admitted in the order they first polled: FIFO, each woken once,
+//!   never before its instant, at exactly the rate (a late hand-over costs no cells: the
+//!   next head reserves at the instant the previous one was admitted at);
+//! * a waiter that is dropped costs nothing: a queued one held nothing, and the head
+//!   refunds its reservation and the next waiter reserves the same instant. After any
+//!   pattern of drops, the others are admitted as if the dropped ones had never asked;
+//! * the queue moves on the timer's wake, not on its futures' polls: a forgotten or slow
+//!   future stalls no one (a forgotten waiter is admitted in its turn and uses its cells);
+//! * a bounded wait (`_within`, `_until`) refuses up front, writing nothing, if its
+//!   predicted instant is past its bound, and fails holding nothing if it is not admitted by
+//!   its bound after all (`waiter.rs`).
 //!
-//! # Cancellation
+//! Files: `node.rs` (one waiter's outcome word and waker), `queue.rs` (one key's queue and
+//! the hand-over: the design essay), `waitlist.rs` (the sharded side table), `cells.rs`
+//! (what the engine needs of a keyed or direct limiter, written once), `waiter.rs` (the
+//! future's state machine), and the public futures in `keyed.rs`, `direct.rs`,
+//! `throttle.rs` and `blocking.rs`.
 //!
-//! Dropping a waiter that has reserved but not completed drops its timer entry (see
-//! `timer/`) and tries to **refund** its cells: one CAS from its own `tat'` back to
-//! `tat' - n·T`. That succeeds only while the key's state is still exactly `tat'`, i.e. no
-//! later reservation or check was stacked on top of it. Otherwise later waiters' instants
-//! already count on these cells, and the refund is skipped: the cells are lost (the key runs
-//! slightly under its rate), which is never an over-admission. A refund can never make the
-//! state earlier than it was before this reservation, so the window guarantee holds for
-//! every interleaving; the loom model "reserve vs cancel" checks it.
-//!
-//! The TAT alone does not identify a reservation: after `reset` (or an eviction) the key can
-//! be checked back up to exactly the TAT a pending waiter wrote, and refunding then would hand
-//! back a cell someone else used. So every removal bumps an epoch (per shard, or per direct
-//! limiter) that the reservation records, and a refund applies only if the epoch has not
-//! moved; see `Shard::removals` for why the check cannot miss a removal. The loom models
-//! "stale refund after reset" check it.
-//!
-//! `mem::forget` of a waiter skips the refund and leaves the timer entry to fire into a
-//! waker nobody polls: no lock is held and no other waiter is delayed.
+//! The removal epoch: the TAT alone does not identify a reservation. After `reset` (or an
+//! eviction) the key can be checked back up to exactly the TAT a pending head wrote, and
+//! refunding then would hand back a cell someone else used. So every removal bumps an epoch
+//! (per shard, or per direct limiter) that the reservation records, and a refund applies
+//! only if the epoch has not moved; see `Shard::removals` for why the check cannot miss a
+//! removal.
 
 mod blocking;
 mod cells;

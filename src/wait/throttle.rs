@@ -21,8 +21,8 @@ use crate::direct::Shared;
 ///
 /// # Cancel safety
 ///
-/// While waiting, as the wait future (cells refunded when possible); afterwards, as the
-/// wrapped future.
+/// While waiting, as the wait future (a drop costs nothing); afterwards, as the wrapped
+/// future.
 ///
 /// # Examples
 ///

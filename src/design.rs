@@ -1,0 +1,121 @@
+//! # tollgate's design record
+//!
+//! What tollgate promises, how it is built, the invariants that make it correct and where
+//! each one is checked, and where a change goes. It lives in the crate so that it travels
+//! with the code; the source files hold the detailed arguments (each concurrent file opens
+//! with its own design essay) and this page ties them together.
+//!
+//! ## 1. Semantics: GCRA
+//!
+//! A [`Quota`](crate::Quota) is an emission interval `T` and a burst `b >= 1`; the tolerance
+//! is `tau = (b - 1)·T`. Each key stores one theoretical arrival time (TAT). A request of
+//! `n` cells (`1 <= n <= b`) at `now`:
+//!
+//! ```text
+//! tat0     = max(tat, now)
+//! admit_at = tat0 + (n - 1)·T - tau        admitted now iff admit_at <= now
+//! new tat  = tat0 + n·T                    stored only on admission
+//! n > b    -> never admissible (InsufficientCapacity): never wait for it
+//! ```
+//!
+//! **The window guarantee:** in any window of length `W`, at most `b + floor(W / T)` cells
+//! are admitted. A refused check writes nothing. A stored TAT `<= now` carries no
+//! information, so expired keys can be forgotten at any time (`src/gcra.rs`; checked against
+//! a reference model in `tests/window.rs`, rule by rule on a manual clock in
+//! `tests/semantics.rs`).
+//!
+//! The guarantee holds for admissions computed at *any* `now`s applied in any order, as long
+//! as the TAT only moves forward: each admission of `n` cells moves the TAT by at least
+//! `n·T` and its instant is at least `TAT - tau` (plus `(n - 1)·T`). This is what lets a
+//! waiting queue reserve at an earlier `now` than the real one (section 4).
+//!
+//! ## 2. Layering
+//!
+//! ```text
+//!   quota, gcra            pure values and functions; import nothing of ours
+//!   sync                   the loom shim: every atomic, lock, Arc and waker
+//!   clock  timer           time; the timer knows nothing of keys or rates
+//!   table                  sharded open addressing; knows nothing of time
+//!   limiter, direct        compose quota + gcra + clock + table: check, reset, penalize
+//!   wait                   composes the limiters and the timer: queues, the futures
+//! ```
+//!
+//! Known debt (the public-API issue): `clock.rs` imports the timer, and manual time is kept
+//! twice (the `ManualClock` and its timer).
+//!
+//! ## 3. The table
+//!
+//! 64 shards of linear-probing arrays of 16-byte `{fingerprint, state}` slots; the state
+//! word is `{live:1 | gen:3 | tat:60}`. Known keys: lock-free, one CAS. Inserts, reuse of
+//! expired slots, compaction, eviction and growth run under the shard lock and re-probe.
+//! The cross-key protocol (freeze, then the fingerprint, then a new-generation word) and
+//! its ABA bound are written in `src/table/slot.rs`; a forgotten key reads back as its
+//! shard's horizon, never earlier than its own last TAT (`src/table/shard.rs`). Memory has a
+//! hard cap with an explicit [`FullPolicy`](crate::FullPolicy).
+//!
+//! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
+//!
+//! A waiter on a key with no queue and a free cell is admitted at once (one CAS). Otherwise
+//! it joins the key's FIFO queue, in a side table that `check` never touches, and writes
+//! nothing. Only the **head** reserves (one CAS that fixes its admission instant). The
+//! queue sleeps on the limiter's timer until then; the timer's wake runs the *hand-over*,
+//! which admits the head and reserves for the next waiter at the instant the head was
+//! admitted at (the *chain instant*), admitting at once every waiter already due. The
+//! detailed argument is `src/wait/queue.rs`.
+//!
+//! Why not reserve every waiter when it first polls (the first design, and Go's
+//! `x/time/rate`): a dropped waiter can then refund only if nobody reserved after it, so
+//! every other drop leaves a spent cell. Measured before the change: 200 tasks each looping
+//! `timeout(500 ms, until_ready)` on a 100/s key admitted 10 % of the rate (a livelock), and
+//! a dropped 300-deep queue locked the key for 3 s. With lazy reservation: 100 % and under
+//! one interval (BENCHMARKS.md, scenario G).
+//!
+//! What the design promises, and what checks it:
+//!
+//! | promise | why it holds | checked by |
+//! | --- | --- | --- |
+//! | FIFO per key, one wake per waiter | only the front is ever settled; a node's outcome is settled once, under the shard lock, and its waker taken once | `tests/wait.rs` (`waiters_are_admitted_fifo…`, the mixed-schedule property), loom `loom-tests/wait.rs` |
+//! | never early | a node is admitted only when its instant is `<=` the limiter's clock, read under the lock | `tests/wait.rs`, `tests/runtimes.rs` (lower bounds on completion times) |
+//! | never over-admitting | every admission is a GCRA reservation CAS; a refund restores exactly the state a never-admitted head wrote, and only in the same incarnation of the key (removal epoch) | window property in `tests/wait.rs`; `a_refund_never_lands_on_a_reset_key…`; loom "refund vs reset" |
+//! | a drop costs nothing | a queued node holds nothing; the head's refund cannot fail before its instant (a check's admission would come after it), and the next head reserves at the same chain instant | the drop property in `tests/wait.rs` (a run with drops equals a run without the dropped waiters); `tests/runtimes.rs::timeouts_keep_the_rate` on five executors; loom "cancel vs hand-over" |
+//! | a late hand-over costs nothing | the next head reserves at the chain instant, not at the hand-over's `now` | `tests/wait.rs::a_late_clock_admits…` |
+//! | a forgotten future stalls nobody | the queue moves on the timer's wake, never on a future's poll | `tests/wait.rs::a_forgotten_waiter…`, `tests/runtimes.rs`, loom "forget vs hand-over" |
+//! | bounded waits hold nothing | refused up front on the prediction (head reservation + queued cells); refused by the hand-over or by their own deadline sleep if it is upset | `tests/wait.rs::a_bounded_wait_whose_prediction_is_upset…` |
+//! | no task code under a lock | wakers of settled nodes are woken after the shard lock is released; no lock is held across `.await` | `src/wait/waitlist.rs` |
+//! | bounded memory | a queue is removed when it empties; cancelled nodes are compacted once they are half the queue | `src/wait/queue.rs::compact` |
+//!
+//! Checks and waiters share a key: the head's reservation is in the key's state, so a
+//! check cannot take the cell the head waits for; a check gets a cell only if the queue
+//! leaves it unclaimed (its hand-over runs later than one interval after the head's instant).
+//! After a stall of the whole process, waiters whose instants passed are released together,
+//! like a timer that catches up on missed ticks.
+//!
+//! ## 5. The timer
+//!
+//! One lazily started thread per process, a lock-free registration stack, a binary heap
+//! that only the driver touches, fence-paired unparking (the lost-wakeup argument is in
+//! `src/timer/driver.rs`), batches fired outside the lock with each waker in
+//! `catch_unwind`, and coalescing: a sleep that ends a wait of `w` may fire up to
+//! `min(w / 256, 1 ms)` late, never early. A [`ManualClock`](crate::ManualClock) drives a
+//! manual timer on the caller's thread, so waits can be tested on fake time.
+//!
+//! ## 6. Loom
+//!
+//! `--cfg tollgate_loom` (never a bare `loom` cfg). Models in `loom-tests/`: `models.rs` (the
+//! table and the limiters), `timer.rs` (registration, firing, lost wake-ups), `wait.rs` (the
+//! queue: cancel vs hand-over, drops, forget, refund vs reset, check vs hand-over). Each
+//! model was shown to fail on an injected fault.
+//!
+//! ## 7. Where a change goes
+//!
+//! | change | file |
+//! | --- | --- |
+//! | what a quota means, its constructors | `src/quota.rs` |
+//! | the GCRA arithmetic | `src/gcra.rs` |
+//! | how keys are stored, reclaimed, evicted | `src/table/` |
+//! | a new check-like operation | `src/limiter.rs` and `src/direct.rs` over `src/outcome.rs` |
+//! | who is admitted when, among waiters | `src/wait/queue.rs` |
+//! | what the waiting engine needs of a limiter | `src/wait/cells.rs` |
+//! | a new waiting future or adapter | `src/wait/keyed.rs`, `direct.rs`, `throttle.rs` |
+//! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
+//! | a figure | `benches/`, then `BENCHMARKS.md` |
