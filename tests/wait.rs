@@ -682,7 +682,7 @@ mod properties {
                     live[i] = Some(Probe::new(l.until_n_ready(&7, spec.n)));
                 }
                 let Some(w) = &mut live[i] else { continue };
-                if !spec.leave.is_some_and(|d| spec.arrive + d == k) {
+                if spec.leave.is_none_or(|d| spec.arrive + d != k) {
                     continue;
                 }
                 if let Poll::Ready(out) = w.poll() {
