@@ -679,7 +679,14 @@ mod properties {
             clock.set(Timestamp::from_nanos(now));
             for (i, spec) in specs.iter().enumerate() {
                 if spec.arrive == k && include(i) {
-                    live[i] = Some(Probe::new(l.until_n_ready(&7, spec.n)));
+                    // Arriving is the first poll: that is when a waiter takes its place.
+                    let mut w = Probe::new(l.until_n_ready(&7, spec.n));
+                    if let Poll::Ready(out) = w.poll() {
+                        assert_eq!(out, Ok(()), "waiter {i}");
+                        admitted[i] = Some(now);
+                        continue;
+                    }
+                    live[i] = Some(w);
                 }
                 let Some(w) = &mut live[i] else { continue };
                 if spec.leave.is_none_or(|d| spec.arrive + d != k) {

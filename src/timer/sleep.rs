@@ -128,6 +128,11 @@ impl Sleep {
             || self.deadline <= self.timer.core().now()
     }
 
+    /// Whether the timer fired this sleep's registration (without reading the clock).
+    pub(crate) fn has_fired(&self) -> bool {
+        self.entry.as_ref().is_some_and(|entry| entry.is_fired())
+    }
+
     /// Moves the deadline to `deadline`, whether or not this sleep has completed.
     ///
     /// A registration for the old deadline is cancelled; the next poll registers the new one,

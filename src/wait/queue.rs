@@ -77,6 +77,9 @@ const COMPACT_MIN: usize = 16;
 struct Head {
     reserved: Reserved,
     sleep: Sleep,
+    /// The sleep is registered with the timer under the hand-over waker and has not fired:
+    /// the timer will run the hand-over, and other operations need not poll it again.
+    registered: bool,
 }
 
 /// One key's waiters, in FIFO order. Lives in a waitlist shard's map while it has nodes and
@@ -251,7 +254,11 @@ impl Queue {
                         let sleep = cells
                             .sleep_until(reserved.admit_at)
                             .with_wait(reserved.admit_at.saturating_sub(front.since));
-                        self.head = Some(Head { reserved, sleep });
+                        self.head = Some(Head {
+                            reserved,
+                            sleep,
+                            registered: false,
+                        });
                     }
                 }
             }
@@ -272,6 +279,9 @@ impl Queue {
         if head.reserved.admit_at <= now {
             return true;
         }
+        if head.registered && !head.sleep.has_fired() {
+            return false; // The timer will wake the queue at the instant.
+        }
         let waker = self
             .hand_over
             .get_or_insert_with(|| cells.hand_over_waker());
@@ -284,6 +294,7 @@ impl Queue {
             }
             head.sleep = cells.sleep_until(head.reserved.admit_at);
         }
+        head.registered = true;
         false
     }
 

@@ -82,7 +82,7 @@ impl<C: Cells> Waiter<C> {
                     return Poll::Ready(Ok(()));
                 }
                 let node = Arc::new(Node::new(self.n, latest, now));
-                match shard.push(&self.cells, key, &node) {
+                match shard.push(&self.cells, key, &node, now) {
                     Outcome::Queued => {
                         self.state = State::Queued {
                             node,

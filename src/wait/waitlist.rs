@@ -73,9 +73,9 @@ impl WaitShard {
         self.busy.load(Ordering::Relaxed) == 0
     }
 
-    /// Queues `node` on `key` (see [`Queue::push`]).
-    pub(crate) fn push(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) -> Outcome {
-        self.with_queue(cells, key, true, |queue, now, woken| {
+    /// Queues `node` on `key` at `now`, the time its caller read (see [`Queue::push`]).
+    pub(crate) fn push(&self, cells: &impl Cells, key: u64, node: &Arc<Node>, now: u64) -> Outcome {
+        self.with_queue(cells, key, Some(now), |queue, now, woken| {
             queue.push(cells, node, now, woken)
         })
         .expect("made on demand")
@@ -83,14 +83,14 @@ impl WaitShard {
 
     /// `node`'s future is gone (see [`Queue::cancel`]).
     pub(crate) fn cancel(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) {
-        let _ = self.with_queue(cells, key, false, |queue, now, woken| {
+        let _ = self.with_queue(cells, key, None, |queue, now, woken| {
             queue.cancel(cells, node, now, woken)
         });
     }
 
     /// `node`'s bound has passed (see [`Queue::expire`]).
     pub(crate) fn expire(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) -> Outcome {
-        self.with_queue(cells, key, false, |queue, now, woken| {
+        self.with_queue(cells, key, None, |queue, now, woken| {
             queue.expire(cells, node, now, woken)
         })
         // No queue: the node was settled and its queue emptied since the caller looked.
@@ -101,26 +101,28 @@ impl WaitShard {
     /// registered its sleep is gone, and a newer queue of the same key just re-checks its
     /// head: a stale wake is harmless.
     pub(crate) fn hand_over(&self, cells: &impl Cells, key: u64) {
-        let _ = self.with_queue(cells, key, false, |queue, now, woken| {
+        let _ = self.with_queue(cells, key, None, |queue, now, woken| {
             queue.advance(cells, now, woken)
         });
     }
 
-    /// Runs `f` on `key`'s queue under the lock (making the queue if `make`), removes the
-    /// queue if `f` left it empty, and wakes the settled tasks after unlocking.
+    /// Runs `f` on `key`'s queue under the lock, removes the queue if `f` left it empty, and
+    /// wakes the settled tasks after unlocking. `make_at`: make the queue if there is none,
+    /// and run at that time (a waiter's first poll, which has just read the clock); without
+    /// it, `f` runs at the clock read under the lock, so that hand-overs see time move
+    /// forward.
     fn with_queue<R>(
         &self,
         cells: &impl Cells,
         key: u64,
-        make: bool,
+        make_at: Option<u64>,
         f: impl FnOnce(&mut Queue, u64, &mut Vec<Waker>) -> R,
     ) -> Option<R> {
         let mut woken = Vec::new();
         let out = {
             let mut queues = lock(&self.queues);
-            // Read under the lock: hand-overs of one queue then see time move forward.
-            let now = cells.now();
-            let queue = if make {
+            let now = make_at.unwrap_or_else(|| cells.now());
+            let queue = if make_at.is_some() {
                 queues.entry(key).or_insert_with(|| {
                     // ordering: a hint (module docs).
                     self.busy.fetch_add(1, Ordering::Relaxed);
