@@ -882,3 +882,39 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn queues_free_their_memory_when_they_empty() {
+    let (l, _clock) = limiter();
+    let keys: Vec<String> = (0..10_000).map(|k| format!("key-{k}")).collect();
+    for key in &keys {
+        assert!(l.check(key.as_str()).is_ok());
+    }
+    let before = l.stats().bytes;
+    // Two waiters on each of 10,000 keys: a head and one queued behind it.
+    let mut waiters: Vec<_> = keys
+        .iter()
+        .flat_map(|key| {
+            [
+                Probe::new(l.until_ready(key.as_str())),
+                Probe::new(l.until_ready(key.as_str())),
+            ]
+        })
+        .collect();
+    for w in &mut waiters {
+        assert!(w.poll().is_pending());
+    }
+    let queued = l.stats().bytes;
+    assert!(
+        queued > before + 10_000 * 2 * 32,
+        "20,000 waiters held in {} bytes?",
+        queued - before
+    );
+    drop(waiters);
+    let after = l.stats().bytes;
+    // Every queue was removed, and the shards' maps shrank back.
+    assert!(
+        after <= before + 4_096,
+        "{after} bytes after, {before} before"
+    );
+}

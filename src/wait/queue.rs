@@ -141,6 +141,9 @@ impl Queue {
         if !node.is_queued() || self.is_head(node) {
             return node.outcome();
         }
+        if node.latest == u64::MAX {
+            return Outcome::Queued; // Unbounded: no prediction to check.
+        }
         let predicted = self.predicted(cells, now, self.waiting_cells - u64::from(node.n), node);
         if predicted <= node.latest {
             return Outcome::Queued;

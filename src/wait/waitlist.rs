@@ -136,8 +136,10 @@ impl WaitShard {
                 queues.remove(&key);
                 // ordering: a hint (module docs).
                 self.busy.fetch_sub(1, Ordering::Relaxed);
+                // Shrink to twice the queues once they fill under an eighth: amortised O(1)
+                // per removal, and an emptied shard holds no map at all.
                 let len = queues.len();
-                if queues.capacity() > 64 && len * 8 < queues.capacity() {
+                if len * 8 < queues.capacity() {
                     queues.shrink_to(len * 2);
                 }
             }
