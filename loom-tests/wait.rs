@@ -1,4 +1,5 @@
-//! Loom models of waiting: reservations, refunds and their races (DESIGN.md §4, "Waiting").
+//! Loom models of waiting: the key's queue, its hand-over, and their races with drops and
+//! checks (`src/wait/queue.rs`; the design record is `src/design.rs`).
 //!
 //! Run them in release mode with a preemption bound:
 //!
@@ -12,37 +13,43 @@
 //!
 //! The models use only the public API. Each limiter (burst 1, `T` = 1 000 ns, one shard)
 //! waits on a [`ManualClock`] standing at `NOW`: time moves only when a model calls
-//! `clock.set`, which fires the clock's own timer on the calling thread, and futures are
-//! polled by hand with a counting waker; no executor runs. The limiter and its clock live in
-//! a `loom::lazy_static!`, which loom creates afresh for every execution and drops before its
-//! leak check, so that a waiting future (which borrows its limiter) can be made on one loom
-//! thread and handed to another.
+//! `clock.set`, which fires the clock's own timer on the calling thread (so a thread that
+//! sets the clock runs the queue's hand-over), and futures are polled by hand with a counting
+//! waker; no executor runs. The limiter and its clock live in a `loom::lazy_static!`, which
+//! loom creates afresh for every execution and drops before its leak check, so that a
+//! waiting future (which borrows its limiter) can be made on one loom thread and handed to
+//! another.
 //!
-//! A key's state is read back with a zero-bound wait, `until_ready_within(&key, ZERO)`: it
-//! refuses with the exact instant the next cell would be admitted at (`next_free`) and writes
-//! nothing. (A refused wait counts as `denied` in the stats; the models only read
-//! `admitted`.)
+//! A key's queue is read back with a zero-bound wait, `until_ready_within(&key, ZERO)`: it
+//! refuses with the instant a new waiter would be admitted at (after the queue's head and
+//! the waiters behind it) and writes nothing. (A refused wait counts as `denied` in the
+//! stats; the models only read `admitted`.)
 //!
-//! * **Two reservations on one key** (held and new key): exactly one is ready at once, the
-//!   other holds the next instant, and the key's next free instant counts both.
-//! * **Reserve vs cancel**: a pending waiter is dropped (its refund CAS) while another
-//!   reserves. The allowed final states are enumerated exactly: the refunded instant is
-//!   reused, or it is a hole; never an extra cell. Also with the cancelled waiter not last
-//!   (no refund can apply), with two cancels at once, and on the direct limiter.
-//! * **Refund vs check**: a lock-free check races a refund.
-//! * **Drop vs fire**: a waiter is dropped while `clock.set` fires its timer entry: at most
-//!   one wake, and the window guarantee holds whichever way the refund goes.
-//! * **A stale refund after a reset**: a waiter's refund must not land on the new state of
-//!   a key that was reset and checked back up to the waiter's TAT (it did, and over-admitted,
-//!   until refunds checked the removal epoch).
+//! The models, and the fault each was shown to fail on (applied to `src/` by hand, run, and
+//! reverted; the models that fail are listed):
+//!
+//! | model | race | injected fault that makes it fail |
+//! | --- | --- | --- |
+//! | two arrivals (held key, new key, direct) | two waiters' first polls | the state written by a store, not a CAS (held key) |
+//! | cancel vs hand-over | the head's drop vs the timer firing it | the head's drop does not refund; the drop does not re-check, under the lock, that the hand-over has not admitted it |
+//! | two waiters and a drop: arrival vs cancel (keyed, direct) | a new waiter vs the head's drop | the head's drop does not refund |
+//! | two waiters and a drop: two cancels | the head's and the next waiter's drops | the head's drop does not refund; an emptied queue is kept (memory, and loom's leak check) |
+//! | forget vs hand-over | a hand-over that admits a never-polled head and the next waiter vs that waiter's poll with a new waker | the admission takes the waker before it publishes the outcome (a lost wake-up) |
+//! | check vs hand-over (at the head's instant, an interval late) | a lock-free check vs the hand-over's reservation | the state written by a store, not a CAS |
+//! | refund vs check (at the refunded instant, after it) | the head's refund vs a check | the head's drop does not refund (at); the refund does not compare the TAT (after); a store, not a CAS (after) |
+//! | refund vs reset (keyed, direct) | a stale refund vs checks of the reset key | the refund does not compare the removal epoch |
+//!
+//! Every rule of *who* is admitted *when* (FIFO, the chain instant, bounded waits) is a
+//! deterministic test on the manual clock in `tests/wait.rs`; these models check that the
+//! rules survive every interleaving of the threads that touch a key at once.
 //!
 //! As in `models.rs`, every two-thread model runs once per role assignment and each thread
 //! opens with a Relaxed RMW on a shared gate: loom 0.7's partial-order reduction otherwise
 //! misses interleavings of threads that load a word before CASing it (see `race` there).
 //! Each model also names its allowed outcomes, and `model` checks that the outcomes reached
 //! are exactly those: none other, and each of them at least once (so both orders of every
-//! race were tried). The suite takes well under a second at any preemption bound, including
-//! effectively unbounded (`LOOM_MAX_PREEMPTIONS=100`).
+//! race were tried). The suite takes about 0.1 s at the default bound of 2, and about 20 s
+//! effectively unbounded (`LOOM_MAX_PREEMPTIONS=100`), which passes too.
 //!
 //! The `cfg` below empties this file in every other build; it comes after this comment so
 //! that the empty test crate still has its docs (`missing_docs` is on for every target).
@@ -61,8 +68,8 @@ use std::time::{Duration, Instant};
 
 use loom::sync::atomic::AtomicUsize;
 use tollgate::{
-    Admitted, CheckError, DirectLimiter, DirectUntilReady, Limiter, ManualClock, Quota, Timestamp,
-    UntilReady, WaitError,
+    Admitted, CheckError, Clock, DirectLimiter, DirectUntilReady, Limiter, ManualClock, Quota,
+    Timestamp, UntilReady, WaitError,
 };
 
 #[path = "race.rs"]
@@ -253,6 +260,14 @@ impl<F: Future<Output = Result<(), WaitError>> + Unpin> Probe<F> {
         // ordering: read after the threads are joined.
         self.count.0.load(Ordering::Relaxed)
     }
+
+    /// Gives the future a new counting waker from its next poll on, as a task that moved
+    /// to another executor thread does; returns the old counter.
+    fn new_waker(&mut self) -> std::sync::Arc<Count> {
+        let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
+        self.waker = Waker::from(count.clone());
+        std::mem::replace(&mut self.count, count)
+    }
 }
 
 /// A new `until_ready` on the model's key, polled once.
@@ -292,16 +307,20 @@ fn next_free_direct() -> u64 {
 
 /// Finds the instant a pending waiter was given, among `candidates` (ascending), by moving
 /// the clock: one nanosecond before it the waiter is neither woken nor ready (never early);
-/// at it, it is woken exactly once and completes. The clock stays at the instant found.
+/// at it, it is woken exactly once and completes. A candidate the clock has already reached
+/// is checked as it stands (the waiter may have been admitted by the model's race). The
+/// clock stays at the instant found.
 fn admitted_at<F>(clock: &ManualClock, waiter: &mut Probe<F>, candidates: &[u64]) -> u64
 where
     F: Future<Output = Result<(), WaitError>> + Unpin,
 {
     for &instant in candidates {
-        clock.set(at(instant - 1));
-        assert_eq!(waiter.wakes(), 0, "woken before {instant}");
-        assert!(waiter.poll().is_pending(), "ready before {instant}");
-        clock.set(at(instant));
+        if instant > clock.now().as_nanos() {
+            clock.set(at(instant - 1));
+            assert_eq!(waiter.wakes(), 0, "woken before {instant}");
+            assert!(waiter.poll().is_pending(), "ready before {instant}");
+            clock.set(at(instant));
+        }
         if waiter.wakes() > 0 {
             assert_eq!(waiter.wakes(), 1, "woken more than once");
             assert_eq!(waiter.poll(), Poll::Ready(Ok(())));
@@ -328,21 +347,40 @@ fn seen(result: Result<Admitted, CheckError>, now: u64) -> Seen {
     }
 }
 
-/// Makes the model's key hold cell `NOW` (a waiter that is ready at once) and reserve
-/// `NOW + T` for a pending waiter, which is returned. The key is put in the table (expired at
-/// `NOW`) first, so every later operation on it takes the lock-free path.
-fn one_admitted_one_pending() -> Probe<UntilReady<'static>> {
+/// Makes the model's key hold cell `NOW` (a waiter ready at once) and queues W1, which
+/// becomes the head of the key's queue and reserves `NOW + T`; W1 is returned. The key is put
+/// in the table (expired at `NOW`) first, so every check on it takes the lock-free path.
+fn head() -> Probe<UntilReady<'static>> {
     assert!(KEYED.0.check_at(&KEY, at(0)).is_ok());
     let (first, _) = wait_keyed();
     assert_eq!(first, Poll::Ready(Ok(())));
-    let (second, pending) = wait_keyed();
+    let (second, w1) = wait_keyed();
     assert!(second.is_pending());
     assert_eq!(next_free_keyed(), NOW + 2 * T);
-    pending
+    w1
+}
+
+/// [`head`], then W2 queued behind W1, holding nothing: a new waiter would come after both.
+fn head_and_one_behind() -> (Probe<UntilReady<'static>>, Probe<UntilReady<'static>>) {
+    let w1 = head();
+    let (r2, w2) = wait_keyed();
+    assert!(r2.is_pending());
+    assert_eq!(next_free_keyed(), NOW + 3 * T);
+    (w1, w2)
+}
+
+/// The window guarantee at the instant `instant` a waiter was admitted at: a check there is
+/// refused until the next emission interval (burst 1).
+fn no_second_cell_at(instant: u64) {
+    assert_eq!(
+        seen(KEYED.0.check_at(&KEY, at(instant)), instant),
+        Seen::Limited(instant + T),
+        "two cells at {instant}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
-// 1. Two reservations on one key.
+// 1. Two arrivals on one key.
 
 /// Which of two racing waiters was ready at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -364,11 +402,12 @@ fn the_pending_one<F>(
 }
 
 /// Two threads each make and poll one `until_ready` on the same key, which is free at `NOW`
-/// (held but expired with `held`, absent otherwise, so both insert it). Exactly one is ready
-/// at once; the other holds `NOW + T`, is never woken before it and is woken once at it; the
-/// key's next free instant is `NOW + 2T` (no reservation lost, none duplicated), and the
-/// table holds the key once.
-fn two_reservations_on_one_key(roles: Roles, held: bool) -> Ready {
+/// (held but expired with `held`, absent otherwise, so both insert it). Each either takes the
+/// cell on the lock-free path or joins the key's queue. Exactly one is ready at once; the
+/// other becomes the head and holds `NOW + T`, is never woken before it and is woken once at
+/// it; a new waiter would come at `NOW + 2T` (no cell lost, none duplicated), and the table
+/// holds the key once.
+fn two_arrivals_on_one_key(roles: Roles, held: bool) -> Ready {
     let (l, clock) = &*KEYED;
     if held {
         assert!(l.check_at(&KEY, at(0)).is_ok());
@@ -386,28 +425,28 @@ fn two_reservations_on_one_key(roles: Roles, held: bool) -> Ready {
 }
 
 #[test]
-fn two_reservations_on_a_held_key() {
+fn two_arrivals_on_a_held_key() {
     model(
-        "two_reservations_on_a_held_key",
+        "two_arrivals_on_a_held_key",
         &[Ready::First, Ready::Second],
-        |roles| two_reservations_on_one_key(roles, true),
+        |roles| two_arrivals_on_one_key(roles, true),
     );
 }
 
 #[test]
-fn two_reservations_on_a_new_key() {
+fn two_arrivals_on_a_new_key() {
     model(
-        "two_reservations_on_a_new_key",
+        "two_arrivals_on_a_new_key",
         &[Ready::First, Ready::Second],
-        |roles| two_reservations_on_one_key(roles, false),
+        |roles| two_arrivals_on_one_key(roles, false),
     );
 }
 
 /// The same on a direct limiter.
 #[test]
-fn two_reservations_on_a_direct_limiter() {
+fn two_arrivals_on_a_direct_limiter() {
     model(
-        "two_reservations_on_a_direct_limiter",
+        "two_arrivals_on_a_direct_limiter",
         &[Ready::First, Ready::Second],
         |roles| {
             let (_, clock) = &*DIRECT;
@@ -421,110 +460,82 @@ fn two_reservations_on_a_direct_limiter() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 2. Reserve vs cancel.
+// 2. Cancel vs hand-over.
 
-/// Cell `NOW` is taken and waiter W1 holds `NOW + T` (the last reservation). One thread
-/// drops W1 (its refund CAS, `NOW + 2T -> NOW + T`) while the other reserves with a new
-/// waiter W2. The outcome is `(W2's instant, the key's next free instant)`, and exactly two
-/// are allowed ([`RESERVE_VS_CANCEL`]):
+/// W1 is the head (`NOW + T`) and W2 is queued behind it. One thread drops W1 while the
+/// other sets the clock to `NOW + T`, which fires the head's sleep and runs the hand-over on
+/// that thread. The outcome is `(W1's wakes, W2's instant)`, and exactly two are allowed:
 ///
-/// * the refund lands first: W2 reuses `NOW + T` and the key is next free at `NOW + 2T`;
-/// * W2 reserves first: the refund finds W2's state and gives nothing back, so W2 holds
-///   `NOW + 2T`, `NOW + T` is a hole, and the key is next free at `NOW + 3T`.
+/// * the drop first: W1 refunds, W2 becomes the head at W1's chain instant and gets `NOW + T`,
+///   the instant W1 had, as if W1 had never asked; W1 is never woken;
+/// * the hand-over first: W1 is admitted at `NOW + T` and woken once (its drop then finds it
+///   settled and does nothing: the cell counts as used), and W2 gets `NOW + 2T`.
 ///
-/// A refund applied on top of W2's reservation would show as `(NOW + 2T, NOW + 2T)`: two
-/// cells at one instant. The dropped W1 is never woken.
-fn reserve_vs_cancel(roles: Roles) -> (u64, u64) {
+/// A head dropped without its refund shows as `(0, NOW + 2T)`. A drop that went on to
+/// cancel W1 after the hand-over had admitted it would corrupt the queue's count of waiting
+/// cells, which the prediction for a new waiter (checked after the race) reads.
+fn cancel_vs_hand_over(roles: Roles) -> (usize, u64) {
     let (l, clock) = &*KEYED;
-    let w1 = one_admitted_one_pending();
+    let (w1, mut w2) = head_and_one_behind();
+    let w1_wakes = w1.count.clone();
+    race(roles, move || drop(w1), move || KEYED.1.set(at(NOW + T)));
+
+    // ordering: read after the threads are joined.
+    let w1_woken = w1_wakes.0.load(Ordering::Relaxed);
+    // The queue's books agree with W2's place: a new waiter would come right after it.
+    let w2_expected = if w1_woken == 0 { NOW + T } else { NOW + 2 * T };
+    assert_eq!(next_free_keyed(), w2_expected + T);
+    let w2_at = admitted_at(clock, &mut w2, &[NOW + T, NOW + 2 * T]);
+    no_second_cell_at(w2_at);
+    // The setup's check, the waiter ready at `NOW`, W2, and W1 if it was admitted.
+    assert_eq!(l.stats().admitted, 3 + w1_woken as u64);
+    (w1_woken, w2_at)
+}
+
+#[test]
+fn cancel_vs_hand_over_model() {
+    model(
+        "cancel_vs_hand_over",
+        &[(0, NOW + T), (1, NOW + 2 * T)],
+        cancel_vs_hand_over,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Two waiters and a drop.
+
+/// W1 is the head (`NOW + T`). One thread drops W1 while the other makes a new waiter W2.
+/// Whether W2 joins W1's queue before the drop (and inherits W1's instant when W1 hands its
+/// reservation back) or after it (the queue is gone, the key's state refunded, and W2 starts a
+/// new queue), W2 gets `NOW + T` and a waiter after it `NOW + 2T`: the dropped waiter cost
+/// nothing. (Under the eager design of DESIGN.md §3 one order left a hole at `NOW + T`.)
+/// W1 is never woken.
+fn arrival_vs_cancel(roles: Roles) -> u64 {
+    let (l, clock) = &*KEYED;
+    let w1 = head();
     let w1_wakes = w1.count.clone();
     let ((), (r2, mut w2)) = race(roles, move || drop(w1), wait_keyed);
 
     assert!(r2.is_pending(), "{r2:?}");
-    let free = next_free_keyed();
+    assert_eq!(next_free_keyed(), NOW + 2 * T);
     let w2_at = admitted_at(clock, &mut w2, &[NOW + T, NOW + 2 * T]);
     // ordering: read after the threads are joined.
-    assert_eq!(
-        w1_wakes.0.load(Ordering::Relaxed),
-        0,
-        "a dropped waiter was woken"
-    );
+    let w1_woken = w1_wakes.0.load(Ordering::Relaxed);
+    assert_eq!(w1_woken, 0, "a dropped waiter was woken");
     // The setup's check, the waiter ready at `NOW`, and W2.
     assert_eq!(l.stats().admitted, 3);
-    (w2_at, free)
-}
-
-/// The allowed outcomes of [`reserve_vs_cancel`].
-const RESERVE_VS_CANCEL: [(u64, u64); 2] = [(NOW + T, NOW + 2 * T), (NOW + 2 * T, NOW + 3 * T)];
-
-#[test]
-fn reserve_vs_cancel_model() {
-    model("reserve_vs_cancel", &RESERVE_VS_CANCEL, reserve_vs_cancel);
-}
-
-/// As [`reserve_vs_cancel`], but W2 already holds `NOW + 2T` behind W1 when W1 is dropped
-/// and W3 reserves: no refund can apply, so W3 always gets `NOW + 3T`, the key is next free
-/// at `NOW + 4T`, and W1's `NOW + T` stays a hole (a check there is refused).
-fn cancel_not_last_vs_reserve(roles: Roles) -> (u64, u64) {
-    let (l, clock) = &*KEYED;
-    let w1 = one_admitted_one_pending();
-    let (r2, mut w2) = wait_keyed();
-    assert!(r2.is_pending());
-    let ((), (r3, mut w3)) = race(roles, move || drop(w1), wait_keyed);
-
-    assert!(r3.is_pending(), "{r3:?}");
-    let free = next_free_keyed();
-    assert_eq!(
-        seen(l.check_at(&KEY, at(NOW + T)), NOW + T),
-        Seen::Limited(free),
-        "the hole was given away"
-    );
-    assert_eq!(admitted_at(clock, &mut w2, &[NOW + 2 * T]), NOW + 2 * T);
-    let w3_at = admitted_at(clock, &mut w3, &[NOW + 3 * T]);
-    // The setup's check, the waiter ready at `NOW`, W2 and W3.
-    assert_eq!(l.stats().admitted, 4);
-    (w3_at, free)
+    w2_at
 }
 
 #[test]
-fn cancel_not_last_vs_reserve_model() {
-    model(
-        "cancel_not_last_vs_reserve",
-        &[(NOW + 3 * T, NOW + 4 * T)],
-        cancel_not_last_vs_reserve,
-    );
+fn arrival_vs_cancel_model() {
+    model("arrival_vs_cancel", &[NOW + T], arrival_vs_cancel);
 }
 
-/// Cell `NOW` is taken, W1 holds `NOW + T` and W2 `NOW + 2T`; both are dropped at once, on
-/// two threads. The outcome is the key's next free instant: if W2 (the last) refunds first,
-/// W1 is then the last and refunds too (`NOW + T`); if W1 tries first, W2 is on top of it
-/// and only W2's refund applies (`NOW + 2T`, a hole at `NOW + T`). Nothing is refunded
-/// twice, and nothing is handed out that is still reserved. Neither task is woken.
-fn two_cancels(roles: Roles) -> u64 {
-    let (l, _) = &*KEYED;
-    let w1 = one_admitted_one_pending();
-    let (r2, w2) = wait_keyed();
-    assert!(r2.is_pending());
-    let wakes = [w1.count.clone(), w2.count.clone()];
-    race(roles, move || drop(w1), move || drop(w2));
-
-    // ordering: read after the threads are joined.
-    let woken: usize = wakes.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
-    assert_eq!(woken, 0, "a dropped waiter was woken");
-    // The setup's check and the waiter ready at `NOW`.
-    assert_eq!(l.stats().admitted, 2);
-    next_free_keyed()
-}
-
+/// [`arrival_vs_cancel`] on a direct limiter.
 #[test]
-fn two_cancels_model() {
-    model("two_cancels", &[NOW + T, NOW + 2 * T], two_cancels);
-}
-
-/// [`reserve_vs_cancel`] on a direct limiter: the same two outcomes.
-#[test]
-fn reserve_vs_cancel_direct() {
-    model("reserve_vs_cancel_direct", &RESERVE_VS_CANCEL, |roles| {
+fn arrival_vs_cancel_direct() {
+    model("arrival_vs_cancel_direct", &[NOW + T], |roles| {
         let (_, clock) = &*DIRECT;
         assert_eq!(wait_direct().0, Poll::Ready(Ok(())));
         let (r1, w1) = wait_direct();
@@ -532,17 +543,158 @@ fn reserve_vs_cancel_direct() {
         let ((), (r2, mut w2)) = race(roles, move || drop(w1), wait_direct);
 
         assert!(r2.is_pending(), "{r2:?}");
-        let free = next_free_direct();
-        (admitted_at(clock, &mut w2, &[NOW + T, NOW + 2 * T]), free)
+        assert_eq!(next_free_direct(), NOW + 2 * T);
+        admitted_at(clock, &mut w2, &[NOW + T, NOW + 2 * T])
     });
 }
 
-// ---------------------------------------------------------------------------------------
-// 3. Refund vs check.
+/// W1 is the head (`NOW + T`) and W2 queued behind it; both are dropped at once, on two
+/// threads. If W2 goes first it is only marked cancelled (it holds nothing), and W1's drop
+/// refunds and unlinks both; if W1 goes first, W2 becomes the head and reserves `NOW + T`,
+/// then refunds it. Either way the key is left as if neither had asked (a new waiter would
+/// get `NOW + T`), neither task is woken, and the key's queue is gone: the limiter holds no
+/// more memory than before the waiters came.
+fn two_cancels(roles: Roles) -> u64 {
+    let (l, _) = &*KEYED;
+    let bytes = l.stats().bytes;
+    let (w1, w2) = head_and_one_behind();
+    let wakes = [w1.count.clone(), w2.count.clone()];
+    race(roles, move || drop(w1), move || drop(w2));
 
-/// Cell `NOW` is taken and W1 holds `NOW + T`. One thread drops W1 while the other checks at
-/// `check_at` (lock-free, explicit time). The outcome is `(the check, the key's next free
-/// instant)`. At `NOW + T` the check is admitted only if the refund came first; either way
+    // ordering: read after the threads are joined.
+    let woken: usize = wakes.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+    assert_eq!(woken, 0, "a dropped waiter was woken");
+    let stats = l.stats();
+    // The setup's check and the waiter ready at `NOW`.
+    assert_eq!(stats.admitted, 2);
+    assert_eq!(stats.bytes, bytes, "the emptied queue kept its memory");
+    next_free_keyed()
+}
+
+#[test]
+fn two_cancels_model() {
+    model("two_cancels", &[NOW + T], two_cancels);
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Forget vs hand-over.
+
+/// Whether a poll of a waiter returned `Ready`, and how many times the waker of that poll
+/// was woken.
+type PollAndWakes = (bool, usize);
+
+/// W1 is the head (`NOW + T`) and W2 is queued behind it. W1's future is forgotten: it is
+/// never polled again. (It is dropped after the race, not `mem::forget`-ed, since loom counts
+/// a leaked `Arc` as a failure; dropping a waiter that was admitted does nothing.) One thread
+/// sets the clock to `NOW + 2T`: the timer runs the hand-over, which admits W1 and then W2,
+/// both due, with neither polled. The other thread polls W2 with a new waker (its task moved
+/// to another worker). The outcome is `(that poll was Ready, the new waker's wakes)`:
+///
+/// * `(true, 0)`: W2 was admitted before the poll, which saw it and registered nothing;
+/// * `(true, 1)`: the admission came while the poll registered, and woke the new waker too;
+/// * `(false, 1)`: the poll registered first and was woken.
+///
+/// Never `(false, 0)`: a task left pending with nobody to wake it. W1's old waker is woken
+/// once, though nobody polls W1: the queue never waits on its futures.
+fn forget_vs_hand_over(roles: Roles) -> PollAndWakes {
+    let (l, _) = &*KEYED;
+    let (w1, mut w2) = head_and_one_behind();
+    let old_waker = w2.new_waker();
+    let (w2, outcome) = {
+        let ((), (mut w2, ready)) = race(
+            roles,
+            move || KEYED.1.set(at(NOW + 2 * T)),
+            move || {
+                let ready = w2.poll().is_ready();
+                (w2, ready)
+            },
+        );
+        let woken = w2.wakes();
+        if !ready {
+            assert_eq!(w2.poll(), Poll::Ready(Ok(())), "woken but not admitted");
+        }
+        (w2, (ready, woken))
+    };
+    assert_eq!(w1.wakes(), 1, "the forgotten head was not admitted");
+    // ordering: read after the threads are joined.
+    assert!(old_waker.0.load(Ordering::Relaxed) <= 1);
+    no_second_cell_at(NOW + 2 * T);
+    // The setup's check, the waiter ready at `NOW`, W1 and W2.
+    assert_eq!(l.stats().admitted, 4);
+    drop((w1, w2));
+    outcome
+}
+
+#[test]
+fn forget_vs_hand_over_model() {
+    model(
+        "forget_vs_hand_over",
+        &[(false, 1), (true, 0), (true, 1)],
+        forget_vs_hand_over,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Check vs hand-over.
+
+/// W1 is the head (`NOW + T`) and W2 is queued behind it. One thread sets the clock to
+/// `NOW + T` (the hand-over admits W1 and W2 reserves the next cell) while the other checks
+/// at `check_at` (lock-free, explicit time: a check from a thread whose clock read is
+/// ahead, as when the hand-over runs late). The outcome is `(the check, W2's instant)`.
+///
+/// At `NOW + T` the check never gets a cell: W1's reservation holds it. At `NOW + 2T` the
+/// check takes that cell if it comes before the hand-over (the queue had not claimed it) and
+/// W2 is then admitted at `NOW + 3T`; after the hand-over, W2 holds it and the check is
+/// refused. No cell is ever given twice: the check and the reservation are CASes on one
+/// word.
+fn check_vs_hand_over(roles: Roles, check_at: u64) -> (Seen, u64) {
+    let (l, clock) = &*KEYED;
+    let (w1, mut w2) = head_and_one_behind();
+    let ((), check) = race(
+        roles,
+        move || KEYED.1.set(at(NOW + T)),
+        move || seen(KEYED.0.check_at(&KEY, at(check_at)), check_at),
+    );
+
+    assert_eq!(w1.wakes(), 1, "the head was not admitted");
+    let w2_at = admitted_at(clock, &mut w2, &[NOW + 2 * T, NOW + 3 * T]);
+    no_second_cell_at(w2_at);
+    // The setup's check, the waiter ready at `NOW`, W1, W2, and this check if admitted.
+    let checks_admitted = u64::from(matches!(check, Seen::Admitted(_)));
+    assert_eq!(l.stats().admitted, 4 + checks_admitted);
+    (check, w2_at)
+}
+
+#[test]
+fn check_vs_hand_over_at_the_heads_instant() {
+    model(
+        "check_vs_hand_over_at_the_heads_instant",
+        &[
+            (Seen::Limited(NOW + 2 * T), NOW + 2 * T),
+            (Seen::Limited(NOW + 3 * T), NOW + 2 * T),
+        ],
+        |roles| check_vs_hand_over(roles, NOW + T),
+    );
+}
+
+#[test]
+fn check_vs_hand_over_an_interval_late() {
+    model(
+        "check_vs_hand_over_an_interval_late",
+        &[
+            (Seen::Admitted(NOW + 3 * T), NOW + 3 * T),
+            (Seen::Limited(NOW + 3 * T), NOW + 2 * T),
+        ],
+        |roles| check_vs_hand_over(roles, NOW + 2 * T),
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Refund vs check.
+
+/// W1 is the head (`NOW + T`). One thread drops W1 while the other checks at `check_at`
+/// (lock-free, explicit time). The outcome is `(the check, the instant a new waiter would
+/// get)`. At `NOW + T` the check is admitted only if the refund came first; either way
 /// `NOW + T` is used at most once:
 ///
 /// * check first: refused (next `NOW + 2T`), then the refund frees `NOW + T`;
@@ -552,7 +704,7 @@ fn reserve_vs_cancel_direct() {
 /// A refund applied after an admitted check would show as `(Admitted(NOW + 2T), NOW + T)`.
 fn refund_vs_check(roles: Roles, check_at: u64) -> (Seen, u64) {
     let (l, _) = &*KEYED;
-    let w1 = one_admitted_one_pending();
+    let w1 = head();
     let ((), check) = race(
         roles,
         move || drop(w1),
@@ -588,55 +740,18 @@ fn refund_vs_check_after_it() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 4. Drop vs fire.
+// 7. Refund vs reset.
 
-/// Cell `NOW` is taken and W1 holds `NOW + T`. One thread drops W1 while the other sets the
-/// clock to `NOW + T`, firing W1's timer entry. The outcome is how many times W1's task was
-/// woken: 0 (dropped first) or 1 (fired first), never more.
-///
-/// Whether the dropped W1 refunds is a design choice (it does while it is the last
-/// reservation, even once its instant has passed, which is harmless: it never proceeded);
-/// the window guarantee is not: at `NOW + T` at most one more cell is admitted, and
-/// afterwards the key is next free at `NOW + 2T` either way (refunded and taken again, or
-/// kept).
-fn drop_vs_fire(roles: Roles) -> usize {
-    let (l, _) = &*KEYED;
-    let w1 = one_admitted_one_pending();
-    let w1_wakes = w1.count.clone();
-    race(roles, move || drop(w1), move || KEYED.1.set(at(NOW + T)));
-
-    assert_eq!(l.now(), at(NOW + T));
-    let first = seen(l.check(&KEY), NOW + T);
-    let second = seen(l.check(&KEY), NOW + T);
-    assert!(
-        matches!(
-            (first, second),
-            (Seen::Admitted(_), Seen::Limited(_)) | (Seen::Limited(_), Seen::Limited(_))
-        ),
-        "two cells at one instant: {first:?} {second:?}"
-    );
-    assert_eq!(second, Seen::Limited(NOW + 2 * T));
-    // ordering: read after the threads are joined.
-    w1_wakes.0.load(Ordering::Relaxed)
-}
-
-#[test]
-fn drop_vs_fire_model() {
-    model("drop_vs_fire", &[0, 1], drop_vs_fire);
-}
-
-// ---------------------------------------------------------------------------------------
-// 5. A stale refund after a reset (a known bug).
-
-/// Cell `NOW` is taken and W1 holds `NOW + T` (the key's TAT is `NOW + 2T`); then the key is
-/// reset ("its next request is treated as its first"). One thread drops W1 while the other
-/// checks the reset key at `NOW` and at `NOW + T`: both are admitted, and the second leaves
-/// the TAT at `NOW + 2T` again. Since the reset the key has admitted cells at `NOW` and
-/// `NOW + T`; with burst 1 a third at `NOW + T` exceeds the quota.
+/// W1 is the head (`NOW + T`; the key's TAT is `NOW + 2T`); then the key is reset ("its next
+/// request is treated as its first"). One thread drops W1 while the other checks the reset
+/// key at `NOW` and at `NOW + T`: both are admitted, and the second leaves the TAT at
+/// `NOW + 2T` again. Since the reset the key has admitted cells at `NOW` and `NOW + T`; with
+/// burst 1 a third at `NOW + T` exceeds the quota.
 ///
 /// W1's refund must not apply to the new incarnation of the key. It does if it runs after
 /// the second check: it finds the TAT equal to the one W1 wrote and hands back the new
-/// incarnation's cell, so a third check at `NOW + T` is admitted.
+/// incarnation's cell, so a third check at `NOW + T` is admitted (it was, until refunds
+/// checked the removal epoch).
 ///
 /// The reset happens before the race rather than in it: the direct limiter's reset is a
 /// plain store, and loom 0.7 keeps modification order only partially, so a store racing a
@@ -644,7 +759,7 @@ fn drop_vs_fire_model() {
 /// after its own later store). Every write in the race below is a CAS.
 fn stale_refund_after_reset(roles: Roles) -> Seen {
     let (l, _) = &*KEYED;
-    let w1 = one_admitted_one_pending();
+    let w1 = head();
     assert!(l.reset(&KEY));
     let ((), checks) = race(
         roles,
