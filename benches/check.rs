@@ -1,4 +1,4 @@
-//! The `check` benchmark: scenarios A–E of DESIGN.md §5, with tollgate beside governor 0.10
+//! The `check` benchmark: scenarios A–E of the design record (`src/design.rs`, §8), with tollgate beside governor 0.10
 //! (keyed), a `Mutex<HashMap>` GCRA and the `ideal` array, all in one process run.
 //!
 //! ```text

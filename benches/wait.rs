@@ -1286,7 +1286,7 @@ fn thousands(n: usize) -> String {
 /// Target for tollgate's CPU per admission against the ideal's, in the same run.
 const CPU_VS_IDEAL_TARGET: f64 = 1.2;
 
-/// Targets of DESIGN.md §5 that `s` misses (by median), and for tollgate the CPU target
+/// Targets of the design record (`src/design.rs`, §8) that `s` misses (by median), and for tollgate the CPU target
 /// against the ideal (`vs_ideal`: the ratio of medians).
 fn missed(s: &LoadSummary, cpu_target_ns: f64, vs_ideal: Option<f64>) -> Vec<String> {
     let mut out = Vec::new();

@@ -1,4 +1,4 @@
-//! Loom models of tollgate's concurrent protocols (DESIGN.md §4, "Loom").
+//! Loom models of tollgate's concurrent protocols (the design record, `src/design.rs`, §6).
 //!
 //! Run them in release mode with a preemption bound:
 //!

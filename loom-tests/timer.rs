@@ -1,4 +1,4 @@
-//! Loom models of tollgate's timer (DESIGN.md §4, "Waiting" and "Loom").
+//! Loom models of tollgate's timer (the design record, `src/design.rs`, §5 and §6).
 //!
 //! Run them in release mode with a preemption bound:
 //!

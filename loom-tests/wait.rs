@@ -508,7 +508,7 @@ fn cancel_vs_hand_over_model() {
 /// Whether W2 joins W1's queue before the drop (and inherits W1's instant when W1 hands its
 /// reservation back) or after it (the queue is gone, the key's state refunded, and W2 starts a
 /// new queue), W2 gets `NOW + T` and a waiter after it `NOW + 2T`: the dropped waiter cost
-/// nothing. (Under the eager design of DESIGN.md §3 one order left a hole at `NOW + T`.)
+/// nothing. (Under the eager reservations of commit `92a5793` one order left a hole at `NOW + T`.)
 /// W1 is never woken.
 fn arrival_vs_cancel(roles: Roles) -> u64 {
     let (l, clock) = &*KEYED;

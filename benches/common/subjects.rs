@@ -23,7 +23,7 @@ pub(crate) struct Spec {
     pub(crate) burst: u32,
 }
 
-/// The "live" quota of DESIGN.md §5: one cell per hour with a burst of 100,000, so a key
+/// The "live" quota of the design record (`src/design.rs`, §8): one cell per hour with a burst of 100,000, so a key
 /// checked once stays live for an hour and is never denied within the run.
 pub(crate) const LIVE: Spec = Spec {
     interval: Duration::from_secs(3600),
