@@ -136,19 +136,17 @@ fn seen(result: Result<Admitted, CheckError>, now: u64) -> Seen {
 }
 
 /// The slot a key's fingerprint calls home in an array of `len` slots, mirroring the loom
-/// build's fixed SipHash, `hash::spread`, the fingerprint remap (`table::fingerprint`) and
-/// `SlotArray::home`. Only used to pick keys that collide; if `src/` changes these, the
-/// models still check correctness but may stop forcing slot reuse, so keep them in step.
+/// build's fixed SipHash, the fingerprint remap (`table::fingerprint`) and `SlotArray::home`.
+/// Only used to pick keys that collide; if `src/` changes these, the models still check
+/// correctness but may stop forcing slot reuse, so keep them in step.
 fn home(key: u64, len: u64) -> u64 {
-    let raw = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-    let mixed = (raw ^ (raw >> 32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    let hash = mixed ^ (mixed >> 32);
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
     let fp = if hash <= 1 { hash + 2 } else { hash };
     ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * u128::from(len)) >> 64) as u64
 }
 
 /// Keys `(1, b)`, where `b` is the smallest key that shares (`same`) or does not share key 1's
-/// home slot in a two-slot array: `(1, 2)` and `(1, 3)` with the loom build's hash.
+/// home slot in a two-slot array: `(1, 2)` and `(1, 5)` with the loom build's hash.
 fn key_pair(same: bool) -> (u64, u64) {
     let a = 1;
     let b = (2..).find(|&b| (home(b, 2) == home(a, 2)) == same).unwrap();

@@ -46,9 +46,10 @@
 //! ## 3. The table
 //!
 //! 64 shards of linear-probing arrays of 16-byte `{fingerprint, state}` slots; the state
-//! word is `{live:1 | gen:3 | tat:60}`. The shard comes from a hash's top bits and the home
-//! slot from a multiply-shift of the fingerprint, so both hashes are spread first
-//! (`src/hash.rs`): a fast seeded hash of sequential integers is nearly linear in them. Known keys: lock-free, one CAS. Inserts, reuse of
+//! word is `{live:1 | gen:3 | tat:60}`. Both the shard and the home slot are the top bits of
+//! the key's hash times an odd constant, a different one for each (`shard_index` in
+//! `src/table/mod.rs`): a fast seeded hash of sequential integers is nearly linear in them,
+//! and its raw top bits crowd a few shards. Known keys: lock-free, one CAS. Inserts, reuse of
 //! expired slots, compaction, eviction and growth run under the shard lock and re-probe.
 //! The cross-key protocol (freeze, then the fingerprint, then a new-generation word) and
 //! its ABA bound are written in `src/table/slot.rs`; a forgotten key reads back as its

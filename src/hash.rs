@@ -2,23 +2,6 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-/// Spreads a 64-bit hash so that its top bits (which pick the shard) and its product with a
-/// constant (which picks the home slot) depend on every input bit. A bijection: distinct
-/// hashes stay distinct, so fingerprint collisions stay at 2^-64 per pair.
-///
-/// Why: a fast hash of a small integer can be nearly linear in it. foldhash's is one folded
-/// multiply by a per-process seed, and for about one process in 200 that seed sends 6 of the
-/// keys 0..10 to one of 64 shards (uniform odds: 2e-7); in one process in 1,000, 1,024
-/// sequential keys load a shard with 13x its share, so a capped table evicts live keys while
-/// other shards sit empty. Sequential keys are common (user ids, the addresses of a subnet),
-/// and so are identity hashers for integer routers. One xor-shift-multiply-xor-shift costs
-/// about a nanosecond and leaves every shard within the spread of a uniform hash.
-#[inline]
-pub(crate) fn spread(hash: u64) -> u64 {
-    let h = (hash ^ (hash >> 32)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    h ^ (h >> 32)
-}
-
 #[cfg(all(feature = "foldhash", not(tollgate_loom)))]
 type InnerState = foldhash::fast::RandomState;
 #[cfg(all(feature = "foldhash", not(tollgate_loom)))]
@@ -140,60 +123,5 @@ impl Hasher for DefaultHasher {
     #[inline]
     fn write_usize(&mut self, i: usize) {
         self.0.write_usize(i)
-    }
-}
-
-#[cfg(all(test, not(tollgate_loom)))]
-mod tests {
-    use super::spread;
-
-    /// The top six bits of `hash`: its shard of 64.
-    fn shard(hash: u64) -> u64 {
-        hash >> 58
-    }
-
-    fn most_in_one_shard(hashes: impl Iterator<Item = u64>) -> usize {
-        let mut counts = [0usize; 64];
-        for h in hashes {
-            counts[shard(h) as usize] += 1;
-        }
-        counts.into_iter().max().unwrap_or(0)
-    }
-
-    /// foldhash's hash of an integer key `k` (one write): one folded multiply of `k ^ acc`
-    /// by the process's seed. Reproduced here so that the test can pick an unlucky seed.
-    fn folded(k: u64, acc: u64, seed: u64) -> u64 {
-        let product = u128::from(k ^ acc) * u128::from(seed);
-        (product as u64) ^ ((product >> 64) as u64)
-    }
-
-    #[test]
-    fn sequential_keys_under_an_unlucky_seed_still_spread_over_shards() {
-        // A seed just above 2^63: a step of one in the key moves the product's low word by
-        // half a turn and its high word by almost nothing, so the folded hash's top six bits
-        // take about two values and the keys pile into two shards.
-        let (acc, seed) = (0x0123_4567_89AB_CDEF, (1 << 63) + 0x3_1415_9265);
-        let raw = most_in_one_shard((0..1_024).map(|k| folded(k, acc, seed)));
-        assert!(
-            raw >= 64,
-            "the unlucky seed clusters: {raw} keys in one shard"
-        );
-        // Spread, the 1,024 keys land as a uniform hash's would: 16 a shard on average, and
-        // at most about twice that in the fullest.
-        let spread_max = most_in_one_shard((0..1_024).map(|k| spread(folded(k, acc, seed))));
-        assert!(spread_max <= 32, "{spread_max} keys in one shard");
-        // Ten keys never crowd a shard of eight slots.
-        let ten = most_in_one_shard((0..10).map(|k| spread(folded(k, acc, seed))));
-        assert!(ten <= 3, "{ten} of ten keys in one shard");
-    }
-
-    #[test]
-    fn spread_is_a_bijection_on_samples() {
-        // xor-shift and multiplication by an odd constant are both invertible; check that a
-        // run of inputs gives distinct outputs.
-        let mut out: Vec<u64> = (0..100_000u64).map(spread).collect();
-        out.sort_unstable();
-        out.dedup();
-        assert_eq!(out.len(), 100_000);
     }
 }

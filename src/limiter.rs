@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::builder::Builder;
 use crate::clock::{ClockSource, Timestamp, saturating_nanos};
 use crate::gcra::MAX_NOW;
-use crate::hash::{RandomState, spread};
+use crate::hash::RandomState;
 use crate::outcome::{Admitted, CheckError, TableFull, check_capacity, check_step, verdict};
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
@@ -153,15 +153,13 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// `(route, fingerprint)`: the shard hash and the identity of `key`.
     #[inline]
     pub(crate) fn hashes<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
-        // Both hashes are spread (see `spread`): the table reads shard and home slot from
-        // their bits and needs those bits uniform even for sequential keys.
-        let id = spread(self.shared.identity.hash_one(key));
+        let id = self.shared.identity.hash_one(key);
         // With the default router the identity hash routes too: one hash per check. A custom
         // router only picks the shard; identity stays with our seeded hash either way.
         let route = if TypeId::of::<S>() == TypeId::of::<RandomState>() {
             id
         } else {
-            spread(self.shared.router.hash_one(key))
+            self.shared.router.hash_one(key)
         };
         (route, fingerprint(id))
     }

@@ -170,7 +170,7 @@ fn evict_closest_to_expiry_when_full() {
 #[test]
 fn sequential_keys_fill_every_shard_even_under_an_identity_router() {
     // An identity hasher (common for integer keys) gives the keys 0..20,000 hashes whose top
-    // bits, which pick the shard, are all zero. The table spreads every hash first, so every
+    // bits are all zero. The table mixes the route before its top bits pick the shard, so every
     // shard still gets its share of the keys and the table holds its whole capacity.
     #[derive(Default)]
     struct Identity(u64);
@@ -217,7 +217,7 @@ fn eviction_keeps_memory_at_the_cap() {
     }
     let s = l.stats();
     // Every shard fills to its cap of 16: it gets 312 of the 20,000 keys on average, and
-    // the chance that a spread hash gives some shard fewer than 16 is below 1e-100.
+    // the chance that the mixed hash gives some shard fewer than 16 is below 1e-100.
     assert_eq!((s.keys_held, s.live_keys), (1_024, 1_024));
     assert_eq!(s.forced_evictions, 20_000 - 1_024);
     assert_eq!(s.expired_reclaimed, 0);

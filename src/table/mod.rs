@@ -50,6 +50,28 @@ pub(crate) struct Table {
     capacity: usize,
 }
 
+/// Multiplier that mixes a route hash before its top bits pick the shard. Odd, and unrelated
+/// to `SlotArray::home`'s multiplier, so a key's shard and its home slot in that shard
+/// depend on its hash in different ways.
+const ROUTE_MIX: u64 = 0xFF51_AFD7_ED55_8CCD;
+
+/// The shard of `route` among `shards`: the top bits of `route × ROUTE_MIX`.
+///
+/// Why mix: a fast hash of a small integer can be nearly linear in it. foldhash's is one
+/// folded multiply by a per-process seed, and with the raw top bits about one process in 200
+/// sent 6 of the keys 0..10 to one of 64 shards (uniform odds: 2e-7), and one in 1,000 loaded
+/// a shard with 13x its share of 1,024 sequential keys, so a capped table evicted live keys
+/// while other shards sat empty. An identity hasher as a router sent every small integer to
+/// shard 0. After the multiply, which makes the top bits depend on every bit of the hash,
+/// both spread as a uniform hash would (`tests` below; `tests/table.rs`). One multiply is on
+/// the critical path of a check; the home slot needs none of its own (`SlotArray::home`
+/// already multiplies).
+#[inline]
+fn shard_index(route: u64, shards: usize) -> usize {
+    let mixed = route.wrapping_mul(ROUTE_MIX);
+    ((u128::from(mixed) * shards as u128) >> 64) as usize
+}
+
 /// Remaps a 64-bit identity hash away from the `EMPTY` and `TOMBSTONE` markers.
 #[inline]
 pub(crate) fn fingerprint(hash: u64) -> u64 {
@@ -85,8 +107,7 @@ impl Table {
 
     #[inline]
     fn shard(&self, route: u64) -> &Shard {
-        let i = ((u128::from(route) * self.shards.len() as u128) >> 64) as usize;
-        &self.shards[i]
+        &self.shards[shard_index(route, self.shards.len())]
     }
 
     /// Runs `f` on key `fp`'s TAT and stores what it returns. Known keys: lock-free, one CAS.
@@ -174,6 +195,48 @@ mod tests {
 
     fn get(t: &Table, fp: u64) -> u64 {
         t.update(fp, fingerprint(fp), 0, |tat| (None, tat)).unwrap()
+    }
+
+    fn most_in_one_shard(routes: impl Iterator<Item = u64>) -> usize {
+        let mut counts = [0usize; 64];
+        for route in routes {
+            counts[shard_index(route, 64)] += 1;
+        }
+        counts.into_iter().max().unwrap_or(0)
+    }
+
+    /// foldhash's hash of an integer key `k` (one write): one folded multiply of `k ^ acc`
+    /// by the process's seed. Reproduced here so that the test can pick an unlucky seed.
+    fn folded(k: u64, acc: u64, seed: u64) -> u64 {
+        let product = u128::from(k ^ acc) * u128::from(seed);
+        (product as u64) ^ ((product >> 64) as u64)
+    }
+
+    #[test]
+    fn sequential_keys_under_an_unlucky_seed_spread_over_shards() {
+        // A seed just above 2^63: a step of one in the key moves the product's low word by
+        // half a turn and its high word by almost nothing, so the folded hash's top six bits
+        // take about two values.
+        let (acc, seed) = (0x0123_4567_89AB_CDEF, (1 << 63) + 0x3_1415_9265);
+        let raw_top_bits = {
+            let mut counts = [0usize; 64];
+            for k in 0..1_024 {
+                counts[(folded(k, acc, seed) >> 58) as usize] += 1;
+            }
+            counts.into_iter().max().unwrap()
+        };
+        assert!(
+            raw_top_bits >= 256,
+            "unmixed, the keys crowd: {raw_top_bits}"
+        );
+        // Mixed, the 1,024 keys land as a uniform hash's would: 16 a shard on average, at
+        // most about twice that in the fullest; ten keys never crowd a shard of eight slots.
+        let most = most_in_one_shard((0..1_024).map(|k| folded(k, acc, seed)));
+        assert!(most <= 32, "{most} keys in one shard");
+        let ten = most_in_one_shard((0..10).map(|k| folded(k, acc, seed)));
+        assert!(ten <= 3, "{ten} of ten keys in one shard");
+        // An identity hash of small integers (a common router for integer keys).
+        assert!(most_in_one_shard(0..1_024) <= 32);
     }
 
     #[test]
