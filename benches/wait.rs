@@ -670,8 +670,29 @@ fn summarise_load(name: &'static str, rounds: &[LoadRound]) -> LoadSummary {
 /// The name of the F2 variant whose keys all start at once.
 const ALIGNED: &str = "tollgate, keys in phase (variant)";
 
-/// One round runs each limiter once, starting with a different one each round.
-type LoadFn<'a> = Box<dyn Fn() -> LoadRound + 'a>;
+/// One limiter's run in a scenario, returning its figures for one round.
+type Turn<'a, R> = Box<dyn Fn() -> R + 'a>;
+
+/// Runs each entry once a round for `rounds` rounds, starting with a different one each
+/// round so that slow phases of the machine are shared out, and `report`s each result (with
+/// its round, from 1). Returns each entry's results, in entry order.
+fn take_turns<R>(
+    entries: &[(&'static str, Turn<'_, R>)],
+    rounds: usize,
+    report: impl Fn(&str, usize, &R),
+) -> Vec<Vec<R>> {
+    let mut samples: Vec<Vec<R>> = entries.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for j in 0..entries.len() {
+            let i = (round + j) % entries.len();
+            let (name, run) = &entries[i];
+            let r = run();
+            report(name, round + 1, &r);
+            samples[i].push(r);
+        }
+    }
+    samples
+}
 
 fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
     let keys = if load.keys == 1 {
@@ -679,7 +700,7 @@ fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
     } else {
         Rng::new(seed).keys(load.keys)
     };
-    let mut entries: Vec<(&'static str, LoadFn<'_>)> = vec![
+    let mut entries: Vec<(&'static str, Turn<'_, LoadRound>)> = vec![
         (
             Tollgate::NAME,
             Box::new(|| run_load::<Tollgate>(load, &keys, true)),
@@ -701,32 +722,25 @@ fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
             Box::new(|| run_load::<Tollgate>(load, &keys, false)),
         ));
     }
-    let mut samples = vec![Vec::new(); entries.len()];
-    for round in 0..rounds {
-        for j in 0..entries.len() {
-            let i = (round + j) % entries.len();
-            let (name, run) = &entries[i];
-            let r = run();
-            eprintln!(
-                "  {} {name:<9} round {}: {} admitted, rate {:.2} %, starved {}, p99 beyond fair {}, max {}, CPU/adm {} (timer thread {}, {} runs/adm: {} sleeps + {} preemptions, waiting for a CPU {:.1} % of the time), switches/adm {}",
-                load.label,
-                round + 1,
-                r.admitted,
-                r.rate_pct,
-                r.starved,
-                time(r.p99_beyond_ns),
-                time(r.max_beyond_ns),
-                r.cpu_ns_per_admission.map_or("n/a".into(), time),
-                r.timer_ns_per_admission.map_or("n/a".into(), time),
-                r.timer_runs_per_admission.map_or("n/a".into(), sig),
-                r.timer_sleeps_per_admission.map_or("n/a".into(), sig),
-                r.timer_preempted_per_admission.map_or("n/a".into(), sig),
-                r.timer_runqueue_pct.unwrap_or(f64::NAN),
-                r.switches_per_admission.map_or("n/a".into(), sig),
-            );
-            samples[i].push(r);
-        }
-    }
+    let samples = take_turns(&entries, rounds, |name, round, r| {
+        eprintln!(
+            "  {} {name:<9} round {}: {} admitted, rate {:.2} %, starved {}, p99 beyond fair {}, max {}, CPU/adm {} (timer thread {}, {} runs/adm: {} sleeps + {} preemptions, waiting for a CPU {:.1} % of the time), switches/adm {}",
+            load.label,
+            round,
+            r.admitted,
+            r.rate_pct,
+            r.starved,
+            time(r.p99_beyond_ns),
+            time(r.max_beyond_ns),
+            r.cpu_ns_per_admission.map_or("n/a".into(), time),
+            r.timer_ns_per_admission.map_or("n/a".into(), time),
+            r.timer_runs_per_admission.map_or("n/a".into(), sig),
+            r.timer_sleeps_per_admission.map_or("n/a".into(), sig),
+            r.timer_preempted_per_admission.map_or("n/a".into(), sig),
+            r.timer_runqueue_pct.unwrap_or(f64::NAN),
+            r.switches_per_admission.map_or("n/a".into(), sig),
+        );
+    });
     entries
         .iter()
         .zip(&samples)
@@ -834,28 +848,20 @@ struct TimeoutSummary {
 }
 
 fn scenario_g(g: &Timeouts, rounds: usize) -> Vec<TimeoutSummary> {
-    type Run<'a> = Box<dyn Fn() -> TimeoutRound + 'a>;
-    let entries: Vec<(&'static str, Run<'_>)> = vec![
+    let entries: Vec<(&'static str, Turn<'_, TimeoutRound>)> = vec![
         (Tollgate::NAME, Box::new(|| run_timeouts::<Tollgate>(g))),
         (Governor::NAME, Box::new(|| run_timeouts::<Governor>(g))),
     ];
-    let mut samples = vec![Vec::new(); entries.len()];
-    for round in 0..rounds {
-        for j in 0..entries.len() {
-            let i = (round + j) % entries.len();
-            let (name, run) = &entries[i];
-            let r = run();
-            eprintln!(
-                "  G {name:<9} round {}: rate {:.1} %, most in a second {}, timeouts {:.0}/s, CPU/adm {}",
-                round + 1,
-                r.rate_pct,
-                r.most_in_a_second,
-                r.timeouts_per_s,
-                r.cpu_ns_per_admission.map_or("n/a".into(), time),
-            );
-            samples[i].push(r);
-        }
-    }
+    let samples = take_turns(&entries, rounds, |name, round, r| {
+        eprintln!(
+            "  G {name:<9} round {}: rate {:.1} %, most in a second {}, timeouts {:.0}/s, CPU/adm {}",
+            round,
+            r.rate_pct,
+            r.most_in_a_second,
+            r.timeouts_per_s,
+            r.cpu_ns_per_admission.map_or("n/a".into(), time),
+        );
+    });
     entries
         .iter()
         .zip(&samples)
@@ -903,21 +909,19 @@ fn run_lockout<L: Waiting>(waiters: usize, per_second: u32) -> f64 {
 
 fn scenario_lockout(waiters: usize, rounds: usize) -> Vec<(&'static str, Summary)> {
     const PER_SECOND: u32 = 100;
-    type Run = fn(usize, u32) -> f64;
-    let entries: [(&'static str, Run); 2] = [
-        (Tollgate::NAME, run_lockout::<Tollgate>),
-        (Governor::NAME, run_lockout::<Governor>),
+    let entries: Vec<(&'static str, Turn<'_, f64>)> = vec![
+        (
+            Tollgate::NAME,
+            Box::new(|| run_lockout::<Tollgate>(waiters, PER_SECOND)),
+        ),
+        (
+            Governor::NAME,
+            Box::new(|| run_lockout::<Governor>(waiters, PER_SECOND)),
+        ),
     ];
-    let mut samples = vec![Vec::new(); entries.len()];
-    for round in 0..rounds {
-        for j in 0..entries.len() {
-            let i = (round + j) % entries.len();
-            let (name, run) = entries[i];
-            let ns = run(waiters, PER_SECOND);
-            eprintln!("  lockout {name:<9} round {}: {}", round + 1, time(ns));
-            samples[i].push(ns);
-        }
-    }
+    let samples = take_turns(&entries, rounds, |name, round, ns| {
+        eprintln!("  lockout {name:<9} round {round}: {}", time(*ns));
+    });
     entries
         .iter()
         .zip(&samples)
