@@ -247,8 +247,11 @@ trait Waiting: Send + Sync + Sized + 'static {
 
     /// Completes when a cell for `key` is admitted.
     fn wait(&self, key: &u64) -> impl Future<Output = ()> + Send;
+}
 
-    /// Admits a cell for `key` now if one is free, without waiting.
+/// A limiter that can also admit a cell without waiting (the lockout probes with it).
+trait Checking: Waiting {
+    /// Admits a cell for `key` now if one is free.
     fn check(&self, key: &u64) -> bool;
 }
 
@@ -272,7 +275,9 @@ impl Waiting for Tollgate {
             .await
             .expect("one cell never exceeds the burst and the table is not full");
     }
+}
 
+impl Checking for Tollgate {
     fn check(&self, key: &u64) -> bool {
         self.0.check(key).is_ok()
     }
@@ -297,7 +302,9 @@ impl Waiting for Governor {
     async fn wait(&self, key: &u64) {
         self.0.until_key_ready(key).await;
     }
+}
 
+impl Checking for Governor {
     fn check(&self, key: &u64) -> bool {
         self.0.check_key(key).is_ok()
     }
@@ -307,7 +314,7 @@ impl Waiting for Governor {
 /// holding the next free instant, which a waiter advances by one interval with a CAS (an
 /// eager reservation, as x/time/rate's `Wait`), then a `tokio::time::sleep_until` to that
 /// instant. Keys live in a map built up front and only read afterwards. It does nothing for
-/// cancellation (a dropped wait keeps its cell), so it has no row in G.
+/// cancellation (a dropped wait keeps its cell), so it has no row in G or the lockout.
 #[derive(Debug)]
 struct Ideal {
     next_free: std::collections::HashMap<u64, AtomicU64>,
@@ -360,22 +367,6 @@ impl Waiting for Ideal {
         if at > self.now() {
             tokio::time::sleep_until((self.origin + Duration::from_nanos(at)).into()).await;
         }
-    }
-
-    fn check(&self, key: &u64) -> bool {
-        let slot = &self.next_free[key];
-        let now = self.now();
-        // ordering: as in `reserve`.
-        let seen = slot.load(Ordering::Relaxed);
-        seen <= now
-            && slot
-                .compare_exchange(
-                    seen,
-                    now + self.interval_ns,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
     }
 }
 
@@ -884,7 +875,7 @@ fn scenario_g(g: &Timeouts, rounds: usize) -> Vec<TimeoutSummary> {
 /// The lockout: a key of `per_second` cells a second, burst 1, its cell taken; `waiters`
 /// tasks wait on it, get 20 ms to queue, and are all aborted (dropped). Returns the time from
 /// the aborts until a check on the key passes, polled every 100 µs (10 s at most).
-fn run_lockout<L: Waiting>(waiters: usize, per_second: u32) -> f64 {
+fn run_lockout<L: Checking>(waiters: usize, per_second: u32) -> f64 {
     let limiter = Arc::new(L::build(per_second, &[HOT_KEY]));
     let rt = runtime();
     assert!(limiter.check(&HOT_KEY), "a fresh key has its cell");
