@@ -486,7 +486,13 @@ async fn forgotten_waiter_stalls_nobody(rt: Spawner) {
     // may first run after the cell came back (5 ms), and its poll is admitted at once: then
     // take the cell again and retry, counting what was admitted, until the wait queues.
     let mut admitted = 0;
+    let mut attempts = 0;
     let start = loop {
+        attempts += 1;
+        assert!(
+            attempts <= 100,
+            "100 spawned tasks each first ran more than 5 ms after the check"
+        );
         // Take the cell (it may not be back yet after a retry). A check that passes at or
         // after `start` leaves the key's TAT at start + T or later.
         let start = loop {
