@@ -115,7 +115,7 @@ struct Client {
 fn main() {
     let args = parse_args();
     let quota = Quota::per_second(RATE).allow_burst(BURST);
-    let limiter: Limiter<u64> = Limiter::builder(quota).build();
+    let limiter = Limiter::builder(quota).build();
     let end = args.seconds * 1_000_000_000;
 
     // Build the clients, dealt round-robin to the worker threads.

@@ -17,13 +17,14 @@ use crate::table::{FullPolicy, Table, TableConfig};
 /// ```
 /// use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
 ///
-/// let limiter: Limiter<str> = Limiter::builder(Quota::per_minute(600))
+/// let limiter = Limiter::builder(Quota::per_minute(600))
 ///     .capacity(100_000)
 ///     .presize(10_000)
 ///     .full_policy(FullPolicy::RefuseNewKeys)
 ///     .clock(ManualClock::new())
 ///     .build();
 /// assert!(limiter.capacity() >= 100_000);
+/// assert!(limiter.check("alice").is_ok());
 /// ```
 pub struct Builder<K: ?Sized, S = RandomState> {
     quota: Quota,
@@ -43,8 +44,9 @@ impl<K: ?Sized> Builder<K> {
     /// ```
     /// use tollgate::{Builder, Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(1));
+    /// let limiter = Limiter::keyed(Quota::per_second(1));
     /// assert_eq!(limiter.capacity(), Builder::<str>::DEFAULT_CAPACITY);
+    /// assert!(limiter.check("alice").is_ok());
     /// ```
     pub const DEFAULT_CAPACITY: usize = 1 << 23;
 
@@ -78,8 +80,9 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u64> = Limiter::builder(Quota::per_second(1)).capacity(1_000).build();
+    /// let limiter = Limiter::builder(Quota::per_second(1)).capacity(1_000).build();
     /// assert_eq!(limiter.capacity(), 1_024); // 64 shards of 16 keys
+    /// assert!(limiter.check(&7).is_ok());
     /// ```
     #[track_caller]
     pub fn capacity(mut self, capacity: usize) -> Self {
@@ -99,7 +102,7 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u32> = Limiter::builder(Quota::per_second(1)).shards(1).presize(1_000).build();
+    /// let limiter = Limiter::builder(Quota::per_second(1)).shards(1).presize(1_000).build();
     /// let bytes = limiter.stats().bytes;
     /// for key in 0..1_000 {
     ///     assert!(limiter.check(&key).is_ok());
@@ -118,7 +121,7 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// ```
     /// use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    /// let limiter = Limiter::builder(Quota::per_second(1))
     ///     .shards(1)
     ///     .capacity(1)
     ///     .full_policy(FullPolicy::RefuseNewKeys)
@@ -144,8 +147,9 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u64> = Limiter::builder(Quota::per_second(1)).shards(3).capacity(10).build();
+    /// let limiter = Limiter::builder(Quota::per_second(1)).shards(3).capacity(10).build();
     /// assert_eq!(limiter.capacity(), 12); // 3 shards of 4 keys
+    /// assert!(limiter.check(&7).is_ok());
     /// ```
     #[track_caller]
     pub fn shards(mut self, shards: usize) -> Self {
@@ -166,9 +170,10 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// use tollgate::{Limiter, ManualClock, Quota, Timestamp};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
+    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
     /// clock.advance(Duration::from_secs(5));
     /// assert_eq!(limiter.now(), Timestamp::from_nanos(5_000_000_000));
+    /// assert!(limiter.check("alice").is_ok());
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = ClockSource::from_clock(clock);
@@ -196,8 +201,8 @@ impl<K: ?Sized, S> Builder<K, S> {
     ///     fn write(&mut self, _: &[u8]) {}
     /// }
     ///
-    /// let limiter: Limiter<str, BuildHasherDefault<Constant>> =
-    ///     Limiter::builder(Quota::per_second(1)).hasher(BuildHasherDefault::default()).build();
+    /// let limiter =
+    ///     Limiter::builder(Quota::per_second(1)).hasher(BuildHasherDefault::<Constant>::default()).build();
     /// assert!(limiter.check("a").is_ok());
     /// assert!(limiter.check("b").is_ok()); // same shard, separate limits
     /// assert!(limiter.check("a").is_err());
@@ -221,7 +226,7 @@ impl<K: Hash + ?Sized, S: BuildHasher + 'static> Builder<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(2)).build();
+    /// let limiter = Limiter::builder(Quota::per_second(2)).build();
     /// assert_eq!(limiter.quota(), Quota::per_second(2));
     /// assert!(limiter.check("k").is_ok());
     /// ```

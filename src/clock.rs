@@ -240,7 +240,7 @@ impl Clock for MonotonicClock {
 /// use tollgate::{Limiter, ManualClock, Quota};
 ///
 /// let clock = ManualClock::new();
-/// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
+/// let limiter = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
 /// assert!(limiter.check("k").is_ok());
 /// assert!(limiter.check("k").is_err());
 /// clock.advance(Duration::from_secs(1));

@@ -22,7 +22,7 @@
 //! use tollgate::{Limiter, Quota};
 //!
 //! // 5 requests per second per client, bursts of up to 5.
-//! let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(5));
+//! let limiter = Limiter::keyed(Quota::per_second(5));
 //! match limiter.check("203.0.113.9") {
 //!     Ok(ok) => println!("serve; {} left", ok.remaining()),
 //!     Err(e) => println!("429; retry after {:?}", e.retry_after()),
@@ -34,7 +34,7 @@
 //! ```
 //! use tollgate::{Limiter, Quota};
 //!
-//! let per_host: Limiter<str> = Limiter::keyed(Quota::per_second(100).allow_burst(1));
+//! let per_host = Limiter::keyed(Quota::per_second(100).allow_burst(1));
 //! futures_executor::block_on(async {
 //!     for _ in 0..3 {
 //!         per_host.until_ready("example.com").await.unwrap(); // 10 ms apart

@@ -35,7 +35,7 @@ use crate::wait::{KEYED_SHARDS, Waitlists};
 /// ```
 /// use tollgate::{Limiter, Quota};
 ///
-/// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(2));
+/// let limiter = Limiter::keyed(Quota::per_second(2));
 /// assert!(limiter.check("10.0.0.1").is_ok());
 /// assert!(limiter.check("10.0.0.1").is_ok());
 /// let err = limiter.check("10.0.0.1").unwrap_err();
@@ -96,7 +96,7 @@ impl<K: Hash + ?Sized> Limiter<K> {
     /// ```
     /// use tollgate::{Builder, Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
     /// assert_eq!(limiter.capacity(), Builder::<str>::DEFAULT_CAPACITY);
     /// assert!(limiter.check("alice").is_ok());
     /// assert!(limiter.check("alice").is_err());
@@ -112,7 +112,7 @@ impl<K: Hash + ?Sized> Limiter<K> {
     /// ```
     /// use tollgate::{FullPolicy, Limiter, Quota};
     ///
-    /// let limiter: Limiter<u64> = Limiter::builder(Quota::per_minute(1))
+    /// let limiter = Limiter::builder(Quota::per_minute(1))
     ///     .shards(1)
     ///     .capacity(1)
     ///     .full_policy(FullPolicy::RefuseNewKeys)
@@ -164,6 +164,34 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         (route, fingerprint(id))
     }
 
+    /// The same limiter, taking its keys in a borrowed form `Q`: `&str` for `String` keys,
+    /// `&[u8]` for `Vec<u8>`. Every operation sees the same state, since `Borrow` promises
+    /// that `K` and `Q` hash alike. A cheap handle (one reference count), like a clone.
+    ///
+    /// The key type of a limiter is inferred from its first use, so it takes `&K`; this is
+    /// how a limiter of owned keys is asked with a borrowed one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
+    /// assert!(limiter.check(&String::from("alice")).is_ok()); // the key type is String
+    /// let by_str = limiter.borrowed::<str>();
+    /// assert!(by_str.check("alice").is_err()); // the same key: her cell is used
+    /// ```
+    pub fn borrowed<Q>(&self) -> Limiter<Q, S>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        Limiter {
+            shared: Arc::clone(&self.shared),
+            _key: PhantomData,
+        }
+    }
+
     /// The current time on this limiter's clock, for the `_at` methods.
     ///
     /// # Examples
@@ -173,12 +201,13 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// use tollgate::{Limiter, ManualClock, Quota, Timestamp};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    /// let limiter = Limiter::builder(Quota::per_second(1))
     ///     .clock(clock.clone())
     ///     .build();
     /// assert_eq!(limiter.now(), Timestamp::ZERO);
     /// clock.advance(Duration::from_millis(5));
     /// assert_eq!(limiter.now(), Timestamp::from_nanos(5_000_000));
+    /// assert!(limiter.check("alice").is_ok());
     /// ```
     #[inline]
     pub fn now(&self) -> Timestamp {
@@ -199,16 +228,15 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
     /// assert_eq!(limiter.check("alice").unwrap().remaining(), 0);
     /// assert!(limiter.check("alice").unwrap_err().is_rate_limited());
     /// assert!(limiter.check("bob").is_ok()); // each key has its own limit
     /// ```
     #[inline]
-    pub fn check<Q>(&self, key: &Q) -> Result<Admitted, CheckError>
+    pub fn check(&self, key: &K) -> Result<Admitted, CheckError>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.check_n_at(key, 1, self.now())
     }
@@ -227,15 +255,14 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(10));
+    /// let limiter = Limiter::keyed(Quota::per_second(10));
     /// assert!(limiter.check_n(&7, 10).is_ok());
     /// assert!(limiter.check_n(&7, 11).unwrap_err().is_insufficient_capacity());
     /// ```
     #[inline]
-    pub fn check_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, CheckError>
+    pub fn check_n(&self, key: &K, n: u32) -> Result<Admitted, CheckError>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.check_n_at(key, n, self.now())
     }
@@ -268,17 +295,16 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(1));
+    /// let limiter = Limiter::keyed(Quota::per_second(1));
     /// let now = limiter.now(); // one clock read for the batch
     /// assert!(limiter.check_at(&7, now).is_ok());
     /// assert!(limiter.check_at(&7, now).is_err());
     /// assert!(limiter.check_at(&7, now + Duration::from_secs(1)).is_ok());
     /// ```
     #[inline]
-    pub fn check_at<Q>(&self, key: &Q, now: Timestamp) -> Result<Admitted, CheckError>
+    pub fn check_at(&self, key: &K, now: Timestamp) -> Result<Admitted, CheckError>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.check_n_at(key, 1, now)
     }
@@ -294,17 +320,16 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(10));
+    /// let limiter = Limiter::keyed(Quota::per_second(10));
     /// let now = limiter.now();
     /// assert_eq!(limiter.check_n_at(&7, 4, now).unwrap().remaining(), 6);
     /// assert!(limiter.check_n_at(&7, 7, now).unwrap_err().is_rate_limited());
     /// assert!(limiter.check_n_at(&7, 11, now).unwrap_err().is_insufficient_capacity());
     /// ```
     #[inline]
-    pub fn check_n_at<Q>(&self, key: &Q, n: u32, now: Timestamp) -> Result<Admitted, CheckError>
+    pub fn check_n_at(&self, key: &K, n: u32, now: Timestamp) -> Result<Admitted, CheckError>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         let shared = &*self.shared;
         let gcra = shared.quota.gcra();
@@ -335,17 +360,16 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
     /// assert!(!limiter.reset("alice")); // never seen
     /// limiter.check("alice").unwrap();
     /// assert!(limiter.check("alice").is_err());
     /// assert!(limiter.reset("alice"));
     /// assert!(limiter.check("alice").is_ok()); // a fresh start
     /// ```
-    pub fn reset<Q>(&self, key: &Q) -> bool
+    pub fn reset(&self, key: &K) -> bool
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         let (route, fp) = self.hashes(key);
         self.shared.table.remove(route, fp)
@@ -366,17 +390,16 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// use tollgate::{Limiter, ManualClock, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(100)).clock(clock.clone()).build();
+    /// let limiter = Limiter::builder(Quota::per_second(100)).clock(clock.clone()).build();
     /// limiter.penalize("api.example.com", Duration::from_secs(30)).unwrap();
     /// assert_eq!(
     ///     limiter.check("api.example.com").unwrap_err().retry_after(),
     ///     Some(Duration::from_secs(30))
     /// );
     /// ```
-    pub fn penalize<Q>(&self, key: &Q, delay: Duration) -> Result<(), TableFull>
+    pub fn penalize(&self, key: &K, delay: Duration) -> Result<(), TableFull>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         let shared = &*self.shared;
         let gcra = shared.quota.gcra();
@@ -404,9 +427,10 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(5));
+    /// let limiter = Limiter::keyed(Quota::per_second(5));
     /// assert_eq!(limiter.quota(), Quota::per_second(5));
     /// assert_eq!(limiter.quota().interval(), Duration::from_millis(200));
+    /// assert_eq!(limiter.check("alice").unwrap().remaining(), 4);
     /// ```
     pub fn quota(&self) -> Quota {
         self.shared.quota.quota()
@@ -420,7 +444,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
     /// limiter.check("alice").unwrap();
     /// limiter.set_quota(Quota::per_minute(2));
     /// assert_eq!(limiter.quota().burst(), 2);
@@ -438,7 +462,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_minute(10));
+    /// let limiter = Limiter::keyed(Quota::per_minute(10));
     /// assert_eq!(limiter.len(), 0);
     /// for key in [1, 2, 2] {
     ///     limiter.check(&key).unwrap();
@@ -458,7 +482,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// use tollgate::{Limiter, ManualClock, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    /// let limiter = Limiter::builder(Quota::per_second(1))
     ///     .clock(clock.clone())
     ///     .build();
     /// assert!(limiter.is_empty());
@@ -478,11 +502,12 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    /// let limiter = Limiter::builder(Quota::per_second(1))
     ///     .shards(4)
     ///     .capacity(1_000)
     ///     .build();
     /// assert_eq!(limiter.capacity(), 1_000);
+    /// assert!(limiter.check("alice").is_ok());
     /// ```
     pub fn capacity(&self) -> usize {
         self.shared.table.capacity()
@@ -496,7 +521,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
     /// limiter.check("alice").unwrap();
     /// assert!(limiter.check("alice").is_err());
     /// let stats = limiter.stats();

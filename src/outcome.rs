@@ -14,7 +14,7 @@ use crate::gcra::{Decision, Gcra};
 /// ```
 /// use tollgate::{Limiter, Quota};
 ///
-/// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(10));
+/// let limiter = Limiter::keyed(Quota::per_second(10));
 /// let ok = limiter.check("client").unwrap();
 /// assert_eq!(ok.limit(), 10);
 /// assert_eq!(ok.remaining(), 9);
@@ -159,7 +159,7 @@ impl CheckError {
     /// ```
     /// use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    /// let limiter = Limiter::builder(Quota::per_second(1))
     ///     .shards(1)
     ///     .capacity(1)
     ///     .full_policy(FullPolicy::RefuseNewKeys)
@@ -222,7 +222,7 @@ impl std::error::Error for CheckError {}
 /// use std::time::Duration;
 /// use tollgate::{FullPolicy, Limiter, ManualClock, Quota, TableFull};
 ///
-/// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+/// let limiter = Limiter::builder(Quota::per_second(1))
 ///     .shards(1)
 ///     .capacity(1)
 ///     .full_policy(FullPolicy::RefuseNewKeys)

@@ -24,7 +24,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// ```
 /// use tollgate::{Limiter, ManualClock, Quota};
 ///
-/// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
+/// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
 /// assert!(limiter.check("a").is_ok());
 /// assert!(limiter.check("a").is_err());
 /// assert!(limiter.check("b").is_ok());

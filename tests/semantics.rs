@@ -565,7 +565,7 @@ fn allow_burst_zero_panics() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// n = 0, Borrow
+// n = 0, borrowed keys
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -592,19 +592,33 @@ fn zero_cells_are_admitted_and_write_nothing() {
     assert_eq!(rejected(l.check(&1)), limited(ms(1_000), ms(500), 2));
 }
 
+/// The key type comes from the first use, with no annotation on the limiter (a newcomer's
+/// first lines: this is a compile-time test as much as a run-time one).
 #[test]
-fn string_keys_are_checked_with_str() {
+fn the_key_type_is_inferred_from_use() {
+    let by_ip = Limiter::keyed(Quota::per_second(1));
+    let ip = std::net::IpAddr::from([203, 0, 113, 9]);
+    assert!(by_ip.check(&ip).is_ok());
+    assert!(by_ip.check(&ip).is_err());
+    let by_host = Limiter::keyed(Quota::per_second(1));
+    futures_executor::block_on(by_host.until_ready("example.com")).unwrap();
+    assert!(by_host.check("example.com").is_err());
+}
+
+#[test]
+fn string_keys_are_checked_with_str_through_borrowed() {
     let (l, _clock) = keyed::<String>(Quota::per_second(3));
-    assert!(l.check("alice").is_ok());
+    let by_str = l.borrowed::<str>();
+    assert!(by_str.check("alice").is_ok());
     assert!(l.check(&String::from("alice")).is_ok());
-    assert!(l.check_n("alice", 1).is_ok());
+    assert!(by_str.check_n("alice", 1).is_ok());
     // The &str and &String forms name the same key: three cells are used.
     assert!(rejected(l.check(&"alice".to_owned())).is_rate_limited());
-    assert!(rejected(l.check_at("alice", Timestamp::ZERO)).is_rate_limited());
-    assert_eq!(l.check("bob").unwrap().remaining(), 2);
-    assert!(l.reset("alice"));
+    assert!(rejected(by_str.check_at("alice", Timestamp::ZERO)).is_rate_limited());
+    assert_eq!(by_str.check("bob").unwrap().remaining(), 2);
+    assert!(by_str.reset("alice"));
     assert_eq!(l.check(&String::from("alice")).unwrap().remaining(), 2);
-    l.penalize("bob", ms(10)).unwrap();
+    by_str.penalize("bob", ms(10)).unwrap();
     assert_eq!(l.len(), 2);
 }
 

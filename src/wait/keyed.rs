@@ -1,7 +1,6 @@
 //! Waiting on one key of a [`Limiter`]: [`UntilReady`] and the blocking, bounded and
 //! throttling forms.
 
-use std::borrow::Borrow;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
@@ -40,7 +39,7 @@ use crate::sync::Arc;
 /// use futures_util::FutureExt;
 /// use tollgate::{Limiter, Quota, UntilReady};
 ///
-/// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+/// let limiter = Limiter::keyed(Quota::per_minute(1));
 /// let wait: UntilReady<'_> = limiter.until_ready("alice");
 /// assert_eq!(wait.now_or_never(), Some(Ok(()))); // the burst is free: ready at first poll
 /// assert!(limiter.until_ready("alice").now_or_never().is_none()); // the next cell is a minute off
@@ -60,10 +59,9 @@ impl<S: BuildHasher + Send + Sync + 'static> Future for UntilReady<'_, S> {
 }
 
 impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
-    fn waiter<Q>(&self, key: &Q, n: u32, bound: Bound) -> UntilReady<'_, S>
+    fn waiter(&self, key: &K, n: u32, bound: Bound) -> UntilReady<'_, S>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         let (route, fp) = self.hashes(key);
         let cells = KeyCells {
@@ -93,17 +91,16 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(50));
+    /// let limiter = Limiter::keyed(Quota::per_second(50));
     /// futures_executor::block_on(async {
     ///     for _ in 0..55 {
     ///         limiter.until_ready("example.com").await.unwrap(); // the last 5 wait ~20 ms each
     ///     }
     /// });
     /// ```
-    pub fn until_ready<Q>(&self, key: &Q) -> UntilReady<'_, S>
+    pub fn until_ready(&self, key: &K) -> UntilReady<'_, S>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.waiter(key, 1, Bound::Unbounded)
     }
@@ -124,7 +121,7 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(10));
+    /// let limiter = Limiter::keyed(Quota::per_minute(10));
     /// futures_executor::block_on(async {
     ///     limiter.until_n_ready("alice", 10).await.unwrap(); // the whole burst, at once
     ///     let err = limiter.until_n_ready("alice", 11).await.unwrap_err();
@@ -132,10 +129,9 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// });
     /// assert!(limiter.check("alice").is_err());
     /// ```
-    pub fn until_n_ready<Q>(&self, key: &Q, n: u32) -> UntilReady<'_, S>
+    pub fn until_n_ready(&self, key: &K, n: u32) -> UntilReady<'_, S>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.waiter(key, n, Bound::Unbounded)
     }
@@ -160,17 +156,16 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_second(1));
+    /// let limiter = Limiter::keyed(Quota::per_second(1));
     /// futures_executor::block_on(async {
     ///     limiter.until_ready(&7).await.unwrap();
     ///     let err = limiter.until_ready_within(&7, Duration::from_millis(10)).await.unwrap_err();
     ///     assert!(err.is_too_long());
     /// });
     /// ```
-    pub fn until_ready_within<Q>(&self, key: &Q, max: Duration) -> UntilReady<'_, S>
+    pub fn until_ready_within(&self, key: &K, max: Duration) -> UntilReady<'_, S>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.waiter(key, 1, Bound::Within(saturating_nanos(max)))
     }
@@ -192,17 +187,16 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<u32> = Limiter::keyed(Quota::per_minute(5));
+    /// let limiter = Limiter::keyed(Quota::per_minute(5));
     /// futures_executor::block_on(async {
     ///     limiter.until_n_ready_within(&7, 5, Duration::ZERO).await.unwrap(); // no wait needed
     ///     let res = limiter.until_n_ready_within(&7, 2, Duration::from_secs(1)).await;
     ///     assert!(res.unwrap_err().is_too_long()); // two more cells take 24 s
     /// });
     /// ```
-    pub fn until_n_ready_within<Q>(&self, key: &Q, n: u32, max: Duration) -> UntilReady<'_, S>
+    pub fn until_n_ready_within(&self, key: &K, n: u32, max: Duration) -> UntilReady<'_, S>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.waiter(key, n, Bound::Within(saturating_nanos(max)))
     }
@@ -226,7 +220,7 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, ManualClock, Quota, Timestamp, WaitError};
     ///
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(1))
+    /// let limiter = Limiter::builder(Quota::per_second(1))
     ///     .clock(ManualClock::new())
     ///     .build();
     /// let deadline = limiter.now() + Duration::from_millis(500);
@@ -237,10 +231,9 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///     assert_eq!(err, WaitError::TooLong { earliest: Timestamp::ZERO + wait, wait });
     /// });
     /// ```
-    pub fn until_ready_until<Q>(&self, key: &Q, deadline: Timestamp) -> UntilReady<'_, S>
+    pub fn until_ready_until(&self, key: &K, deadline: Timestamp) -> UntilReady<'_, S>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.waiter(key, 1, Bound::Until(deadline.as_nanos()))
     }
@@ -262,7 +255,7 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, ManualClock, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::builder(Quota::per_second(4))
+    /// let limiter = Limiter::builder(Quota::per_second(4))
     ///     .clock(ManualClock::new())
     ///     .build();
     /// let deadline = limiter.now() + Duration::from_millis(100);
@@ -274,10 +267,9 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///     assert!(err.is_insufficient_capacity());
     /// });
     /// ```
-    pub fn until_n_ready_until<Q>(&self, key: &Q, n: u32, deadline: Timestamp) -> UntilReady<'_, S>
+    pub fn until_n_ready_until(&self, key: &K, n: u32, deadline: Timestamp) -> UntilReady<'_, S>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         self.waiter(key, n, Bound::Until(deadline.as_nanos()))
     }
@@ -300,16 +292,15 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// use std::time::{Duration, Instant};
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_second(1_000).allow_burst(1));
+    /// let limiter = Limiter::keyed(Quota::per_second(1_000).allow_burst(1));
     /// let start = Instant::now();
     /// limiter.until_ready_blocking("alice").unwrap(); // at once
     /// limiter.until_ready_blocking("alice").unwrap(); // parks for the next cell, 1 ms on
     /// assert!(start.elapsed() >= Duration::from_millis(1));
     /// ```
-    pub fn until_ready_blocking<Q>(&self, key: &Q) -> Result<(), WaitError>
+    pub fn until_ready_blocking(&self, key: &K) -> Result<(), WaitError>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         block_on(self.until_ready(key))
     }
@@ -329,16 +320,15 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(3));
+    /// let limiter = Limiter::keyed(Quota::per_minute(3));
     /// limiter.until_n_ready_blocking("alice", 3).unwrap(); // the burst is free: no parking
     /// assert!(limiter.check("alice").is_err());
     /// let err = limiter.until_n_ready_blocking("alice", 4).unwrap_err();
     /// assert!(err.is_insufficient_capacity()); // refused at once, never parks
     /// ```
-    pub fn until_n_ready_blocking<Q>(&self, key: &Q, n: u32) -> Result<(), WaitError>
+    pub fn until_n_ready_blocking(&self, key: &K, n: u32) -> Result<(), WaitError>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
     {
         block_on(self.until_n_ready(key, n))
     }
@@ -358,15 +348,14 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter: Limiter<str> = Limiter::keyed(Quota::per_minute(1));
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
     /// let body = futures_executor::block_on(limiter.throttle("example.com", async { "<html>" }));
     /// assert_eq!(body, Ok("<html>"));
     /// assert!(limiter.check("example.com").is_err()); // the throttle took the cell
     /// ```
-    pub fn throttle<Q, F>(&self, key: &Q, fut: F) -> Throttled<UntilReady<'_, S>, F>
+    pub fn throttle<F>(&self, key: &K, fut: F) -> Throttled<UntilReady<'_, S>, F>
     where
-        K: Borrow<Q>,
-        Q: Hash + ?Sized,
+        K: Hash,
         F: Future,
     {
         Throttled::new(self.until_ready(key), fut)
