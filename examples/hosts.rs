@@ -3,7 +3,7 @@
 //!
 //! Hosts come in classes (a personal blog allows 1 request per second, a CDN 500); each class
 //! is one keyed `Limiter` whose keys are host names, so every host gets its own budget. Every
-//! task owns one host and loops: wait for a cell with `until_ready_within` (bounded by the
+//! task owns one host and loops: wait for a cell with `until_ready(..).within(..)` (bounded by the
 //! time left, so the run ends cleanly), then "fetch" (a short `tollgate::sleep`, standing in
 //! for network latency). Waiters on a host are served in FIFO order, each woken once.
 //!
@@ -124,7 +124,8 @@ async fn crawl_host(crawl: Arc<Crawl>, host: usize) {
         // Bounded by the time left: a cell after the end is refused, and nothing is reserved.
         let left = crawl.end - asked;
         if limiter
-            .until_ready_within(h.name.as_str(), left)
+            .until_ready(h.name.as_str())
+            .within(left)
             .await
             .is_err()
         {

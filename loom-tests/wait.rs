@@ -20,7 +20,7 @@
 //! waiting future (which borrows its limiter) can be made on one loom thread and handed to
 //! another.
 //!
-//! A key's queue is read back with a zero-bound wait, `until_ready_within(&key, ZERO)`: it
+//! A key's queue is read back with a zero-bound wait, `until_ready(&key).within(ZERO)`: it
 //! refuses with the instant a new waiter would be admitted at (after the queue's head and
 //! the waiters behind it) and writes nothing. (A refused wait counts as `denied` in the
 //! stats; the models only read `admitted`.)
@@ -295,13 +295,13 @@ fn refused_at(probe: Poll<Result<(), WaitError>>) -> u64 {
 
 /// The instant the model's key would admit its next cell at.
 fn next_free_keyed() -> u64 {
-    let mut probe = Probe::new(KEYED.0.until_ready_within(&KEY, Duration::ZERO));
+    let mut probe = Probe::new(KEYED.0.until_ready(&KEY).within(Duration::ZERO));
     refused_at(probe.poll())
 }
 
 /// The instant the direct limiter would admit its next cell at.
 fn next_free_direct() -> u64 {
-    let mut probe = Probe::new(DIRECT.0.until_ready_within(Duration::ZERO));
+    let mut probe = Probe::new(DIRECT.0.until_ready().within(Duration::ZERO));
     refused_at(probe.poll())
 }
 

@@ -1,16 +1,21 @@
 //! [`DirectLimiter`]: one GCRA state for everything, in a single atomic word.
 
 use std::fmt;
+use std::ops::Deref;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, ClockSource, MonotonicClock, Timestamp, saturating_nanos};
+use crate::engine::{self, Word};
+use crate::gcra::Gcra;
 use crate::gcra::MAX_NOW;
-use crate::outcome::{Admitted, CheckError, check_capacity, check_step, verdict};
+use crate::outcome::{Admitted, CheckError};
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
+use crate::stats::{Counters, Stats};
 use crate::sync::{Arc, AtomicU64, Ordering, cas_retry_hint};
+use crate::table::{Full, Step};
 use crate::wait::Waitlists;
 
 /// An unkeyed rate limiter: one limit shared by every caller (a global request budget, one
@@ -42,6 +47,7 @@ pub(crate) struct Shared {
     resets: AtomicU64,
     pub(crate) quota: QuotaCell,
     pub(crate) clock: ClockSource,
+    counters: Counters,
     /// The queue of waiters (`wait/`).
     pub(crate) waitlists: Waitlists,
 }
@@ -88,6 +94,7 @@ impl DirectLimiter {
                 resets: AtomicU64::new(0),
                 quota: QuotaCell::new(quota),
                 clock,
+                counters: Counters::new(),
                 waitlists: Waitlists::new(1),
             }),
         }
@@ -200,10 +207,78 @@ impl DirectLimiter {
     /// ```
     #[inline]
     pub fn check_n_at(&self, n: u32, now: Timestamp) -> Result<Admitted, CheckError> {
-        let gcra = self.shared.quota.gcra();
-        check_capacity(gcra, n)?;
         let now = now.as_nanos().min(MAX_NOW);
-        verdict(gcra, now, self.update(check_step(gcra, now, n)))
+        engine::check(&self.state(), n, self.shared.quota.gcra(), now, true)
+    }
+
+    /// What [`check`](DirectLimiter::check) would answer now, consuming nothing and counting
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::RateLimited`] if a check would be refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(1));
+    /// assert!(limiter.peek().is_ok());
+    /// assert!(limiter.check().is_ok()); // the peek used nothing
+    /// assert!(limiter.peek().unwrap_err().is_rate_limited());
+    /// ```
+    pub fn peek(&self) -> Result<Admitted, CheckError> {
+        let state = self.state();
+        engine::check(&state, 1, state.quota(), state.now(), false)
+    }
+
+    /// Gives back the cells of an admission that was not used, exactly if nothing else was
+    /// admitted since, else not at all (see [`Limiter::undo`](crate::Limiter::undo)).
+    /// Returns whether it did.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(1));
+    /// let ok = limiter.check().unwrap();
+    /// assert!(limiter.undo(ok));
+    /// assert!(limiter.check().is_ok());
+    /// ```
+    pub fn undo(&self, admitted: Admitted) -> bool {
+        engine::undo(&self.state(), admitted.written())
+    }
+
+    /// Counters of admitted and denied checks and waits, and the bytes held.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_minute(1));
+    /// limiter.check().unwrap();
+    /// assert!(limiter.check().is_err());
+    /// let stats = limiter.stats();
+    /// assert_eq!((stats.admitted, stats.denied, stats.capacity), (1, 1, 1));
+    /// ```
+    pub fn stats(&self) -> Stats {
+        let shared = &*self.shared;
+        let (admitted, denied) = shared.counters.totals();
+        let now = self.state().now();
+        Stats {
+            admitted,
+            denied,
+            live_keys: usize::from(shared.tat.load(Ordering::Relaxed) > now),
+            keys_held: 1,
+            bytes: std::mem::size_of::<Shared>()
+                + shared.counters.bytes()
+                + shared.waitlists.bytes(),
+            capacity: 1,
+            ..Stats::default()
+        }
     }
 
     /// Forgets all history: the next request sees a full burst.
@@ -239,16 +314,10 @@ impl DirectLimiter {
     /// assert_eq!(limiter.check().unwrap_err().retry_after(), Some(Duration::from_secs(30)));
     /// ```
     pub fn penalize(&self, delay: Duration) {
-        let gcra = self.shared.quota.gcra();
-        let now = self.now().as_nanos().min(MAX_NOW);
-        let delay = saturating_nanos(delay);
-        if delay == 0 {
-            return;
-        }
-        self.update(|tat| {
-            let target = gcra.penalized(tat, now, delay);
-            ((target > tat).then_some(target), ())
-        });
+        let state = self.state();
+        let now = state.now();
+        // A direct limiter has no table to fill.
+        let _ = engine::penalize(&state, state.quota(), now, saturating_nanos(delay));
     }
 
     /// The current quota.
@@ -289,8 +358,8 @@ impl DirectLimiter {
     }
 
     #[inline]
-    fn update<R>(&self, f: impl Fn(u64) -> (Option<u64>, R)) -> R {
-        self.shared.update(f)
+    fn state(&self) -> DirectState<&Arc<Shared>> {
+        DirectState(&self.shared)
     }
 }
 
@@ -305,7 +374,7 @@ impl Shared {
 
     /// The CAS loop: `f` maps the TAT to `(write, out)`.
     #[inline]
-    pub(crate) fn update<R>(&self, f: impl Fn(u64) -> (Option<u64>, R)) -> R {
+    fn update<R>(&self, mut f: impl FnMut(u64) -> Step<R>) -> R {
         let word = &self.tat;
         // ordering: for GCRA itself coherence on this one word suffices; Acquire (free on
         // x86) lets a refund's `f` see a reset that preceded the TAT it read (`resets`).
@@ -322,6 +391,46 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// A direct limiter's state word, for the engine: `P` is `&Arc<Shared>` or, for the timer's
+/// hand-over waker, `OwnedShared<Shared>`.
+#[derive(Debug, Clone)]
+pub(crate) struct DirectState<P>(pub(crate) P);
+
+impl<P: Deref<Target = Arc<Shared>>> Word for DirectState<P> {
+    #[inline]
+    fn quota(&self) -> Gcra {
+        self.0.quota.gcra()
+    }
+
+    #[inline]
+    fn now(&self) -> u64 {
+        self.0.clock.now().as_nanos().min(MAX_NOW)
+    }
+
+    #[inline]
+    fn epoch(&self) -> u64 {
+        self.0.resets()
+    }
+
+    #[inline]
+    fn update<R>(&self, _now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full> {
+        Ok(self.0.update(f))
+    }
+
+    #[inline]
+    fn count(&self, admitted: bool) {
+        if admitted {
+            self.0.counters.admitted();
+        } else {
+            self.0.counters.denied();
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        1
     }
 }
 

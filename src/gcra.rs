@@ -34,7 +34,7 @@ pub(crate) enum Decision {
 }
 
 impl Gcra {
-    #[cfg(test)]
+    #[inline]
     pub(crate) fn new(quota: crate::quota::Quota) -> Gcra {
         Gcra::from_parts(quota.interval_nanos(), quota.burst())
     }

@@ -63,6 +63,7 @@ pub mod design;
 mod builder;
 mod clock;
 mod direct;
+mod engine;
 mod gcra;
 mod hash;
 mod limiter;

@@ -5,18 +5,21 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::time::Duration;
 
 use crate::builder::Builder;
 use crate::clock::{ClockSource, Timestamp, saturating_nanos};
+use crate::engine::{self, Word};
+use crate::gcra::Gcra;
 use crate::gcra::MAX_NOW;
 use crate::hash::RandomState;
-use crate::outcome::{Admitted, CheckError, TableFull, check_capacity, check_step, verdict};
+use crate::outcome::{Admitted, CheckError, TableFull};
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
 use crate::sync::Arc;
-use crate::table::{Full, Table, fingerprint};
+use crate::table::{Full, Step, Table, fingerprint};
 use crate::wait::{KEYED_SHARDS, Waitlists};
 
 /// A keyed rate limiter: every key gets its own [`Quota`], enforced with GCRA.
@@ -80,7 +83,7 @@ impl<S> Shared<S> {
         route: u64,
         fp: u64,
         now: u64,
-        f: impl FnMut(u64) -> crate::table::Step<R>,
+        f: impl FnMut(u64) -> Step<R>,
     ) -> Result<R, Full> {
         self.table
             .update(route, fp, now.saturating_sub(RECLAIM_GRACE), f)
@@ -146,10 +149,6 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         }
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared<S>> {
-        &self.shared
-    }
-
     /// `(route, fingerprint)`: the shard hash and the identity of `key`.
     #[inline]
     pub(crate) fn hashes<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
@@ -189,6 +188,20 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         Limiter {
             shared: Arc::clone(&self.shared),
             _key: PhantomData,
+        }
+    }
+
+    /// `key`'s state word, for the engine.
+    #[inline]
+    pub(crate) fn state(&self, key: &K) -> KeyState<&Arc<Shared<S>>>
+    where
+        K: Hash,
+    {
+        let (route, fp) = self.hashes(key);
+        KeyState {
+            shared: &self.shared,
+            route,
+            fp,
         }
     }
 
@@ -331,25 +344,156 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     where
         K: Hash,
     {
-        let shared = &*self.shared;
-        let gcra = shared.quota.gcra();
-        check_capacity(gcra, n)?;
         let now = now.as_nanos().min(MAX_NOW);
-        let (route, fp) = self.hashes(key);
-        let step = check_step(gcra, now, n);
-        match shared.update_key(route, fp, now, step) {
-            Ok(v) => {
-                if v.is_ok() {
-                    shared.counters.admitted();
-                } else {
-                    shared.counters.denied();
-                }
-                verdict(gcra, now, v)
-            }
-            Err(Full) => Err(CheckError::TableFull {
-                capacity: shared.table.capacity(),
-            }),
-        }
+        engine::check(&self.state(key), n, self.shared.quota.gcra(), now, true)
+    }
+
+    /// [`check`](Limiter::check) under `quota` instead of the limiter's own, for this call
+    /// only: one limiter for keys with different rates (a crawler obeying each host's
+    /// `Crawl-delay`, free and paid API tiers). Nothing is stored per key beyond its state.
+    ///
+    /// A key's state is one theoretical arrival time (TAT), and each call judges it by the
+    /// quota it brings: a request of `n` cells under a quota of interval `T` and burst `b`
+    /// is admitted iff `max(TAT, now) + n·T - b·T <= now`, and moves the TAT to
+    /// `max(TAT, now) + n·T`. So what a key has used carries over between quotas as *time*:
+    /// a key that used its burst under a fast quota and is then checked under a slow one
+    /// waits out the fast quota's debt, not the slow one's. Over any window `W`, the cells
+    /// admitted satisfy `sum(n·T) <= W + max(b·T)` over the quotas used, which is the window
+    /// guarantee `b + W/T` when one quota is used throughout.
+    /// [`set_quota`](Limiter::set_quota) changes only the default, which calls without a
+    /// quota of their own use.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Limiter::check).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let free = Quota::per_minute(2);
+    /// let paid = Quota::per_minute(100);
+    /// let limiter = Limiter::keyed(free); // the default, for calls without a quota
+    /// assert!(limiter.check_with("paid-user", paid).is_ok());
+    /// assert_eq!(limiter.check_with("paid-user", paid).unwrap().remaining(), 98);
+    /// assert!(limiter.check("free-user").is_ok());
+    /// assert!(limiter.check("free-user").is_ok());
+    /// assert!(limiter.check("free-user").is_err());
+    /// ```
+    #[inline]
+    pub fn check_with(&self, key: &K, quota: Quota) -> Result<Admitted, CheckError>
+    where
+        K: Hash,
+    {
+        self.check_n_with(key, 1, quota)
+    }
+
+    /// [`check_n`](Limiter::check_n) under `quota`, as [`check_with`](Limiter::check_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`check_n`](Limiter::check_n), with the burst of `quota`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_second(1));
+    /// let bulk = Quota::per_second(100);
+    /// assert_eq!(limiter.check_n_with(&7, 60, bulk).unwrap().remaining(), 40);
+    /// assert!(limiter.check_n_with(&7, 101, bulk).unwrap_err().is_insufficient_capacity());
+    /// ```
+    #[inline]
+    pub fn check_n_with(&self, key: &K, n: u32, quota: Quota) -> Result<Admitted, CheckError>
+    where
+        K: Hash,
+    {
+        let state = self.state(key);
+        engine::check(&state, n, Gcra::new(quota), state.now(), true)
+    }
+
+    /// What [`check`](Limiter::check) would answer now, consuming nothing and counting
+    /// nothing: for rate-limit headers on a response that did not ask for a cell, or to skip
+    /// work that would be refused. A new key is never inserted; a peek cannot tell that a
+    /// full table would refuse it ([`CheckError::TableFull`] comes only from a check).
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::RateLimited`] if a check would be refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_minute(2));
+    /// assert_eq!(limiter.peek("alice").unwrap().remaining(), 1); // as a check would say
+    /// assert_eq!(limiter.peek("alice").unwrap().remaining(), 1); // and nothing was used
+    /// limiter.check_n("alice", 2).unwrap();
+    /// assert!(limiter.peek("alice").unwrap_err().is_rate_limited());
+    /// assert_eq!(limiter.len(), 1); // peeking at new keys stores nothing
+    /// ```
+    pub fn peek(&self, key: &K) -> Result<Admitted, CheckError>
+    where
+        K: Hash,
+    {
+        let state = self.state(key);
+        engine::check(&state, 1, state.quota(), state.now(), false)
+    }
+
+    /// [`peek`](Limiter::peek) under `quota`, as [`check_with`](Limiter::check_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`peek`](Limiter::peek).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
+    /// let two = Quota::per_minute(2);
+    /// limiter.check_with("alice", two).unwrap(); // 30 s of her time used
+    /// assert!(limiter.peek("alice").is_err()); // one a minute: no room for another 60 s
+    /// assert!(limiter.peek_with("alice", two).is_ok()); // two a minute: room for 30 s more
+    /// ```
+    pub fn peek_with(&self, key: &K, quota: Quota) -> Result<Admitted, CheckError>
+    where
+        K: Hash,
+    {
+        let state = self.state(key);
+        engine::check(&state, 1, Gcra::new(quota), state.now(), false)
+    }
+
+    /// Gives back the cells of an admission of `key` that was not used: for stacked limits,
+    /// where a refusal by a later limit should cost the earlier ones nothing (see
+    /// [`check_all`](crate::check_all)). Exact when nothing else wrote `key`'s state since:
+    /// the key is as if the check had never happened. Otherwise (another admission stacked
+    /// on it, a penalty, a reset) it writes nothing and returns `false`: the cells count as
+    /// used, never as an extra cell. The statistics still count the admission.
+    ///
+    /// `admitted` must come from this limiter and `key` (an admission of another key or
+    /// limiter is almost always a no-op, but not provably so).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_minute(1));
+    /// let ok = limiter.check("alice").unwrap();
+    /// assert!(limiter.check("alice").is_err());
+    /// assert!(limiter.undo("alice", ok)); // the work was never done: give the cell back
+    /// assert!(limiter.check("alice").is_ok());
+    /// ```
+    pub fn undo(&self, key: &K, admitted: Admitted) -> bool
+    where
+        K: Hash,
+    {
+        engine::undo(&self.state(key), admitted.written())
     }
 
     /// Forgets `key`: its next request is treated as its first. Returns whether the key held
@@ -401,22 +545,13 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     where
         K: Hash,
     {
-        let shared = &*self.shared;
-        let gcra = shared.quota.gcra();
-        let now = self.now().as_nanos().min(MAX_NOW);
-        let delay = saturating_nanos(delay);
-        if delay == 0 {
-            return Ok(());
-        }
-        let (route, fp) = self.hashes(key);
-        shared
-            .update_key(route, fp, now, |tat| {
-                let target = gcra.penalized(tat, now, delay);
-                ((target > tat).then_some(target), ())
-            })
-            .map_err(|Full| TableFull {
-                capacity: shared.table.capacity(),
-            })
+        let state = self.state(key);
+        let now = state.now();
+        engine::penalize(&state, state.quota(), now, saturating_nanos(delay)).map_err(|Full| {
+            TableFull {
+                capacity: self.capacity(),
+            }
+        })
     }
 
     /// The current quota.
@@ -548,6 +683,54 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
             retired_bytes: table.retired_bytes,
             capacity: shared.table.capacity(),
         }
+    }
+}
+
+/// One key of a keyed limiter: the state word the engine works on. `P` is `&Arc<Shared>` for
+/// the methods and futures that borrow their limiter, `OwnedShared<Shared>` for the timer's
+/// hand-over waker, which may outlive them.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyState<P> {
+    pub(crate) shared: P,
+    pub(crate) route: u64,
+    pub(crate) fp: u64,
+}
+
+impl<P, S> Word for KeyState<P>
+where
+    P: Deref<Target = Arc<Shared<S>>>,
+{
+    #[inline]
+    fn quota(&self) -> Gcra {
+        self.shared.quota.gcra()
+    }
+
+    #[inline]
+    fn now(&self) -> u64 {
+        self.shared.clock.now().as_nanos().min(MAX_NOW)
+    }
+
+    #[inline]
+    fn epoch(&self) -> u64 {
+        self.shared.table.removals(self.route)
+    }
+
+    #[inline]
+    fn update<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full> {
+        self.shared.update_key(self.route, self.fp, now, f)
+    }
+
+    #[inline]
+    fn count(&self, admitted: bool) {
+        if admitted {
+            self.shared.counters.admitted();
+        } else {
+            self.shared.counters.denied();
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.shared.table.capacity()
     }
 }
 

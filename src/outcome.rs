@@ -4,7 +4,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::clock::Timestamp;
-use crate::gcra::{Decision, Gcra};
+use crate::engine::Written;
+use crate::gcra::Gcra;
 
 /// A check was admitted. Carries what an HTTP layer needs for rate-limit headers, computed
 /// only when asked for.
@@ -23,12 +24,21 @@ use crate::gcra::{Decision, Gcra};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub struct Admitted {
-    tat: u64,
     now: u64,
     gcra: Gcra,
+    /// What the check stored, so that [`Limiter::undo`](crate::Limiter::undo) can give it back.
+    written: Written,
 }
 
 impl Admitted {
+    pub(crate) fn new(gcra: Gcra, now: u64, written: Written) -> Admitted {
+        Admitted { now, gcra, written }
+    }
+
+    pub(crate) fn written(&self) -> Written {
+        self.written
+    }
+
     /// The burst: how many cells the key may use at once (the `limit` header).
     ///
     /// # Examples
@@ -55,7 +65,7 @@ impl Admitted {
     /// assert_eq!(limiter.check_n(9).unwrap().remaining(), 0);
     /// ```
     pub fn remaining(&self) -> u32 {
-        self.gcra.remaining(self.tat, self.now)
+        self.gcra.remaining(self.written.tat, self.now)
     }
 
     /// How long until the key is back to a full burst (the `reset` header).
@@ -71,7 +81,7 @@ impl Admitted {
     /// assert_eq!(ok.reset_after(), Duration::from_millis(300)); // 3 cells at 100 ms each
     /// ```
     pub fn reset_after(&self) -> Duration {
-        Duration::from_nanos(self.tat.saturating_sub(self.now))
+        Duration::from_nanos(self.written.tat.saturating_sub(self.now))
     }
 }
 
@@ -248,48 +258,3 @@ impl fmt::Display for TableFull {
 }
 
 impl std::error::Error for TableFull {}
-
-/// The check every limiter runs on one stored TAT: the closure's `(write, verdict)`.
-/// `Ok(tat)` is the admitted TAT (0 cells admit without writing), `Err(admit_at)` a refusal.
-#[inline]
-pub(crate) fn check_step(
-    gcra: Gcra,
-    now: u64,
-    n: u32,
-) -> impl Fn(u64) -> (Option<u64>, Result<u64, u64>) {
-    move |tat| {
-        if n == 0 {
-            return (None, Ok(tat));
-        }
-        match gcra.decide(tat, now, n) {
-            Decision::Admit { new_tat } => (Some(new_tat), Ok(new_tat)),
-            Decision::Deny { admit_at } => (None, Err(admit_at)),
-        }
-    }
-}
-
-/// Validates `n` against the burst before any state is touched.
-#[inline]
-pub(crate) fn check_capacity(gcra: Gcra, n: u32) -> Result<(), CheckError> {
-    if n > gcra.burst {
-        Err(CheckError::InsufficientCapacity {
-            requested: n,
-            burst: gcra.burst,
-        })
-    } else {
-        Ok(())
-    }
-}
-
-/// Turns a verdict into the public result.
-#[inline]
-pub(crate) fn verdict(gcra: Gcra, now: u64, v: Result<u64, u64>) -> Result<Admitted, CheckError> {
-    match v {
-        Ok(tat) => Ok(Admitted { tat, now, gcra }),
-        Err(admit_at) => Err(CheckError::RateLimited {
-            earliest: Timestamp::from_nanos(admit_at),
-            wait: Duration::from_nanos(admit_at.saturating_sub(now)),
-            limit: gcra.burst,
-        }),
-    }
-}

@@ -259,7 +259,8 @@ fn assert_paced(what: &str, start: Timestamp, mut times: Vec<Timestamp>, quota: 
 /// then admitted and took a cell).
 fn next_free(l: &Limiter<str>, key: &str) -> Timestamp {
     let probe = l
-        .until_ready_within(key, Duration::ZERO)
+        .until_ready(key)
+        .within(Duration::ZERO)
         .now_or_never()
         .expect("a zero-bound wait never waits");
     match probe {
@@ -669,7 +670,7 @@ async fn blocking_and_async_waiters_share_a_key(rt: Spawner) {
             let l = l.clone();
             on_thread(move || {
                 (0..3)
-                    .map(|_| l.until_ready_blocking(&1).map(|()| l.now()))
+                    .map(|_| l.until_ready(&1).wait().map(|()| l.now()))
                     .collect::<Vec<_>>()
             })
         })

@@ -161,7 +161,7 @@ fn bounded_waits_refuse_up_front_and_write_nothing() {
     let (l, clock) = limiter();
     assert!(l.check("k").is_ok());
     // The next cell is 100 ms out: a 99 ms bound refuses, reserving nothing.
-    let mut w = Probe::new(l.until_ready_within("k", 99 * MS));
+    let mut w = Probe::new(l.until_ready("k").within(99 * MS));
     assert_eq!(
         w.poll(),
         Poll::Ready(Err(WaitError::TooLong {
@@ -170,15 +170,15 @@ fn bounded_waits_refuse_up_front_and_write_nothing() {
         }))
     );
     // A 100 ms bound accepts, and gets the instant nobody took.
-    let mut ok = Probe::new(l.until_ready_within("k", 100 * MS));
+    let mut ok = Probe::new(l.until_ready("k").within(100 * MS));
     assert!(ok.poll().is_pending());
     // Deadlines on the limiter's clock work the same way: 200 ms is next.
-    let late = l.until_ready_until("k", Timestamp::from_nanos(199_999_999));
+    let late = l.until_ready("k").until(Timestamp::from_nanos(199_999_999));
     assert!(matches!(
         Probe::new(late).poll(),
         Poll::Ready(Err(WaitError::TooLong { .. }))
     ));
-    let mut on_time = Probe::new(l.until_ready_until("k", Timestamp::from_nanos(200_000_000)));
+    let mut on_time = Probe::new(l.until_ready("k").until(Timestamp::from_nanos(200_000_000)));
     assert!(on_time.poll().is_pending());
     clock.advance(200 * MS);
     assert_eq!(ok.poll(), Poll::Ready(Ok(())));
@@ -256,11 +256,11 @@ fn the_direct_limiter_waits_the_same_way() {
     assert!(w2.poll().is_pending());
     drop(w2); // last: refunded, so 200 ms is free again
     assert!(matches!(
-        Probe::new(d.until_ready_within(199 * MS)).poll(),
+        Probe::new(d.until_ready().within(199 * MS)).poll(),
         Poll::Ready(Err(WaitError::TooLong { .. }))
     ));
     assert!(
-        Probe::new(d.until_ready_within(200 * MS))
+        Probe::new(d.until_ready().within(200 * MS))
             .poll()
             .is_pending()
     ); // then dropped
@@ -297,11 +297,11 @@ fn blocking_waits_park_until_the_clock_reaches_their_instant() {
     let (l, clock) = limiter();
     assert!(l.check("k").is_ok());
     let l2 = l.clone();
-    let waiter = std::thread::spawn(move || l2.until_ready_blocking("k"));
+    let waiter = std::thread::spawn(move || l2.until_ready("k").wait());
     // Advance only once the other thread has reserved 100 ms: a zero-bound wait (which
     // reserves nothing) then reports the next free instant as 200 ms.
     loop {
-        match l.until_ready_within("k", Duration::ZERO).fut_probe() {
+        match l.until_ready("k").within(Duration::ZERO).fut_probe() {
             Some(wait) if wait == 200 * MS => break,
             _ => std::thread::yield_now(),
         }
@@ -403,7 +403,7 @@ fn admissions_after_dropping(dropped: &[usize]) -> Vec<(usize, u64)> {
     }
     assert_eq!(l.stats().admitted, 1 + admitted.len() as u64);
     // Nothing left behind: the key's cells are free again at 1 s.
-    assert_eq!(l.until_ready_within("k", Duration::ZERO).fut_probe(), None);
+    assert_eq!(l.until_ready("k").within(Duration::ZERO).fut_probe(), None);
     admitted
 }
 
@@ -439,14 +439,14 @@ fn a_dropped_queue_leaves_no_lockout() {
     }
     // A bounded wait sees the 300-deep queue ahead of it: 30 s.
     assert_eq!(
-        l.until_ready_within("k", Duration::ZERO).fut_probe(),
+        l.until_ready("k").within(Duration::ZERO).fut_probe(),
         Some(Duration::from_secs(30) + 100 * MS)
     );
     clock.set(Timestamp::from_nanos(50_000_000));
     drop(waiters);
     // The key is exactly as if nobody had waited: its next cell is at 100 ms.
     assert_eq!(
-        l.until_ready_within("k", Duration::ZERO).fut_probe(),
+        l.until_ready("k").within(Duration::ZERO).fut_probe(),
         Some(50 * MS)
     );
     clock.set(Timestamp::from_nanos(100_000_000));
@@ -538,7 +538,7 @@ fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing()
     assert!(l.check("k").is_ok());
     let mut head = Probe::new(l.until_ready("k")); // 100 ms
     let mut unbounded = Probe::new(l.until_ready("k")); // predicted 200 ms
-    let mut bounded = Probe::new(l.until_ready_within("k", 350 * MS)); // predicted 300 ms
+    let mut bounded = Probe::new(l.until_ready("k").within(350 * MS)); // predicted 300 ms
     for w in [&mut head, &mut unbounded, &mut bounded] {
         assert!(w.poll().is_pending());
     }
@@ -571,7 +571,7 @@ fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing()
     let (l, clock) = limiter();
     assert!(l.check("k").is_ok());
     let mut head = Probe::new(l.until_ready("k")); // 100 ms
-    let mut bounded = Probe::new(l.until_ready_within("k", 250 * MS)); // predicted 200 ms
+    let mut bounded = Probe::new(l.until_ready("k").within(250 * MS)); // predicted 200 ms
     assert!(head.poll().is_pending());
     assert!(bounded.poll().is_pending());
     l.penalize("k", Duration::from_secs(1)).unwrap();
@@ -620,11 +620,11 @@ fn blocking_waits_cancel_nothing_and_queue_fifo_with_async_waiters() {
     assert!(first.poll().is_pending());
     let l2 = l.clone();
     let blocked = std::thread::spawn(move || {
-        let out = l2.until_ready_blocking("k");
+        let out = l2.until_ready("k").wait();
         (out, l2.now())
     });
     // Wait until the blocking waiter has queued (a zero-bound wait then predicts 300 ms).
-    while l.until_ready_within("k", Duration::ZERO).fut_probe() != Some(300 * MS) {
+    while l.until_ready("k").within(Duration::ZERO).fut_probe() != Some(300 * MS) {
         std::thread::yield_now();
     }
     clock.set(Timestamp::from_nanos(100_000_000));
@@ -714,7 +714,7 @@ mod properties {
                 }
             }
         }
-        let probe = l.until_ready_within(&7, Duration::ZERO).fut_probe();
+        let probe = l.until_ready(&7).within(Duration::ZERO).fut_probe();
         (admitted, dropped, probe.map_or(0, |d| d.as_nanos() as u64))
     }
 
@@ -836,7 +836,7 @@ mod properties {
                 match event {
                     Event::Wait { n, bound } => {
                         let fut = match bound {
-                            Some(b) => l.until_n_ready_within(&7, n, Duration::from_nanos(b)),
+                            Some(b) => l.until_n_ready(&7, n).within(Duration::from_nanos(b)),
                             None => l.until_n_ready(&7, n),
                         };
                         pending.push((next_id, n, Probe::new(fut)));

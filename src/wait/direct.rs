@@ -9,11 +9,12 @@ use futures_core::Stream;
 
 use super::WaitError;
 use super::blocking::block_on;
-use super::cells::{Bound, DirectCells, OwnedShared};
+use super::cells::Bound;
 use super::throttle::{Paced, Throttled};
 use super::waiter::Waiter;
 use crate::clock::{Timestamp, saturating_nanos};
-use crate::direct::{DirectLimiter, Shared};
+use crate::direct::{DirectLimiter, DirectState, Shared};
+use crate::engine::OwnedShared;
 use crate::sync::Arc;
 
 /// Completes when the direct limiter admits the requested cells: the future of
@@ -38,7 +39,76 @@ use crate::sync::Arc;
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct DirectUntilReady<'a> {
-    waiter: Waiter<DirectCells<&'a Arc<Shared>>>,
+    waiter: Waiter<DirectState<&'a Arc<Shared>>>,
+}
+
+impl DirectUntilReady<'_> {
+    /// Waits no longer than `max`, as [`UntilReady::within`](crate::UntilReady::within).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(1));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready().await.unwrap();
+    ///     let err = limiter.until_ready().within(Duration::from_millis(10)).await.unwrap_err();
+    ///     assert!(err.is_too_long());
+    /// });
+    /// ```
+    pub fn within(self, max: Duration) -> Self {
+        DirectUntilReady {
+            waiter: self.waiter.bounded(Bound::Within(saturating_nanos(max))),
+        }
+    }
+
+    /// Waits for cells admitted no later than `deadline`, as
+    /// [`UntilReady::until`](crate::UntilReady::until).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{DirectLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = DirectLimiter::with_clock(Quota::per_second(4), ManualClock::new());
+    /// let deadline = limiter.now() + Duration::from_millis(100);
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready(3).until(deadline).await.unwrap();
+    ///     assert!(limiter.until_n_ready(2).until(deadline).await.unwrap_err().is_too_long());
+    /// });
+    /// ```
+    pub fn until(self, deadline: Timestamp) -> Self {
+        DirectUntilReady {
+            waiter: self.waiter.bounded(Bound::Until(deadline.as_nanos())),
+        }
+    }
+
+    /// Blocks the calling thread until the wait completes, as
+    /// [`UntilReady::wait`](crate::UntilReady::wait).
+    ///
+    /// # Blocking
+    ///
+    /// Parks the thread: never call it from async code.
+    ///
+    /// # Errors
+    ///
+    /// As the awaited future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{DirectLimiter, Quota};
+    ///
+    /// let limiter = DirectLimiter::new(Quota::per_second(1_000).allow_burst(1));
+    /// limiter.until_ready().wait().unwrap(); // at once
+    /// limiter.until_ready().wait().unwrap(); // parks ~1 ms
+    /// ```
+    pub fn wait(self) -> Result<(), WaitError> {
+        block_on(self)
+    }
 }
 
 impl Future for DirectUntilReady<'_> {
@@ -50,18 +120,21 @@ impl Future for DirectUntilReady<'_> {
 }
 
 impl DirectLimiter {
-    fn waiter(&self, n: u32, bound: Bound) -> DirectUntilReady<'_> {
+    fn waiter(&self, n: u32) -> DirectUntilReady<'_> {
         DirectUntilReady {
-            waiter: Waiter::new(DirectCells(self.shared()), n, bound),
+            waiter: Waiter::new(DirectState(self.shared()), n, None),
         }
     }
 
     /// Waits until one cell is admitted; waiters are admitted in FIFO order, each woken once.
+    /// Bound it with [`within`](DirectUntilReady::within) or
+    /// [`until`](DirectUntilReady::until), or block on it with
+    /// [`wait`](DirectUntilReady::wait).
     ///
     /// # Errors
     ///
-    /// None in practice for one cell (the burst is at least 1); the `Result` matches the
-    /// other forms.
+    /// None in practice for one cell (the burst is at least 1) unless bounded; the `Result`
+    /// matches the other forms.
     ///
     /// # Cancel safety
     ///
@@ -80,7 +153,7 @@ impl DirectLimiter {
     /// });
     /// ```
     pub fn until_ready(&self) -> DirectUntilReady<'_> {
-        self.waiter(1, Bound::Unbounded)
+        self.waiter(1)
     }
 
     /// Waits until `n` cells are admitted at once.
@@ -106,173 +179,7 @@ impl DirectLimiter {
     /// assert!(limiter.check().is_err());
     /// ```
     pub fn until_n_ready(&self, n: u32) -> DirectUntilReady<'_> {
-        self.waiter(n, Bound::Unbounded)
-    }
-
-    /// Waits for one cell unless that would take longer than `max`: then fails at once,
-    /// holding nothing; and fails by `max`, holding nothing, if its prediction is upset.
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::TooLong`].
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`DirectUntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{DirectLimiter, Quota};
-    ///
-    /// let limiter = DirectLimiter::new(Quota::per_minute(1));
-    /// futures_executor::block_on(async {
-    ///     limiter.until_ready_within(Duration::ZERO).await.unwrap(); // no wait needed
-    ///     let err = limiter.until_ready_within(Duration::from_secs(1)).await.unwrap_err();
-    ///     assert!(err.is_too_long()); // the next cell is a minute off
-    /// });
-    /// ```
-    pub fn until_ready_within(&self, max: Duration) -> DirectUntilReady<'_> {
-        self.waiter(1, Bound::Within(saturating_nanos(max)))
-    }
-
-    /// `n` cells, bounded by `max`.
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::InsufficientCapacity`] or [`WaitError::TooLong`].
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`DirectUntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{DirectLimiter, Quota};
-    ///
-    /// let limiter = DirectLimiter::new(Quota::per_minute(5));
-    /// futures_executor::block_on(async {
-    ///     limiter.until_n_ready_within(5, Duration::ZERO).await.unwrap(); // no wait needed
-    ///     let err = limiter.until_n_ready_within(2, Duration::from_secs(1)).await.unwrap_err();
-    ///     assert!(err.is_too_long()); // two more cells take 24 s
-    /// });
-    /// ```
-    pub fn until_n_ready_within(&self, n: u32, max: Duration) -> DirectUntilReady<'_> {
-        self.waiter(n, Bound::Within(saturating_nanos(max)))
-    }
-
-    /// Waits for one cell unless it would be admitted after `deadline` (this limiter's clock).
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::TooLong`].
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`DirectUntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{DirectLimiter, ManualClock, Quota, Timestamp, WaitError};
-    ///
-    /// let limiter = DirectLimiter::with_clock(Quota::per_second(1), ManualClock::new());
-    /// let deadline = limiter.now() + Duration::from_millis(500);
-    /// futures_executor::block_on(async {
-    ///     limiter.until_ready_until(deadline).await.unwrap(); // admitted now
-    ///     let err = limiter.until_ready_until(deadline).await.unwrap_err();
-    ///     let wait = Duration::from_secs(1); // the next cell is 1 s off
-    ///     assert_eq!(err, WaitError::TooLong { earliest: Timestamp::ZERO + wait, wait });
-    /// });
-    /// ```
-    pub fn until_ready_until(&self, deadline: Timestamp) -> DirectUntilReady<'_> {
-        self.waiter(1, Bound::Until(deadline.as_nanos()))
-    }
-
-    /// `n` cells, admitted no later than `deadline`.
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::InsufficientCapacity`] or [`WaitError::TooLong`].
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`DirectUntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{DirectLimiter, ManualClock, Quota};
-    ///
-    /// let limiter = DirectLimiter::with_clock(Quota::per_second(4), ManualClock::new());
-    /// let deadline = limiter.now() + Duration::from_millis(100);
-    /// futures_executor::block_on(async {
-    ///     limiter.until_n_ready_until(3, deadline).await.unwrap();
-    ///     let err = limiter.until_n_ready_until(2, deadline).await.unwrap_err();
-    ///     assert!(err.is_too_long()); // two more cells: not before 250 ms
-    ///     let err = limiter.until_n_ready_until(5, deadline).await.unwrap_err();
-    ///     assert!(err.is_insufficient_capacity());
-    /// });
-    /// ```
-    pub fn until_n_ready_until(&self, n: u32, deadline: Timestamp) -> DirectUntilReady<'_> {
-        self.waiter(n, Bound::Until(deadline.as_nanos()))
-    }
-
-    /// Blocks the calling thread until one cell is admitted (FIFO with async waiters).
-    ///
-    /// # Blocking
-    ///
-    /// Parks the thread. Never call it from async code; use
-    /// [`until_ready`](DirectLimiter::until_ready) there.
-    ///
-    /// # Errors
-    ///
-    /// As [`until_ready`](DirectLimiter::until_ready).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    /// use tollgate::{DirectLimiter, Quota};
-    ///
-    /// let limiter = DirectLimiter::new(Quota::per_second(1_000).allow_burst(1));
-    /// let start = Instant::now();
-    /// limiter.until_ready_blocking().unwrap(); // at once
-    /// limiter.until_ready_blocking().unwrap(); // parks for the next cell, 1 ms on
-    /// assert!(start.elapsed() >= Duration::from_millis(1));
-    /// ```
-    pub fn until_ready_blocking(&self) -> Result<(), WaitError> {
-        block_on(self.until_ready())
-    }
-
-    /// Blocks until `n` cells are admitted.
-    ///
-    /// # Blocking
-    ///
-    /// Parks the thread; see [`until_ready_blocking`](DirectLimiter::until_ready_blocking).
-    ///
-    /// # Errors
-    ///
-    /// As [`until_n_ready`](DirectLimiter::until_n_ready).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::{DirectLimiter, Quota};
-    ///
-    /// let limiter = DirectLimiter::new(Quota::per_minute(3));
-    /// limiter.until_n_ready_blocking(3).unwrap(); // the burst is free: no parking
-    /// assert!(limiter.check().is_err());
-    /// let err = limiter.until_n_ready_blocking(4).unwrap_err();
-    /// assert!(err.is_insufficient_capacity()); // refused at once, never parks
-    /// ```
-    pub fn until_n_ready_blocking(&self, n: u32) -> Result<(), WaitError> {
-        block_on(self.until_n_ready(n))
+        self.waiter(n)
     }
 
     /// Runs `fut` once a cell is admitted.
@@ -315,6 +222,6 @@ impl DirectLimiter {
     /// assert_eq!(got, vec![0, 1, 2, 3, 4]);
     /// ```
     pub fn pace<St: Stream>(&self, stream: St) -> Paced<St> {
-        Paced::new(DirectCells(OwnedShared(Arc::clone(self.shared()))), stream)
+        Paced::new(DirectState(OwnedShared(Arc::clone(self.shared()))), stream)
     }
 }

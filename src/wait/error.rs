@@ -58,7 +58,7 @@ impl WaitError {
     ///
     /// let limiter = DirectLimiter::new(Quota::per_minute(1));
     /// limiter.check().unwrap();
-    /// let wait = limiter.until_ready_within(Duration::from_secs(1));
+    /// let wait = limiter.until_ready().within(Duration::from_secs(1));
     /// let err = futures_executor::block_on(wait).unwrap_err();
     /// assert!(err.is_too_long()); // the next cell is a minute off
     /// assert!(!err.is_insufficient_capacity());

@@ -9,20 +9,26 @@ use std::time::Duration;
 
 use super::WaitError;
 use super::blocking::block_on;
-use super::cells::{Bound, KeyCells};
+use super::cells::Bound;
 use super::throttle::Throttled;
 use super::waiter::Waiter;
 use crate::clock::{Timestamp, saturating_nanos};
+use crate::gcra::Gcra;
 use crate::hash::RandomState;
-use crate::limiter::{Limiter, Shared};
+use crate::limiter::{KeyState, Limiter, Shared};
+use crate::quota::Quota;
 use crate::sync::Arc;
 
 /// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
-/// its `_n`, `_within` and `_until` forms.
+/// its `_n` and `_with` forms.
 ///
 /// On its first poll it is admitted at once if a cell is free and nobody waits on the key;
 /// otherwise it joins the key's FIFO queue and is woken once, at its admission instant, by
 /// tollgate's own timer, so it works under any executor.
+///
+/// Before it is polled, [`within`](UntilReady::within) and [`until`](UntilReady::until)
+/// bound how long it may wait, and [`wait`](UntilReady::wait) blocks the thread on it
+/// instead of awaiting it.
 ///
 /// # Cancel safety
 ///
@@ -47,7 +53,89 @@ use crate::sync::Arc;
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct UntilReady<'a, S: BuildHasher + Send + Sync + 'static = RandomState> {
-    waiter: Waiter<KeyCells<&'a Arc<Shared<S>>>>,
+    waiter: Waiter<KeyState<&'a Arc<Shared<S>>>>,
+}
+
+impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
+    /// Waits no longer than `max`: if the cells would come later, it fails at once with
+    /// [`WaitError::TooLong`] and holds nothing (a bounded queue, like nginx's `burst`). If
+    /// the prediction is upset while it waits (a penalty, a slower quota, checks taking
+    /// cells), it fails by `max`, holding nothing, instead of waiting longer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_second(1));
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready(&7).await.unwrap();
+    ///     let err = limiter.until_ready(&7).within(Duration::from_millis(10)).await.unwrap_err();
+    ///     assert!(err.is_too_long()); // the next cell is 1 s off
+    ///     let ok = limiter.until_n_ready(&8, 1).within(Duration::ZERO).await;
+    ///     assert!(ok.is_ok()); // no wait needed
+    /// });
+    /// ```
+    pub fn within(self, max: Duration) -> Self {
+        UntilReady {
+            waiter: self.waiter.bounded(Bound::Within(saturating_nanos(max))),
+        }
+    }
+
+    /// Waits for cells admitted no later than `deadline` on the limiter's clock; fails as
+    /// [`within`](UntilReady::within) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota, Timestamp, WaitError};
+    ///
+    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
+    /// let deadline = limiter.now() + Duration::from_millis(500);
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready("alice").until(deadline).await.unwrap(); // admitted now
+    ///     let err = limiter.until_ready("alice").until(deadline).await.unwrap_err();
+    ///     let wait = Duration::from_secs(1); // the next cell is 1 s off
+    ///     assert_eq!(err, WaitError::TooLong { earliest: Timestamp::ZERO + wait, wait });
+    /// });
+    /// ```
+    pub fn until(self, deadline: Timestamp) -> Self {
+        UntilReady {
+            waiter: self.waiter.bounded(Bound::Until(deadline.as_nanos())),
+        }
+    }
+
+    /// Blocks the calling thread until the wait completes, in the same FIFO queue as the
+    /// awaited form.
+    ///
+    /// # Blocking
+    ///
+    /// Parks the thread. Never call it from async code: it would stall the executor's
+    /// worker; `.await` the future there.
+    ///
+    /// # Errors
+    ///
+    /// As the awaited future.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_second(1_000).allow_burst(1));
+    /// let start = Instant::now();
+    /// limiter.until_ready("alice").wait().unwrap(); // at once
+    /// limiter.until_ready("alice").wait().unwrap(); // parks for the next cell, 1 ms on
+    /// assert!(start.elapsed() >= Duration::from_millis(1));
+    /// let err = limiter.until_n_ready("alice", 2).wait().unwrap_err();
+    /// assert!(err.is_insufficient_capacity()); // refused at once, never parks
+    /// ```
+    pub fn wait(self) -> Result<(), WaitError> {
+        block_on(self)
+    }
 }
 
 impl<S: BuildHasher + Send + Sync + 'static> Future for UntilReady<'_, S> {
@@ -58,25 +146,18 @@ impl<S: BuildHasher + Send + Sync + 'static> Future for UntilReady<'_, S> {
     }
 }
 
-impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
-    fn waiter(&self, key: &K, n: u32, bound: Bound) -> UntilReady<'_, S>
-    where
-        K: Hash,
-    {
-        let (route, fp) = self.hashes(key);
-        let cells = KeyCells {
-            shared: self.shared(),
-            route,
-            fp,
-        };
+impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
+    fn waiter(&self, key: &K, n: u32, quota: Option<Gcra>) -> UntilReady<'_, S> {
         UntilReady {
-            waiter: Waiter::new(cells, n, bound),
+            waiter: Waiter::new(self.state(key), n, quota),
         }
     }
 
     /// Waits until one cell for `key` is admitted. Waiters on a key are admitted in the order
     /// they first polled (FIFO), each woken once, exactly at the rate. A `check` never takes
     /// a cell a waiter is queued for: the queue's head holds its cell in the key's state.
+    /// Bound it with [`within`](UntilReady::within) or [`until`](UntilReady::until), or
+    /// block on it with [`wait`](UntilReady::wait).
     ///
     /// # Errors
     ///
@@ -98,11 +179,8 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///     }
     /// });
     /// ```
-    pub fn until_ready(&self, key: &K) -> UntilReady<'_, S>
-    where
-        K: Hash,
-    {
-        self.waiter(key, 1, Bound::Unbounded)
+    pub fn until_ready(&self, key: &K) -> UntilReady<'_, S> {
+        self.waiter(key, 1, None)
     }
 
     /// Waits until `n` cells for `key` are admitted at once.
@@ -129,208 +207,68 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// });
     /// assert!(limiter.check("alice").is_err());
     /// ```
-    pub fn until_n_ready(&self, key: &K, n: u32) -> UntilReady<'_, S>
-    where
-        K: Hash,
-    {
-        self.waiter(key, n, Bound::Unbounded)
+    pub fn until_n_ready(&self, key: &K, n: u32) -> UntilReady<'_, S> {
+        self.waiter(key, n, None)
     }
 
-    /// Waits for one cell, unless that would take longer than `max`: then it fails at once
-    /// and holds nothing (a bounded queue, like nginx's `burst`). If the prediction is upset
-    /// while it waits (a penalty, a slower quota), it fails with [`WaitError::TooLong`] by
-    /// `max`, holding nothing, instead of waiting longer.
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::TooLong`] with the instant it would have taken, or
-    /// [`WaitError::TableFull`].
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`UntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{Limiter, Quota};
-    ///
-    /// let limiter = Limiter::keyed(Quota::per_second(1));
-    /// futures_executor::block_on(async {
-    ///     limiter.until_ready(&7).await.unwrap();
-    ///     let err = limiter.until_ready_within(&7, Duration::from_millis(10)).await.unwrap_err();
-    ///     assert!(err.is_too_long());
-    /// });
-    /// ```
-    pub fn until_ready_within(&self, key: &K, max: Duration) -> UntilReady<'_, S>
-    where
-        K: Hash,
-    {
-        self.waiter(key, 1, Bound::Within(saturating_nanos(max)))
-    }
-
-    /// [`until_n_ready`](Limiter::until_n_ready), bounded as
-    /// [`until_ready_within`](Limiter::until_ready_within).
-    ///
-    /// # Errors
-    ///
-    /// As both.
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`UntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{Limiter, Quota};
-    ///
-    /// let limiter = Limiter::keyed(Quota::per_minute(5));
-    /// futures_executor::block_on(async {
-    ///     limiter.until_n_ready_within(&7, 5, Duration::ZERO).await.unwrap(); // no wait needed
-    ///     let res = limiter.until_n_ready_within(&7, 2, Duration::from_secs(1)).await;
-    ///     assert!(res.unwrap_err().is_too_long()); // two more cells take 24 s
-    /// });
-    /// ```
-    pub fn until_n_ready_within(&self, key: &K, n: u32, max: Duration) -> UntilReady<'_, S>
-    where
-        K: Hash,
-    {
-        self.waiter(key, n, Bound::Within(saturating_nanos(max)))
-    }
-
-    /// Waits for one cell, unless it would be admitted after `deadline` (on this limiter's
-    /// clock): then it fails at once and holds nothing. Like
-    /// [`until_ready_within`](Limiter::until_ready_within), it fails by `deadline` if it is
-    /// not admitted by then.
-    ///
-    /// # Errors
-    ///
-    /// [`WaitError::TooLong`] or [`WaitError::TableFull`].
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`UntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, Quota, Timestamp, WaitError};
-    ///
-    /// let limiter = Limiter::builder(Quota::per_second(1))
-    ///     .clock(ManualClock::new())
-    ///     .build();
-    /// let deadline = limiter.now() + Duration::from_millis(500);
-    /// futures_executor::block_on(async {
-    ///     limiter.until_ready_until("alice", deadline).await.unwrap(); // admitted now
-    ///     let err = limiter.until_ready_until("alice", deadline).await.unwrap_err();
-    ///     let wait = Duration::from_secs(1); // the next cell is 1 s off
-    ///     assert_eq!(err, WaitError::TooLong { earliest: Timestamp::ZERO + wait, wait });
-    /// });
-    /// ```
-    pub fn until_ready_until(&self, key: &K, deadline: Timestamp) -> UntilReady<'_, S>
-    where
-        K: Hash,
-    {
-        self.waiter(key, 1, Bound::Until(deadline.as_nanos()))
-    }
-
-    /// [`until_n_ready`](Limiter::until_n_ready) with a deadline.
-    ///
-    /// # Errors
-    ///
-    /// As [`until_n_ready`](Limiter::until_n_ready) and
-    /// [`until_ready_until`](Limiter::until_ready_until).
-    ///
-    /// # Cancel safety
-    ///
-    /// See [`UntilReady`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, Quota};
-    ///
-    /// let limiter = Limiter::builder(Quota::per_second(4))
-    ///     .clock(ManualClock::new())
-    ///     .build();
-    /// let deadline = limiter.now() + Duration::from_millis(100);
-    /// futures_executor::block_on(async {
-    ///     limiter.until_n_ready_until("alice", 3, deadline).await.unwrap();
-    ///     let err = limiter.until_n_ready_until("alice", 2, deadline).await.unwrap_err();
-    ///     assert!(err.is_too_long()); // two more cells: not before 250 ms
-    ///     let err = limiter.until_n_ready_until("alice", 5, deadline).await.unwrap_err();
-    ///     assert!(err.is_insufficient_capacity());
-    /// });
-    /// ```
-    pub fn until_n_ready_until(&self, key: &K, n: u32, deadline: Timestamp) -> UntilReady<'_, S>
-    where
-        K: Hash,
-    {
-        self.waiter(key, n, Bound::Until(deadline.as_nanos()))
-    }
-
-    /// Blocks the calling thread until one cell for `key` is admitted, in the same FIFO queue
-    /// as [`until_ready`](Limiter::until_ready).
-    ///
-    /// # Blocking
-    ///
-    /// Parks the thread. Never call it from async code: it would stall the executor's
-    /// worker; use [`until_ready`](Limiter::until_ready) there.
+    /// [`until_ready`](Limiter::until_ready) under `quota` instead of the limiter's own, as
+    /// [`check_with`](Limiter::check_with): a crawler waiting on each host at that host's
+    /// own rate, in one limiter. Waiters with different quotas share the key's FIFO queue,
+    /// each admitted under its own quota.
     ///
     /// # Errors
     ///
     /// As [`until_ready`](Limiter::until_ready).
     ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`].
+    ///
     /// # Examples
     ///
     /// ```
-    /// use std::time::{Duration, Instant};
+    /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter = Limiter::keyed(Quota::per_second(1_000).allow_burst(1));
-    /// let start = Instant::now();
-    /// limiter.until_ready_blocking("alice").unwrap(); // at once
-    /// limiter.until_ready_blocking("alice").unwrap(); // parks for the next cell, 1 ms on
-    /// assert!(start.elapsed() >= Duration::from_millis(1));
+    /// let limiter = Limiter::keyed(Quota::per_second(10));
+    /// let slow_host = Quota::per_minute(1); // its robots.txt says Crawl-delay: 60
+    /// futures_executor::block_on(async {
+    ///     limiter.until_ready_with("slow.example", slow_host).await.unwrap();
+    ///     let next = limiter.until_ready_with("slow.example", slow_host);
+    ///     assert!(next.within(Duration::from_secs(1)).await.unwrap_err().is_too_long());
+    ///     limiter.until_ready("fast.example").await.unwrap(); // the default quota
+    /// });
     /// ```
-    pub fn until_ready_blocking(&self, key: &K) -> Result<(), WaitError>
-    where
-        K: Hash,
-    {
-        block_on(self.until_ready(key))
+    pub fn until_ready_with(&self, key: &K, quota: Quota) -> UntilReady<'_, S> {
+        self.waiter(key, 1, Some(Gcra::new(quota)))
     }
 
-    /// Blocks until `n` cells for `key` are admitted.
-    ///
-    /// # Blocking
-    ///
-    /// Parks the thread; see [`until_ready_blocking`](Limiter::until_ready_blocking).
+    /// [`until_n_ready`](Limiter::until_n_ready) under `quota`, as
+    /// [`until_ready_with`](Limiter::until_ready_with).
     ///
     /// # Errors
     ///
-    /// As [`until_n_ready`](Limiter::until_n_ready).
+    /// As [`until_n_ready`](Limiter::until_n_ready), with the burst of `quota`.
+    ///
+    /// # Cancel safety
+    ///
+    /// See [`UntilReady`].
     ///
     /// # Examples
     ///
     /// ```
     /// use tollgate::{Limiter, Quota};
     ///
-    /// let limiter = Limiter::keyed(Quota::per_minute(3));
-    /// limiter.until_n_ready_blocking("alice", 3).unwrap(); // the burst is free: no parking
-    /// assert!(limiter.check("alice").is_err());
-    /// let err = limiter.until_n_ready_blocking("alice", 4).unwrap_err();
-    /// assert!(err.is_insufficient_capacity()); // refused at once, never parks
+    /// let limiter = Limiter::keyed(Quota::per_second(1));
+    /// let bulk = Quota::per_second(100);
+    /// futures_executor::block_on(async {
+    ///     limiter.until_n_ready_with(&7, 100, bulk).await.unwrap();
+    ///     let err = limiter.until_n_ready_with(&7, 101, bulk).await.unwrap_err();
+    ///     assert!(err.is_insufficient_capacity());
+    /// });
     /// ```
-    pub fn until_n_ready_blocking(&self, key: &K, n: u32) -> Result<(), WaitError>
-    where
-        K: Hash,
-    {
-        block_on(self.until_n_ready(key, n))
+    pub fn until_n_ready_with(&self, key: &K, n: u32, quota: Quota) -> UntilReady<'_, S> {
+        self.waiter(key, n, Some(Gcra::new(quota)))
     }
 
     /// Runs `fut` once a cell for `key` is admitted: `limiter.throttle(&host, fetch(url))`.
@@ -353,11 +291,7 @@ impl<K: ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// assert_eq!(body, Ok("<html>"));
     /// assert!(limiter.check("example.com").is_err()); // the throttle took the cell
     /// ```
-    pub fn throttle<F>(&self, key: &K, fut: F) -> Throttled<UntilReady<'_, S>, F>
-    where
-        K: Hash,
-        F: Future,
-    {
+    pub fn throttle<F: Future>(&self, key: &K, fut: F) -> Throttled<UntilReady<'_, S>, F> {
         Throttled::new(self.until_ready(key), fut)
     }
 }

@@ -13,7 +13,7 @@
 //!
 //! # Who writes what
 //!
-//! * `n`, `latest` and `since` are immutable.
+//! * `n`, `latest`, `since`, `quota` and `cost` are immutable.
 //! * `outcome` is written **only under the lock of the waitlist shard** that holds the node's
 //!   queue: by a hand-over (to `ADMITTED` or `FAILED`) or by the node's own future (to
 //!   `CANCELLED`). The lock orders those writes; the atomic exists so that the future can read
@@ -25,6 +25,8 @@
 
 use std::task::{Context, Waker};
 
+pub(crate) use crate::engine::Failure;
+use crate::gcra::Gcra;
 use crate::sync::{AtomicU64, AtomicWaker, Ordering};
 
 /// `outcome` tags (low 4 bits); the payload is the high 60 bits.
@@ -36,17 +38,6 @@ const TABLE_FULL: u64 = 4;
 const OVER_BURST: u64 = 5;
 const TAG_BITS: u32 = 4;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
-
-/// Why a hand-over could not admit a waiter. Nothing is held for it afterwards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Failure {
-    /// Its cells would be admitted at this instant, after its bound.
-    TooLong { admit_at: u64 },
-    /// Its key is not in the table, which refuses new keys.
-    TableFull,
-    /// It asks for more cells than the burst (the quota changed while it waited).
-    OverBurst { burst: u32 },
-}
 
 /// What a node's outcome word says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,17 +88,23 @@ pub(crate) struct Node {
     pub(crate) latest: u64,
     /// When it was queued: how long it has waited sets how late the timer may wake it.
     pub(crate) since: u64,
+    /// The quota it asked under; `None`: the limiter's, whatever it is when it reserves.
+    pub(crate) quota: Option<Gcra>,
+    /// `n·T` under its quota when it was queued: its share of a later waiter's prediction.
+    pub(crate) cost: u64,
     /// `{ payload:60 | tag:4 }`, see the module docs.
     outcome: AtomicU64,
     waker: AtomicWaker,
 }
 
 impl Node {
-    pub(crate) fn new(n: u32, latest: u64, since: u64) -> Node {
+    pub(crate) fn new(n: u32, latest: u64, since: u64, quota: Option<Gcra>, cost: u64) -> Node {
         Node {
             n,
             latest,
             since,
+            quota,
+            cost,
             outcome: AtomicU64::new(QUEUED),
             waker: AtomicWaker::new(),
         }

@@ -64,8 +64,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Wake, Waker};
 
-use super::cells::{Cells, Reserved};
-use super::node::{Failure, Node, Outcome};
+use super::cells::Cells;
+use super::node::{Node, Outcome};
+use crate::engine::{self, Failure, Reserved};
 use crate::sync::Arc;
 use crate::timer::Sleep;
 
@@ -93,9 +94,9 @@ pub(crate) struct Queue {
     head: Option<Head>,
     /// The instant the next head reserves at (module docs).
     chain: u64,
-    /// Cells asked for by the queued nodes behind the head (cancelled ones excluded): with
-    /// the head's reservation, the prediction for a new waiter.
-    waiting_cells: u64,
+    /// What the queued nodes behind the head cost in time, `n·T` each (cancelled ones
+    /// excluded): with the head's reservation, the prediction for a new waiter.
+    waiting_cost: u64,
     /// Cancelled nodes still linked.
     cancelled: usize,
     /// The waker the head's sleep registers: runs the hand-over. Made on first need.
@@ -109,7 +110,7 @@ impl Queue {
             nodes: VecDeque::new(),
             head: None,
             chain: now,
-            waiting_cells: 0,
+            waiting_cost: 0,
             cancelled: 0,
             hand_over: None,
         }
@@ -136,7 +137,7 @@ impl Queue {
         woken: &mut Vec<Waker>,
     ) -> Outcome {
         self.nodes.push_back(Arc::clone(node));
-        self.waiting_cells += u64::from(node.n);
+        self.waiting_cost += node.cost;
         self.advance(cells, now, woken);
         if !node.is_queued() || self.is_head(node) {
             return node.outcome();
@@ -144,13 +145,13 @@ impl Queue {
         if node.latest == u64::MAX {
             return Outcome::Queued; // Unbounded: no prediction to check.
         }
-        let predicted = self.predicted(cells, now, self.waiting_cells - u64::from(node.n), node);
+        let predicted = self.predicted(cells, now, self.waiting_cost - node.cost, node);
         if predicted <= node.latest {
             return Outcome::Queued;
         }
         // It is the back node and holds nothing: unlink it.
         self.nodes.pop_back();
-        self.waiting_cells -= u64::from(node.n);
+        self.waiting_cost -= node.cost;
         cells.count(false);
         Outcome::Failed(Failure::TooLong {
             admit_at: predicted,
@@ -170,7 +171,7 @@ impl Queue {
         }
         let _ = node.settle(Outcome::Cancelled);
         if !self.is_head(node) {
-            self.waiting_cells -= u64::from(node.n);
+            self.waiting_cost -= node.cost;
             self.cancelled += 1;
             self.compact();
             return;
@@ -178,7 +179,7 @@ impl Queue {
         self.nodes.pop_front();
         if let Some(head) = self.head.take() {
             drop(head.sleep);
-            cells.refund(&head.reserved);
+            engine::undo(cells, head.reserved.written);
             // The next head reserves where this one did: it gets the instant this one had.
             self.chain = head.reserved.now;
         }
@@ -207,7 +208,7 @@ impl Queue {
                     .skip(1)
                     .take_while(|other| !Arc::ptr_eq(other, node))
                     .filter(|other| other.is_queued())
-                    .map(|other| u64::from(other.n))
+                    .map(|other| other.cost)
                     .sum();
                 self.predicted(cells, now, ahead, node)
             }
@@ -235,9 +236,10 @@ impl Queue {
             let front = Arc::clone(front);
             if self.head.is_none() {
                 // The front becomes the head: reserve its cells at the chain instant.
-                self.waiting_cells -= u64::from(front.n);
+                self.waiting_cost -= front.cost;
                 let at = self.chain.min(now);
-                match cells.reserve(front.n, at, front.latest) {
+                let gcra = front.quota.unwrap_or_else(|| cells.quota());
+                match engine::reserve(cells, front.n, gcra, at, front.latest) {
                     Err(failure) => {
                         if let Failure::TooLong { .. } = failure {
                             cells.count(false);
@@ -313,18 +315,15 @@ impl Queue {
             .is_some_and(|front| Arc::ptr_eq(front, node))
     }
 
-    /// The instant `node` would be admitted at with `ahead` cells queued between it and the
-    /// head, if nothing else takes cells of the key.
+    /// The instant `node` would be admitted at with nodes costing `ahead` (`n·T` each)
+    /// queued between it and the head, if nothing else takes cells of the key.
     fn predicted(&self, cells: &impl Cells, now: u64, ahead: u64, node: &Node) -> u64 {
-        let gcra = cells.gcra();
+        let gcra = node.quota.unwrap_or_else(|| cells.quota());
         let Some(head) = &self.head else { return now };
         if node.n > gcra.burst {
             return u64::MAX; // The quota changed under it: no wait can satisfy it.
         }
-        let tat = head
-            .reserved
-            .tat
-            .saturating_add(ahead.saturating_mul(gcra.interval));
+        let tat = head.reserved.written.tat.saturating_add(ahead);
         gcra.reserve(tat, now, node.n).0
     }
 

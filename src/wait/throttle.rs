@@ -9,9 +9,9 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 
 use super::WaitError;
-use super::cells::{Bound, DirectCells, OwnedShared};
 use super::waiter::Waiter;
-use crate::direct::Shared;
+use crate::direct::{DirectState, Shared};
+use crate::engine::OwnedShared;
 
 /// A future that first waits for a cell, then runs the wrapped future: from
 /// [`Limiter::throttle`](crate::Limiter::throttle) and
@@ -105,7 +105,7 @@ pub struct Paced<St: Stream> {
     pending: Option<(St::Item, Waiter<OwnedCells>)>,
 }
 
-type OwnedCells = DirectCells<OwnedShared<Shared>>;
+type OwnedCells = DirectState<OwnedShared<Shared>>;
 
 impl<St: Stream> Paced<St> {
     pub(crate) fn new(cells: OwnedCells, stream: St) -> Self {
@@ -139,7 +139,7 @@ impl<St: Stream> Stream for Paced<St> {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Ready(Some(item)) => {
-                    let waiter = Waiter::new(this.cells.clone(), 1, Bound::Unbounded);
+                    let waiter = Waiter::new(this.cells.clone(), 1, None);
                     this.pending = Some((item, waiter));
                 }
             }

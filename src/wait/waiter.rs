@@ -20,6 +20,8 @@ use super::WaitError;
 use super::cells::{Bound, Cells};
 use super::node::{Failure, Node, Outcome};
 use crate::clock::Timestamp;
+use crate::engine;
+use crate::gcra::Gcra;
 use crate::sync::Arc;
 use crate::timer::Sleep;
 
@@ -28,6 +30,8 @@ use crate::timer::Sleep;
 pub(crate) struct Waiter<C: Cells> {
     cells: C,
     n: u32,
+    /// A quota of the call's own; `None`: the limiter's.
+    quota: Option<Gcra>,
     bound: Bound,
     state: State,
 }
@@ -46,13 +50,22 @@ enum State {
 }
 
 impl<C: Cells> Waiter<C> {
-    pub(crate) fn new(cells: C, n: u32, bound: Bound) -> Waiter<C> {
+    /// An unbounded wait for `n` cells under `quota` (or the limiter's).
+    pub(crate) fn new(cells: C, n: u32, quota: Option<Gcra>) -> Waiter<C> {
         Waiter {
             cells,
             n,
-            bound,
+            quota,
+            bound: Bound::Unbounded,
             state: State::Start,
         }
+    }
+
+    /// Bounds a wait that has not been polled yet (the futures' `within` and `until`).
+    pub(crate) fn bounded(mut self, bound: Bound) -> Waiter<C> {
+        debug_assert!(matches!(self.state, State::Start));
+        self.bound = bound;
+        self
     }
 
     pub(crate) fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), WaitError>> {
@@ -62,7 +75,7 @@ impl<C: Cells> Waiter<C> {
                     self.state = State::Done;
                     return Poll::Ready(Ok(()));
                 }
-                let gcra = self.cells.gcra();
+                let gcra = self.quota.unwrap_or_else(|| self.cells.quota());
                 if self.n > gcra.burst {
                     self.state = State::Done;
                     return Poll::Ready(Err(WaitError::InsufficientCapacity {
@@ -76,12 +89,13 @@ impl<C: Cells> Waiter<C> {
                 // No queue in the shard: try the cells lock-free, as a check would. If a
                 // queue appeared meanwhile, its head's reservation is in the key's state and a
                 // check cannot take the head's cell, so FIFO holds either way (queue.rs).
-                if shard.is_idle() && self.cells.reserve(self.n, now, now).is_ok() {
+                if shard.is_idle() && engine::reserve(&self.cells, self.n, gcra, now, now).is_ok() {
                     self.cells.count(true);
                     self.state = State::Done;
                     return Poll::Ready(Ok(()));
                 }
-                let node = Arc::new(Node::new(self.n, latest, now));
+                let cost = u64::from(self.n) * gcra.interval;
+                let node = Arc::new(Node::new(self.n, latest, now, self.quota, cost));
                 match shard.push(&self.cells, key, &node, now) {
                     Outcome::Queued => {
                         self.state = State::Queued {

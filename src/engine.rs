@@ -1,0 +1,216 @@
+//! The operations on one GCRA state word, written once: check, peek, penalize, reserve and
+//! undo. A [`Word`] is a key's slot in a keyed limiter's table (`limiter::KeyState`) or a
+//! direct limiter's single word (`direct::DirectState`); the public limiters are thin types
+//! that find the word and call in here, and the waiting engine (`wait/`) reserves through
+//! the same functions.
+//!
+//! # Undoing a write
+//!
+//! An admission or a reservation can be given back ([`undo`]): the word goes back to the
+//! state it replaced, but only while it still holds exactly the state the write stored, and
+//! only in the same incarnation of the key. The TAT alone does not identify a write: after a
+//! `reset` (or the key being forgotten) the key can be checked back up to exactly the same
+//! TAT, and undoing then would hand back a cell someone else used. So every removal bumps an
+//! *epoch* (per table shard, or per direct limiter) that the write records, read *before* the
+//! write's CAS; the undo reads it again *after* the state load that found the write's TAT,
+//! which is what makes a newer epoch visible (`Shard::removals`, `direct::Shared::resets`).
+//! An undo that finds anything else writes nothing: the write's cells count as used, never
+//! as an extra cell. Exact when nothing else wrote the key since, else a no-op: the window
+//! guarantee holds either way.
+
+use std::ops::Deref;
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::gcra::{Decision, Gcra};
+use crate::outcome::{Admitted, CheckError};
+use crate::sync::Arc;
+use crate::table::{Full, Step};
+
+/// One GCRA state word and the limiter around it.
+pub(crate) trait Word {
+    /// The limiter's quota now (a per-call quota replaces it for that call only).
+    fn quota(&self) -> Gcra;
+    /// The limiter's clock, clamped to what the GCRA math accepts.
+    fn now(&self) -> u64;
+    /// The removal epoch of the word (module docs).
+    fn epoch(&self) -> u64;
+    /// Runs `f` on the stored TAT and stores what it returns (one CAS, retried on contention).
+    /// `now` is the caller's time; a keyed table may reclaim keys expired well before it. An
+    /// absent key is inserted only if `f` writes.
+    fn update<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full>;
+    /// Counts a decision in the limiter's statistics.
+    fn count(&self, admitted: bool);
+    /// The limiter's capacity in keys, for [`CheckError::TableFull`].
+    fn capacity(&self) -> usize;
+}
+
+/// What one admission or reservation wrote, so that it can be undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// The state the write replaced.
+    pub(crate) prev: u64,
+    /// The state it stored (`prev` itself if it stored nothing: `n = 0`).
+    pub(crate) tat: u64,
+    /// The word's removal epoch, read before the write.
+    pub(crate) epoch: u64,
+}
+
+/// Admits `n` cells under `gcra` at `now`, or writes nothing: `check` and, with `write`
+/// false, `peek`. Only a writing check counts in the statistics.
+#[inline]
+pub(crate) fn check(
+    word: &impl Word,
+    n: u32,
+    gcra: Gcra,
+    now: u64,
+    write: bool,
+) -> Result<Admitted, CheckError> {
+    fits(gcra, n).map_err(|burst| CheckError::InsufficientCapacity {
+        requested: n,
+        burst,
+    })?;
+    let epoch = word.epoch();
+    let step = |tat| {
+        if n == 0 {
+            return (None, Ok((tat, tat)));
+        }
+        match gcra.decide(tat, now, n) {
+            Decision::Admit { new_tat } => (write.then_some(new_tat), Ok((tat, new_tat))),
+            Decision::Deny { admit_at } => (None, Err(admit_at)),
+        }
+    };
+    let verdict = word
+        .update(now, step)
+        .map_err(|Full| CheckError::TableFull {
+            capacity: word.capacity(),
+        })?;
+    if write {
+        word.count(verdict.is_ok());
+    }
+    match verdict {
+        Ok((prev, tat)) => Ok(Admitted::new(gcra, now, Written { prev, tat, epoch })),
+        Err(admit_at) => Err(CheckError::RateLimited {
+            earliest: Timestamp::from_nanos(admit_at),
+            wait: Duration::from_nanos(admit_at.saturating_sub(now)),
+            limit: gcra.burst,
+        }),
+    }
+}
+
+/// Pushes the next admission at least `delay` past `now`, keeping any later one.
+pub(crate) fn penalize(word: &impl Word, gcra: Gcra, now: u64, delay: u64) -> Result<(), Full> {
+    if delay == 0 {
+        return Ok(());
+    }
+    word.update(now, |tat| {
+        let target = gcra.penalized(tat, now, delay);
+        ((target > tat).then_some(target), ())
+    })
+}
+
+/// Gives back what `written` stored, if the word still holds exactly that in the same
+/// incarnation (module docs). Returns whether it did.
+pub(crate) fn undo(word: &impl Word, written: Written) -> bool {
+    if written.prev == written.tat {
+        return false; // It stored nothing.
+    }
+    let step = |tat| {
+        // The epoch is read after the load that gave `tat` (module docs).
+        let exact = tat == written.tat && word.epoch() == written.epoch;
+        (exact.then_some(written.prev), exact)
+    };
+    // A forgotten key moved the epoch, so the step writes nothing and this never inserts.
+    word.update(word.now(), step).unwrap_or(false)
+}
+
+/// Why cells could not be reserved. Nothing is held afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The cells would be admitted at this instant, after the caller's bound.
+    TooLong { admit_at: u64 },
+    /// The key is not in the table, which refuses new keys.
+    TableFull,
+    /// More cells than the burst (the quota may have changed since the caller looked).
+    OverBurst { burst: u32 },
+}
+
+/// A reservation: cells counted from `admit_at` on, written into the word.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reserved {
+    /// The `now` the reservation was computed at.
+    pub(crate) now: u64,
+    /// When the cells are admitted (possibly before `now`: at once).
+    pub(crate) admit_at: u64,
+    /// What it wrote, for a refund ([`undo`]).
+    pub(crate) written: Written,
+}
+
+impl Reserved {
+    /// The instant the cells count as admitted at: `admit_at`, or `now` if that is later.
+    pub(crate) fn instant(&self) -> u64 {
+        self.admit_at.max(self.now)
+    }
+}
+
+/// Reserves `n` cells as GCRA would at `now`, whenever they come, unless they would be
+/// admitted after `latest`: then writes nothing and fails with the instant they would have.
+pub(crate) fn reserve(
+    word: &impl Word,
+    n: u32,
+    gcra: Gcra,
+    now: u64,
+    latest: u64,
+) -> Result<Reserved, Failure> {
+    fits(gcra, n).map_err(|burst| Failure::OverBurst { burst })?;
+    let epoch = word.epoch();
+    let step = |prev| {
+        let (admit_at, tat) = gcra.reserve(prev, now, n);
+        if admit_at > latest {
+            return (None, Err(Failure::TooLong { admit_at }));
+        }
+        let written = Written { prev, tat, epoch };
+        (
+            Some(tat),
+            Ok(Reserved {
+                now,
+                admit_at,
+                written,
+            }),
+        )
+    };
+    match word.update(now, step) {
+        Ok(verdict) => verdict,
+        Err(Full) => Err(Failure::TableFull),
+    }
+}
+
+/// `n` must fit the burst; else the burst, for the error.
+#[inline]
+fn fits(gcra: Gcra, n: u32) -> Result<(), u32> {
+    if n > gcra.burst {
+        Err(gcra.burst)
+    } else {
+        Ok(())
+    }
+}
+
+/// An owned `Arc` that derefs to itself, so that a word over `&Arc<Shared>` (borrowed by a
+/// limiter's method or future) and one over `OwnedShared<Shared>` (held by the timer) share
+/// one implementation (`P: Deref<Target = Arc<Shared>>`).
+#[derive(Debug)]
+pub(crate) struct OwnedShared<T>(pub(crate) Arc<T>);
+
+impl<T> Clone for OwnedShared<T> {
+    fn clone(&self) -> Self {
+        OwnedShared(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Deref for OwnedShared<T> {
+    type Target = Arc<T>;
+
+    fn deref(&self) -> &Arc<T> {
+        &self.0
+    }
+}
