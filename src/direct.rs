@@ -358,7 +358,7 @@ impl DirectLimiter {
     }
 
     #[inline]
-    fn state(&self) -> DirectState<&Arc<Shared>> {
+    pub(crate) fn state(&self) -> DirectState<&Arc<Shared>> {
         DirectState(&self.shared)
     }
 }

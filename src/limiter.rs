@@ -198,6 +198,12 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         K: Hash,
     {
         let (route, fp) = self.hashes(key);
+        self.state_hashed(route, fp)
+    }
+
+    /// The state word of the key with these hashes.
+    #[inline]
+    pub(crate) fn state_hashed(&self, route: u64, fp: u64) -> KeyState<&Arc<Shared<S>>> {
         KeyState {
             shared: &self.shared,
             route,
