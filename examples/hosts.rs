@@ -1,11 +1,12 @@
 //! A polite crawler in miniature: many tasks fetch from many simulated hosts, and tollgate
 //! keeps every host at its own rate, under tokio or async-std, with no runtime timer.
 //!
-//! Hosts come in classes (a personal blog allows 1 request per second, a CDN 500); each class
-//! is one keyed `Limiter` whose keys are host names, so every host gets its own budget. Every
-//! task owns one host and loops: wait for a cell with `until_ready(..).within(..)` (bounded by the
-//! time left, so the run ends cleanly), then "fetch" (a short `tollgate::sleep`, standing in
-//! for network latency). Waiters on a host are served in FIFO order, each woken once.
+//! Hosts come in classes (a personal blog allows 1 request per second, a CDN 500). One keyed
+//! `Limiter` holds every host, keyed by host name; each wait brings its host's own quota
+//! (`until_ready_with`), so one table serves every rate and stores nothing per host but its
+//! state. Every task owns one host and loops: wait for a cell (bounded with `.within(..)` by
+//! the time left, so the run ends cleanly), then "fetch" (a short `tollgate::sleep`, standing
+//! in for network latency). Waiters on a host are served in FIFO order, each woken once.
 //!
 //! ```text
 //! cargo run --release --example hosts -- [--hosts 20] [--tasks 200] [--seconds 10] [--runtime tokio|async-std]
@@ -91,6 +92,8 @@ fn usage(msg: &str) -> ! {
 struct Host {
     name: String,
     class: usize,
+    /// Its class's rate: every wait on this host brings it.
+    quota: Quota,
     tasks: usize,
     admissions: AtomicU64,
     /// The earliest request (before any cell of this host was reserved) and the latest
@@ -103,7 +106,7 @@ struct Host {
 }
 
 struct Crawl {
-    limiters: Vec<Limiter<str>>,
+    limiter: Limiter<str>,
     hosts: Vec<Host>,
     start: Instant,
     end: Instant,
@@ -113,7 +116,6 @@ struct Crawl {
 /// One crawler task: wait for the host's next cell, fetch, repeat until time is up.
 async fn crawl_host(crawl: Arc<Crawl>, host: usize) {
     let h = &crawl.hosts[host];
-    let limiter = &crawl.limiters[h.class];
     loop {
         let asked = Instant::now();
         if asked >= crawl.end {
@@ -123,8 +125,9 @@ async fn crawl_host(crawl: Arc<Crawl>, host: usize) {
             .fetch_min((asked - crawl.start).as_nanos() as u64, Ordering::Relaxed);
         // Bounded by the time left: a cell after the end is refused, and nothing is reserved.
         let left = crawl.end - asked;
-        if limiter
-            .until_ready(h.name.as_str())
+        if crawl
+            .limiter
+            .until_ready_with(&h.name, h.quota)
             .within(left)
             .await
             .is_err()
@@ -213,16 +216,15 @@ fn cpu_time() -> Option<Duration> {
 
 fn main() {
     let args = parse_args();
-    let limiters: Vec<Limiter<str>> = CLASSES
-        .iter()
-        .map(|&(_, rate)| Limiter::keyed(Quota::per_second(rate).allow_burst(1)))
-        .collect();
+    // The default quota is never used: every wait brings its host's own.
+    let limiter = Limiter::keyed(Quota::per_second(1).allow_burst(1));
     let hosts: Vec<Host> = (0..args.hosts)
         .map(|i| {
             let class = i % CLASSES.len();
             Host {
                 name: format!("{}-{i}.example", CLASSES[class].0),
                 class,
+                quota: Quota::per_second(CLASSES[class].1).allow_burst(1),
                 tasks: (0..args.tasks).filter(|t| t % args.hosts == i).count(),
                 admissions: AtomicU64::new(0),
                 first_asked_ns: AtomicU64::new(u64::MAX),
@@ -233,7 +235,7 @@ fn main() {
         .collect();
     let start = Instant::now();
     let crawl = Arc::new(Crawl {
-        limiters,
+        limiter,
         hosts,
         start,
         end: start + Duration::from_secs(args.seconds),
