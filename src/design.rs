@@ -36,8 +36,9 @@
 //!   sync                   the loom shim: every atomic, lock, Arc and waker
 //!   clock  timer           time; the timer knows nothing of keys or rates
 //!   table                  sharded open addressing; knows nothing of time
-//!   limiter, direct        compose quota + gcra + clock + table: check, reset, penalize
-//!   wait                   composes the limiters and the timer: queues, the futures
+//!   engine                 check, peek, penalize, reserve, undo on one state word
+//!   limiter, direct        thin public types: find the word (a key's slot, the one word)
+//!   stack, wait            compose the limiters: check_all; queues, the timer, the futures
 //! ```
 //!
 //! Known debt (the public-API issue): `clock.rs` imports the timer, and manual time is kept
@@ -116,9 +117,10 @@
 //! | what a quota means, its constructors | `src/quota.rs` |
 //! | the GCRA arithmetic | `src/gcra.rs` |
 //! | how keys are stored, reclaimed, evicted | `src/table/` |
-//! | a new check-like operation | `src/limiter.rs` and `src/direct.rs` over `src/outcome.rs` |
+//! | a new check-like operation | `src/engine.rs` (once), then a method in `src/limiter.rs` and `src/direct.rs` |
+//! | what undo promises, the removal epoch | `src/engine.rs` |
 //! | who is admitted when, among waiters | `src/wait/queue.rs` |
-//! | what the waiting engine needs of a limiter | `src/wait/cells.rs` |
+//! | what the waiting engine needs of a limiter | `src/engine.rs` (`Word`), `src/wait/cells.rs` |
 //! | a new waiting future or adapter | `src/wait/keyed.rs`, `direct.rs`, `throttle.rs` |
 //! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |

@@ -12,9 +12,13 @@
 //!   queue per key and are woken by tollgate's own timer ([`sleep`], [`sleep_until`]), so
 //!   they work under any executor. Waiters on a key are admitted in FIFO order, each woken
 //!   once; only the queue's head holds a reservation, so a dropped wait (a timeout, a client
-//!   that hung up) costs nothing; bounded forms (`_within`, `_until`) refuse up front; blocking
-//!   forms (`_blocking`) park a thread; [`Limiter::throttle`] and [`DirectLimiter::pace`]
-//!   wrap futures and streams. On a [`ManualClock`] the waits run on fake time.
+//!   that hung up) costs nothing; bounded waits ([`UntilReady::within`],
+//!   [`UntilReady::until`]) refuse up front; [`UntilReady::wait`] parks a thread;
+//!   [`Limiter::throttle`] and [`DirectLimiter::pace`] wrap futures and streams. On a
+//!   [`ManualClock`] the waits run on fake time.
+//! * One limiter, many rates: [`Limiter::check_with`] and [`Limiter::until_ready_with`] bring
+//!   a quota per call. [`Limiter::peek`] consumes nothing, [`Limiter::undo`] gives an unused
+//!   admission back, and [`check_all`] admits several stacked limits or none.
 //!
 //! # Examples
 //!

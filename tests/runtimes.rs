@@ -659,7 +659,7 @@ async fn pace_shares_a_direct_limiter_with_waiters(rt: Spawner) {
     assert_paced("direct", start, times, quota);
 }
 
-/// Plain threads in `until_ready_blocking` and async tasks wait on the same key: one FIFO
+/// Plain threads in `until_ready(..).wait()` and async tasks wait on the same key: one FIFO
 /// queue of reservations, one rate.
 async fn blocking_and_async_waiters_share_a_key(rt: Spawner) {
     let quota = Quota::per_second(200).allow_burst(1);

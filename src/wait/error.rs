@@ -31,7 +31,7 @@ pub enum WaitError {
         /// The burst.
         burst: u32,
     },
-    /// The wait would end after the bound given to a `_within` or `_until` wait: refused up
+    /// The wait would end after the bound given with `.within(d)` or `.until(t)`: refused up
     /// front, or at the bound if the prediction was upset while it waited.
     TooLong {
         /// When the cells would have been admitted.

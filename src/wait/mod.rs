@@ -16,22 +16,19 @@
 //!   pattern of drops, the others are admitted as if the dropped ones had never asked;
 //! * the queue moves on the timer's wake, not on its futures' polls: a forgotten or slow
 //!   future stalls no one (a forgotten waiter is admitted in its turn and uses its cells);
-//! * a bounded wait (`_within`, `_until`) refuses up front, writing nothing, if its
+//! * a bounded wait (`.within(d)`, `.until(t)`) refuses up front, writing nothing, if its
 //!   predicted instant is past its bound, and fails holding nothing if it is not admitted by
 //!   its bound after all (`waiter.rs`).
 //!
 //! Files: `node.rs` (one waiter's outcome word and waker), `queue.rs` (one key's queue and
 //! the hand-over: the design essay), `waitlist.rs` (the sharded side table), `cells.rs`
-//! (what the engine needs of a keyed or direct limiter, written once), `waiter.rs` (the
+//! (what waiting needs of a keyed or direct limiter beyond its state word, written once), `waiter.rs` (the
 //! future's state machine), and the public futures in `keyed.rs`, `direct.rs`,
 //! `throttle.rs` and `blocking.rs`.
 //!
-//! The removal epoch: the TAT alone does not identify a reservation. After `reset` (or an
-//! eviction) the key can be checked back up to exactly the TAT a pending head wrote, and
-//! refunding then would hand back a cell someone else used. So every removal bumps an epoch
-//! (per shard, or per direct limiter) that the reservation records, and a refund applies
-//! only if the epoch has not moved; see `Shard::removals` for why the check cannot miss a
-//! removal.
+//! A refund is [`engine::undo`](crate::engine): it applies only while the key's state is
+//! still the one the head wrote, in the same incarnation of the key (the removal epoch,
+//! explained in `src/engine.rs`).
 
 mod blocking;
 mod cells;

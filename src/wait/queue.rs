@@ -52,7 +52,7 @@
 //!
 //! # Bounded waits
 //!
-//! A bounded waiter (`_within`, `_until`) is refused up front, writing nothing, if its
+//! A bounded waiter (`.within(d)`, `.until(t)`) is refused up front, writing nothing, if its
 //! predicted instant (the head's reservation plus the cells queued ahead of it) is past its
 //! bound. If the prediction is upset later (a penalty, a slower quota, checks taking cells),
 //! the hand-over refuses it when its turn comes and its instant would be past its bound, and
