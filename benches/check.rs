@@ -24,11 +24,12 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use common::fmt::{sig, table_header, thousands};
 use common::subjects::{
     DENY, ExplicitTime, Governor, Ideal, IdealSparse, LIVE, Naive, Subject, Tollgate,
     TollgatePresized,
 };
-use common::{Config, Rng, Summary, loadavg, peak_rss_bytes, rss_bytes, run_threads, sig};
+use common::{Config, Rng, Summary, loadavg, peak_rss_bytes, rss_bytes, run_threads};
 
 /// One round of a measurement: returns nanoseconds per operation.
 type RoundFn<'a> = Box<dyn FnMut() -> f64 + 'a>;
@@ -540,10 +541,17 @@ fn fmt_ratio(r: Option<f64>) -> String {
 }
 
 fn print_main_table(rows: &[Row], c: Option<&[CResult]>, cfg: &Config) {
-    println!(
-        "| scenario | tollgate | governor 0.10 keyed | Mutex<HashMap> | ideal | tollgate / ideal | tollgate / governor | target | met |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    table_header(&[
+        "scenario",
+        "tollgate",
+        "governor 0.10 keyed",
+        "Mutex<HashMap>",
+        "ideal",
+        "tollgate / ideal",
+        "tollgate / governor",
+        "target",
+        "met",
+    ]);
     for row in rows {
         let cells: Vec<String> = COLUMNS
             .iter()
@@ -648,10 +656,16 @@ fn bytes_per_key(r: &CResult, n: usize) -> Option<(f64, &'static str)> {
 }
 
 fn print_c_table(c: &[CResult], n: usize) {
-    println!(
-        "| limiter | ns/key | bytes/key, self-reported | of which retired arrays | bytes/key, RSS delta (fresh process) | peak RSS delta/key during the inserts | keys held afterwards | all keys remembered on re-check |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    table_header(&[
+        "limiter",
+        "ns/key",
+        "bytes/key, self-reported",
+        "of which retired arrays",
+        "bytes/key, RSS delta (fresh process)",
+        "peak RSS delta/key during the inserts",
+        "keys held afterwards",
+        "all keys remembered on re-check",
+    ]);
     for r in c {
         let first = r.rounds[0];
         let (rep, retired) = match first.reported {
@@ -702,18 +716,6 @@ fn print_c_table(c: &[CResult], n: usize) {
             r.name, r.ns
         );
     }
-}
-
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 /// `YYYY-MM-DD` (UTC) from the system clock (Howard Hinnant's civil-from-days).
@@ -917,8 +919,7 @@ fn main() {
             "Variants, measured in the same rounds as the scenario (ratios to that scenario's ideal):"
         );
         println!();
-        println!("| scenario | variant | ns | / ideal |");
-        println!("| --- | --- | --- | --- |");
+        table_header(&["scenario", "variant", "ns", "/ ideal"]);
         for b in breakdown {
             let ideal = find(&b.results, Ideal::NAME);
             let base_ideal = |name: &str| {
@@ -949,8 +950,7 @@ fn main() {
         println!();
         println!("Primitives (one thread):");
         println!();
-        println!("| operation | ns |");
-        println!("| --- | --- |");
+        table_header(&["operation", "ns"]);
         for (name, s) in p {
             println!("| {name} | {s} |");
         }

@@ -17,12 +17,12 @@
 //! Governor is not run here: its keyed state keeps every key until `retain_recent` is
 //! called, so under churn its memory is whatever the caller's clean-up schedule makes it.
 
-#[allow(dead_code)]
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Rng, Summary, sig};
+use common::fmt::{plain_summary, table_header};
+use common::{Rng, Summary};
 use tollgate::{Limiter, ManualClock, Quota, Timestamp};
 
 /// How long a key stays live after its check.
@@ -79,16 +79,17 @@ fn main() {
         (true, true) => (&[100_000], 3),
         (true, false) => (&[10_000, 100_000, 1_000_000], 7),
     };
-    println!(
-        "| new keys/s (live {} s each) | ns per new key | bytes per live key | of which retired | keys held per live key |",
-        LIFE.as_secs()
-    );
-    println!("| --- | --- | --- | --- | --- |");
+    table_header(&[
+        &format!("new keys/s (live {} s each)", LIFE.as_secs()),
+        "ns per new key",
+        "bytes per live key",
+        "of which retired",
+        "keys held per live key",
+    ]);
     for &rate in rates {
         let results: Vec<Round> = (0..rounds).map(|i| round(rate, 7 + i as u64)).collect();
         let column = |f: fn(&Round) -> f64| {
-            let s = Summary::of(&results.iter().map(f).collect::<Vec<_>>());
-            format!("{} ({}–{})", sig(s.median), sig(s.min), sig(s.max))
+            plain_summary(Summary::of(&results.iter().map(f).collect::<Vec<_>>()), "")
         };
         println!(
             "| {rate} | {} | {} | {} | {} |",

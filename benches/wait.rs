@@ -63,8 +63,6 @@
 //! for BENCHMARKS.md; per-round figures and progress go to stderr. Built as a test
 //! (`cargo test --all-targets`, no `--bench` argument) it runs everything once on tiny sizes.
 
-// The helpers are shared with the `check` bench, which uses the rest of them.
-#[allow(dead_code)]
 mod common;
 
 use std::future::Future;
@@ -73,7 +71,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Rng, Summary, loadavg, sig};
+use common::fmt::{count_summary, plain_summary, sig, table_header, thousands, time, time_summary};
+use common::{Rng, Summary, loadavg, percentile};
 
 // ---------------------------------------------------------------------------------------
 // configuration
@@ -1196,87 +1195,7 @@ fn scenario_primitives(cfg: &Config) -> Vec<(&'static str, Option<Summary>)> {
 }
 
 // ---------------------------------------------------------------------------------------
-// formatting
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    Some(sorted[rank - 1])
-}
-
-/// A duration in nanoseconds with a readable unit, signed: `-12.3 µs`, `1.62 ms`.
-fn time(ns: f64) -> String {
-    let (scale, unit) = unit_for(ns.abs());
-    signed(ns / scale, unit)
-}
-
-fn unit_for(ns: f64) -> (f64, &'static str) {
-    if ns >= 1e9 {
-        (1e9, "s")
-    } else if ns >= 1e6 {
-        (1e6, "ms")
-    } else if ns >= 1e3 {
-        (1e3, "µs")
-    } else {
-        (1.0, "ns")
-    }
-}
-
-fn signed(x: f64, unit: &str) -> String {
-    if x.is_nan() {
-        return "n/a".to_owned();
-    }
-    let sign = if x < 0.0 { "-" } else { "" };
-    let unit = if unit.is_empty() {
-        String::new()
-    } else {
-        format!(" {unit}")
-    };
-    format!("{sign}{}{unit}", sig(x.abs()))
-}
-
-/// `median unit (min–max)`; if min or max needs another unit, both bounds carry their own.
-fn time_summary(s: Summary) -> String {
-    let (scale, unit) = unit_for(s.median.abs());
-    let same = [s.min, s.max].iter().all(|x| unit_for(x.abs()).1 == unit);
-    let bound = |x: f64| {
-        if same { signed(x / scale, "") } else { time(x) }
-    };
-    format!(
-        "{} ({}–{})",
-        signed(s.median / scale, unit),
-        bound(s.min),
-        bound(s.max)
-    )
-}
-
-fn plain_summary(s: Summary, unit: &str) -> String {
-    format!(
-        "{} ({}–{})",
-        signed(s.median, unit),
-        signed(s.min, ""),
-        signed(s.max, "")
-    )
-}
-
-fn count_summary(s: Summary) -> String {
-    format!("{:.0} ({:.0}–{:.0})", s.median, s.min, s.max)
-}
-
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
+// the report
 
 /// Target for tollgate's CPU per admission against the ideal's, in the same run.
 const CPU_VS_IDEAL_TARGET: f64 = 1.2;
@@ -1304,10 +1223,20 @@ fn missed(s: &LoadSummary, cpu_target_ns: f64, vs_ideal: Option<f64>) -> Vec<Str
 }
 
 fn print_load_table(loads: &[(Load, f64, Vec<LoadSummary>)]) {
-    println!(
-        "| scenario | limiter | rate, % of quota | tasks starved | p99 wait beyond fair share | max beyond fair share | CPU per admission | CPU vs ideal | of which timer thread | timer thread runs per admission | context switches per admission | targets missed |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    table_header(&[
+        "scenario",
+        "limiter",
+        "rate, % of quota",
+        "tasks starved",
+        "p99 wait beyond fair share",
+        "max beyond fair share",
+        "CPU per admission",
+        "CPU vs ideal",
+        "of which timer thread",
+        "timer thread runs per admission",
+        "context switches per admission",
+        "targets missed",
+    ]);
     for (load, cpu_target, results) in loads {
         let ideal_cpu = results
             .iter()
@@ -1421,10 +1350,13 @@ fn main() {
             g.per_second + 1,
         );
         println!();
-        println!(
-            "| limiter | rate, % of quota | most in a second | timeouts per second | CPU per admission |"
-        );
-        println!("| --- | --- | --- | --- | --- |");
+        table_header(&[
+            "limiter",
+            "rate, % of quota",
+            "most in a second",
+            "timeouts per second",
+            "CPU per admission",
+        ]);
         for s in rows {
             println!(
                 "| {} | {} | {} | {} | {} |",
@@ -1444,8 +1376,7 @@ fn main() {
             cfg.lockout_waiters, cfg.lockout_rounds
         );
         println!();
-        println!("| limiter | key refused after the drop for |");
-        println!("| --- | --- |");
+        table_header(&["limiter", "key refused after the drop for"]);
         for (name, s) in rows {
             println!("| {name} | {} |", time_summary(s));
         }
@@ -1458,8 +1389,15 @@ fn main() {
             cfg.timer_sequential, cfg.timer_tasks, cfg.timer_per_task
         );
         println!();
-        println!("| wait | mode | waits a round | median | p99 | max | ended early |");
-        println!("| --- | --- | --- | --- | --- | --- | --- |");
+        table_header(&[
+            "wait",
+            "mode",
+            "waits a round",
+            "median",
+            "p99",
+            "max",
+            "ended early",
+        ]);
         for (row, median, p99, max, early, n) in rows {
             let (what, how) = TIMER_ROWS[row];
             println!(
@@ -1476,8 +1414,7 @@ fn main() {
         println!();
         println!("Thread sleep and wake-up costs on this machine (median over rounds, min–max):");
         println!();
-        println!("| primitive | CPU |");
-        println!("| --- | --- |");
+        table_header(&["primitive", "CPU"]);
         for (what, s) in prims {
             println!("| {what} | {} |", s.map_or("n/a".to_owned(), time_summary));
         }

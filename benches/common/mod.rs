@@ -1,8 +1,12 @@
-//! Harness helpers for the `check` bench: sizes, a PRNG, timing summaries, RSS, threads.
+//! The benches' shared harness: run sizes, a PRNG, summaries over rounds, RSS, threads
+//! released together; formatting in [`fmt`]; the `check` bench's limiters in [`subjects`].
 
+// Each bench uses a part of the harness.
+#![allow(dead_code)]
+
+pub(crate) mod fmt;
 pub(crate) mod subjects;
 
-use std::fmt;
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -157,27 +161,25 @@ impl Summary {
 }
 
 /// `48.1 ns (47.0–52.3)`.
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "{} ns ({}–{})",
-            sig(self.median),
-            sig(self.min),
-            sig(self.max)
+            fmt::sig(self.median),
+            fmt::sig(self.min),
+            fmt::sig(self.max)
         )
     }
 }
 
-/// Three significant figures, enough for noisy timings.
-pub(crate) fn sig(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
+/// Nearest-rank percentile of sorted values.
+pub(crate) fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
     }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
 }
 
 /// Resident set size in bytes, from the second field of `/proc/self/statm` (pages) times
