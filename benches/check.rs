@@ -25,11 +25,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use common::fmt::{sig, table_header, thousands};
+use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
+use common::proc::{peak_rss_bytes, rss_bytes};
 use common::subjects::{
     DENY, ExplicitTime, Governor, Ideal, IdealSparse, LIVE, Naive, Subject, Tollgate,
     TollgatePresized,
 };
-use common::{Config, Rng, Summary, loadavg, peak_rss_bytes, rss_bytes, run_threads};
+use common::{Config, Rng, Summary, run_threads};
 
 /// One round of a measurement: returns nanoseconds per operation.
 type RoundFn<'a> = Box<dyn FnMut() -> f64 + 'a>;
@@ -718,35 +720,6 @@ fn print_c_table(c: &[CResult], n: usize) {
     }
 }
 
-/// `YYYY-MM-DD` (UTC) from the system clock (Howard Hinnant's civil-from-days).
-fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
 fn main() {
     if run_as_child() {
         return;
@@ -758,7 +731,7 @@ fn main() {
         "SipHash-1-3 (--no-default-features)"
     };
     let started = Instant::now();
-    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let threads = cpus();
     let load_before = loadavg();
     eprintln!(
         "tollgate check bench: mode {}, tollgate hasher {hasher}, load average {load_before}",
@@ -895,10 +868,7 @@ fn main() {
         today()
     );
     println!();
-    println!(
-        "Load average (1/5/15 min) before: {load_before}; after: {}.",
-        loadavg()
-    );
+    println!("{}", loadavg_line(&load_before));
     println!();
     println!(
         "Median ns per check (min–max over rounds); two-thread rows are wall time / checks of both threads. Live quota: 1 cell/hour, burst {}.",

@@ -72,7 +72,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::fmt::{count_summary, plain_summary, sig, table_header, thousands, time, time_summary};
-use common::{Rng, Summary, loadavg, percentile};
+use common::machine::{cpus, loadavg, loadavg_line};
+use common::proc::{own_cpu_ns, thread_sched, usage};
+use common::{Rng, Summary, percentile};
 
 // ---------------------------------------------------------------------------------------
 // configuration
@@ -367,109 +369,6 @@ impl Waiting for Ideal {
             tokio::time::sleep_until((self.origin + Duration::from_nanos(at)).into()).await;
         }
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// CPU accounting
-
-/// Process CPU time (all threads) and context switches so far.
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    cpu_ns: u64,
-    switches: u64,
-}
-
-/// `getrusage(RUSAGE_SELF)`: std has no wrapper, so the C library's is declared here.
-#[cfg(target_os = "linux")]
-fn usage() -> Option<Usage> {
-    use std::ffi::{c_int, c_long};
-
-    /// `struct timeval` on 64-bit Linux.
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Timeval {
-        sec: c_long,
-        usec: c_long,
-    }
-    /// `struct rusage` on Linux: two timevals, then 14 `long`s (`ru_maxrss` .. `ru_nivcsw`).
-    #[repr(C)]
-    struct Rusage {
-        utime: Timeval,
-        stime: Timeval,
-        longs: [c_long; 14],
-    }
-    unsafe extern "C" {
-        fn getrusage(who: c_int, usage: *mut Rusage) -> c_int;
-    }
-    const RUSAGE_SELF: c_int = 0;
-    const NVCSW: usize = 12;
-    const NIVCSW: usize = 13;
-
-    let mut r = Rusage {
-        utime: Timeval { sec: 0, usec: 0 },
-        stime: Timeval { sec: 0, usec: 0 },
-        longs: [0; 14],
-    };
-    // SAFETY: 1. `getrusage` is the C library's, declared with its C signature.
-    // 2. `r` is a live, writable `struct rusage` with Linux's layout (declared above), and
-    //    `getrusage` writes only that struct.
-    let rc = unsafe { getrusage(RUSAGE_SELF, &mut r) };
-    if rc != 0 {
-        return None;
-    }
-    let ns = |t: Timeval| t.sec as u64 * 1_000_000_000 + t.usec as u64 * 1_000;
-    Some(Usage {
-        cpu_ns: ns(r.utime) + ns(r.stime),
-        switches: (r.longs[NVCSW] + r.longs[NIVCSW]) as u64,
-    })
-}
-
-#[cfg(not(target_os = "linux"))]
-fn usage() -> Option<Usage> {
-    None
-}
-
-/// What the scheduler counted for some threads so far (`/proc/self/task/<tid>/schedstat`).
-#[derive(Debug, Clone, Copy, Default)]
-struct Sched {
-    /// Time on a CPU.
-    cpu_ns: u64,
-    /// Time runnable but waiting for a CPU.
-    runqueue_ns: u64,
-    /// Times scheduled in: one per wake-up for a thread that sleeps between turns.
-    runs: u64,
-    /// Context switches: the thread slept (`voluntary_ctxt_switches` in its `status`), and
-    /// it was preempted (`nonvoluntary_ctxt_switches`).
-    voluntary: u64,
-    preempted: u64,
-}
-
-/// [`Sched`] summed over the threads named `name`; all zero if no such thread runs yet,
-/// `None` where `/proc` or schedstat is unavailable.
-fn thread_sched(name: &str) -> Option<Sched> {
-    let mut total = Sched::default();
-    for entry in std::fs::read_dir("/proc/self/task").ok()? {
-        let dir = entry.ok()?.path();
-        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
-            continue; // The thread exited meanwhile.
-        };
-        if comm.trim_end() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(dir.join("schedstat")).ok()?;
-        let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
-        total.cpu_ns += fields.next()??;
-        total.runqueue_ns += fields.next()??;
-        total.runs += fields.next()??;
-        let status = std::fs::read_to_string(dir.join("status")).ok()?;
-        let field = |name: &str| -> Option<u64> {
-            let line = status.lines().find(|l| l.starts_with(name))?;
-            line.split_whitespace().nth(1)?.parse().ok()
-        };
-        total.voluntary += field("voluntary_ctxt_switches:")?;
-        total.preempted += field("nonvoluntary_ctxt_switches:")?;
-    }
-    Some(total)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1100,12 +999,6 @@ fn scenario_timer(cfg: &Config) -> Vec<(usize, Summary, Summary, Summary, usize,
 // ---------------------------------------------------------------------------------------
 // primitives: what a thread's sleep and wake-up cost on this machine
 
-/// CPU time of the calling thread (`/proc/thread-self/schedstat`).
-fn own_cpu_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    stat.split_whitespace().next()?.parse().ok()
-}
-
 /// A fresh thread parks with `park_timeout(50 µs)` over and over for `span`: CPU per
 /// cycle, about what a timer thread pays to sleep until a deadline 50 µs ahead and wake.
 fn timed_park_cpu(span: Duration) -> Option<f64> {
@@ -1317,13 +1210,10 @@ fn main() {
         "### wait bench — mode {}, {} rounds, {} CPUs",
         cfg.mode,
         cfg.rounds,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        cpus()
     );
     println!();
-    println!(
-        "Load average (1/5/15 min) before: {load_before}; after: {}.",
-        loadavg()
-    );
+    println!("{}", loadavg_line(&load_before));
     if !loads.is_empty() {
         println!();
         println!(

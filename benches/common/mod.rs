@@ -1,10 +1,13 @@
-//! The benches' shared harness: run sizes, a PRNG, summaries over rounds, RSS, threads
-//! released together; formatting in [`fmt`]; the `check` bench's limiters in [`subjects`].
+//! The benches' shared harness: the `check` bench's run sizes, a PRNG, summaries over
+//! rounds, threads released together; formatting in [`fmt`], memory and CPU readings in
+//! [`proc`], the machine in [`machine`]; the `check` bench's limiters in [`subjects`].
 
 // Each bench uses a part of the harness.
 #![allow(dead_code)]
 
 pub(crate) mod fmt;
+pub(crate) mod machine;
+pub(crate) mod proc;
 pub(crate) mod subjects;
 
 use std::sync::Barrier;
@@ -180,30 +183,6 @@ pub(crate) fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
     }
     let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     Some(sorted[rank - 1])
-}
-
-/// Resident set size in bytes, from the second field of `/proc/self/statm` (pages) times
-/// 4 KiB, the page size on x86-64 Linux. `None` where `/proc` is unavailable.
-pub(crate) fn rss_bytes() -> Option<usize> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
-}
-
-/// Peak resident set size in bytes (`VmHWM` in `/proc/self/status`).
-pub(crate) fn peak_rss_bytes() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// The 1-, 5- and 15-minute load averages, to show how busy the machine was.
-pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// Runs `work(thread_index)` on `threads` threads released together; returns the wall time
