@@ -22,7 +22,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::fmt::{plain_summary, table_header};
-use common::{Rng, Summary};
+use common::{Rng, Size, Summary};
 use tollgate::{Limiter, ManualClock, Quota, Timestamp};
 
 /// How long a key stays live after its check.
@@ -72,12 +72,10 @@ fn round(rate: u64, seed: u64) -> Round {
 }
 
 fn main() {
-    let bench = std::env::args().any(|a| a == "--bench");
-    let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let (rates, rounds): (&[u64], usize) = match (bench, quick) {
-        (false, _) => (&[2_000], 1),
-        (true, true) => (&[100_000], 3),
-        (true, false) => (&[10_000, 100_000, 1_000_000], 7),
+    let (rates, rounds): (&[u64], usize) = match Size::from_env() {
+        Size::Test => (&[2_000], 1),
+        Size::Quick => (&[100_000], 3),
+        Size::Full => (&[10_000, 100_000, 1_000_000], 7),
     };
     table_header(&[
         &format!("new keys/s (live {} s each)", LIFE.as_secs()),

@@ -74,7 +74,7 @@ use std::time::{Duration, Instant};
 use common::fmt::{count_summary, plain_summary, sig, table_header, thousands, time, time_summary};
 use common::machine::{cpus, loadavg, loadavg_line};
 use common::proc::{own_cpu_ns, thread_sched, usage};
-use common::{Rng, Summary, percentile};
+use common::{Rng, Size, Summary, percentile};
 
 // ---------------------------------------------------------------------------------------
 // configuration
@@ -143,11 +143,9 @@ struct Config {
 }
 
 impl Config {
-    /// Full run under `cargo bench`; `TOLLGATE_BENCH_QUICK=1` for a smoke run; a tiny run when
-    /// built as a test. `TOLLGATE_BENCH_WAIT=f1,f2,g,lockout,timer,prim` picks parts.
+    /// Sized by [`Size::from_env`]; `TOLLGATE_BENCH_WAIT=f1,f2,g,lockout,timer,prim` picks parts.
     fn from_env() -> Config {
-        let bench = std::env::args().any(|a| a == "--bench");
-        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let size = Size::from_env();
         let parts = std::env::var("TOLLGATE_BENCH_WAIT")
             .unwrap_or_else(|_| "f1,f2,g,lockout,timer,prim".to_owned())
             .to_lowercase()
@@ -178,9 +176,9 @@ impl Config {
             warm_up: ms(500),
             window,
         };
-        let base = if !bench {
-            Config {
-                mode: "test",
+        let base = match size {
+            Size::Test => Config {
+                mode: size.name(),
                 rounds: 1,
                 f1: f1(100, ms(50), ms(200)),
                 f2: f2(10, ms(250), ms(500)),
@@ -192,10 +190,9 @@ impl Config {
                 timer_tasks: 10,
                 timer_per_task: 3,
                 parts: Vec::new(),
-            }
-        } else if quick {
-            Config {
-                mode: "quick",
+            },
+            Size::Quick => Config {
+                mode: size.name(),
                 rounds: 2,
                 f1: f1(2_000, ms(300), ms(800)),
                 f2: f2(100, ms(400), ms(800)),
@@ -207,10 +204,9 @@ impl Config {
                 timer_tasks: 50,
                 timer_per_task: 10,
                 parts: Vec::new(),
-            }
-        } else {
-            Config {
-                mode: "full",
+            },
+            Size::Full => Config {
+                mode: size.name(),
                 rounds: 5,
                 f1: f1(10_000, ms(1_000), ms(2_500)),
                 f2: f2(1_000, ms(600), ms(2_500)),
@@ -222,7 +218,7 @@ impl Config {
                 timer_tasks: 100,
                 timer_per_task: 20,
                 parts: Vec::new(),
-            }
+            },
         };
         Config { parts, ..base }
     }

@@ -1,6 +1,6 @@
-//! The benches' shared harness: the `check` bench's run sizes, a PRNG, summaries over
-//! rounds, threads released together; formatting in [`fmt`], memory and CPU readings in
-//! [`proc`], the machine in [`machine`]; the `check` bench's limiters in [`subjects`].
+//! The benches' shared harness: run sizes, a PRNG, summaries over rounds, threads released
+//! together; formatting in [`fmt`], memory and CPU readings in [`proc`], the machine in
+//! [`machine`]; the `check` bench's limiters in [`subjects`].
 
 // Each bench uses a part of the harness.
 #![allow(dead_code)]
@@ -13,7 +13,38 @@ pub(crate) mod subjects;
 use std::sync::Barrier;
 use std::time::Instant;
 
-/// How big a run is.
+/// How big a run is, for every bench: full under `cargo bench`, a smoke run with
+/// `TOLLGATE_BENCH_QUICK=1`, and tiny when built as a test (`cargo test --all-targets` runs
+/// bench targets without `--bench`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Size {
+    Test,
+    Quick,
+    Full,
+}
+
+impl Size {
+    pub(crate) fn from_env() -> Size {
+        let bench = std::env::args().any(|a| a == "--bench");
+        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        match (bench, quick) {
+            (false, _) => Size::Test,
+            (true, true) => Size::Quick,
+            (true, false) => Size::Full,
+        }
+    }
+
+    /// `"test"`, `"quick"` or `"full"`, as the reports name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Size::Test => "test",
+            Size::Quick => "quick",
+            Size::Full => "full",
+        }
+    }
+}
+
+/// How big a run of the `check` bench is.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     /// `"full"`, `"quick"` or `"test"`.
@@ -38,18 +69,15 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// Full run under `cargo bench`; `TOLLGATE_BENCH_QUICK=1` for a smoke run; a tiny run
-    /// when built as a test (`cargo test --all-targets` runs bench targets without
-    /// `--bench`). `TOLLGATE_BENCH_SCENARIOS=ABE` picks scenarios.
+    /// Sized by [`Size::from_env`]; `TOLLGATE_BENCH_SCENARIOS=ABE` picks scenarios.
     pub(crate) fn from_env() -> Config {
-        let bench = std::env::args().any(|a| a == "--bench");
-        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let size = Size::from_env();
         let scenarios = std::env::var("TOLLGATE_BENCH_SCENARIOS")
             .unwrap_or_else(|_| "PXABCDE".to_owned())
             .to_uppercase();
-        let base = if !bench {
-            Config {
-                mode: "test",
+        let base = match size {
+            Size::Test => Config {
+                mode: size.name(),
                 rounds: 1,
                 c_rounds: 1,
                 a_block: 1_000,
@@ -60,10 +88,9 @@ impl Config {
                 e_keys: 2_000,
                 prim_iters: 10_000,
                 scenarios: String::new(),
-            }
-        } else if quick {
-            Config {
-                mode: "quick",
+            },
+            Size::Quick => Config {
+                mode: size.name(),
                 rounds: 3,
                 c_rounds: 2,
                 a_block: 50_000,
@@ -74,10 +101,9 @@ impl Config {
                 e_keys: 100_000,
                 prim_iters: 1_000_000,
                 scenarios: String::new(),
-            }
-        } else {
-            Config {
-                mode: "full",
+            },
+            Size::Full => Config {
+                mode: size.name(),
                 rounds: 7,
                 c_rounds: 5,
                 a_block: 50_000,
@@ -88,7 +114,7 @@ impl Config {
                 e_keys: 1_000_000,
                 prim_iters: 10_000_000,
                 scenarios: String::new(),
-            }
+            },
         };
         Config { scenarios, ..base }
     }
