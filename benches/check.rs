@@ -24,11 +24,14 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use common::fmt::{sig, table_header, thousands};
+use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
+use common::proc::{peak_rss_bytes, rss_bytes};
 use common::subjects::{
     DENY, ExplicitTime, Governor, Ideal, IdealSparse, LIVE, Naive, Subject, Tollgate,
     TollgatePresized,
 };
-use common::{Config, Rng, Summary, loadavg, peak_rss_bytes, rss_bytes, run_threads, sig};
+use common::{Config, Rng, Summary, run_threads};
 
 /// One round of a measurement: returns nanoseconds per operation.
 type RoundFn<'a> = Box<dyn FnMut() -> f64 + 'a>;
@@ -540,10 +543,17 @@ fn fmt_ratio(r: Option<f64>) -> String {
 }
 
 fn print_main_table(rows: &[Row], c: Option<&[CResult]>, cfg: &Config) {
-    println!(
-        "| scenario | tollgate | governor 0.10 keyed | Mutex<HashMap> | ideal | tollgate / ideal | tollgate / governor | target | met |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    table_header(&[
+        "scenario",
+        "tollgate",
+        "governor 0.10 keyed",
+        "Mutex<HashMap>",
+        "ideal",
+        "tollgate / ideal",
+        "tollgate / governor",
+        "target",
+        "met",
+    ]);
     for row in rows {
         let cells: Vec<String> = COLUMNS
             .iter()
@@ -648,10 +658,16 @@ fn bytes_per_key(r: &CResult, n: usize) -> Option<(f64, &'static str)> {
 }
 
 fn print_c_table(c: &[CResult], n: usize) {
-    println!(
-        "| limiter | ns/key | bytes/key, self-reported | of which retired arrays | bytes/key, RSS delta (fresh process) | peak RSS delta/key during the inserts | keys held afterwards | all keys remembered on re-check |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    table_header(&[
+        "limiter",
+        "ns/key",
+        "bytes/key, self-reported",
+        "of which retired arrays",
+        "bytes/key, RSS delta (fresh process)",
+        "peak RSS delta/key during the inserts",
+        "keys held afterwards",
+        "all keys remembered on re-check",
+    ]);
     for r in c {
         let first = r.rounds[0];
         let (rep, retired) = match first.reported {
@@ -704,47 +720,6 @@ fn print_c_table(c: &[CResult], n: usize) {
     }
 }
 
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-/// `YYYY-MM-DD` (UTC) from the system clock (Howard Hinnant's civil-from-days).
-fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
 fn main() {
     if run_as_child() {
         return;
@@ -756,7 +731,7 @@ fn main() {
         "SipHash-1-3 (--no-default-features)"
     };
     let started = Instant::now();
-    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let threads = cpus();
     let load_before = loadavg();
     eprintln!(
         "tollgate check bench: mode {}, tollgate hasher {hasher}, load average {load_before}",
@@ -893,10 +868,7 @@ fn main() {
         today()
     );
     println!();
-    println!(
-        "Load average (1/5/15 min) before: {load_before}; after: {}.",
-        loadavg()
-    );
+    println!("{}", loadavg_line(&load_before));
     println!();
     println!(
         "Median ns per check (min–max over rounds); two-thread rows are wall time / checks of both threads. Live quota: 1 cell/hour, burst {}.",
@@ -917,8 +889,7 @@ fn main() {
             "Variants, measured in the same rounds as the scenario (ratios to that scenario's ideal):"
         );
         println!();
-        println!("| scenario | variant | ns | / ideal |");
-        println!("| --- | --- | --- | --- |");
+        table_header(&["scenario", "variant", "ns", "/ ideal"]);
         for b in breakdown {
             let ideal = find(&b.results, Ideal::NAME);
             let base_ideal = |name: &str| {
@@ -949,8 +920,7 @@ fn main() {
         println!();
         println!("Primitives (one thread):");
         println!();
-        println!("| operation | ns |");
-        println!("| --- | --- |");
+        table_header(&["operation", "ns"]);
         for (name, s) in p {
             println!("| {name} | {s} |");
         }

@@ -17,12 +17,12 @@
 //! Governor is not run here: its keyed state keeps every key until `retain_recent` is
 //! called, so under churn its memory is whatever the caller's clean-up schedule makes it.
 
-#[allow(dead_code)]
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Rng, Summary, sig};
+use common::fmt::{plain_summary, table_header};
+use common::{Rng, Size, Summary};
 use tollgate::{Limiter, ManualClock, Quota, Timestamp};
 
 /// How long a key stays live after its check.
@@ -72,23 +72,22 @@ fn round(rate: u64, seed: u64) -> Round {
 }
 
 fn main() {
-    let bench = std::env::args().any(|a| a == "--bench");
-    let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let (rates, rounds): (&[u64], usize) = match (bench, quick) {
-        (false, _) => (&[2_000], 1),
-        (true, true) => (&[100_000], 3),
-        (true, false) => (&[10_000, 100_000, 1_000_000], 7),
+    let (rates, rounds): (&[u64], usize) = match Size::from_env() {
+        Size::Test => (&[2_000], 1),
+        Size::Quick => (&[100_000], 3),
+        Size::Full => (&[10_000, 100_000, 1_000_000], 7),
     };
-    println!(
-        "| new keys/s (live {} s each) | ns per new key | bytes per live key | of which retired | keys held per live key |",
-        LIFE.as_secs()
-    );
-    println!("| --- | --- | --- | --- | --- |");
+    table_header(&[
+        &format!("new keys/s (live {} s each)", LIFE.as_secs()),
+        "ns per new key",
+        "bytes per live key",
+        "of which retired",
+        "keys held per live key",
+    ]);
     for &rate in rates {
         let results: Vec<Round> = (0..rounds).map(|i| round(rate, 7 + i as u64)).collect();
         let column = |f: fn(&Round) -> f64| {
-            let s = Summary::of(&results.iter().map(f).collect::<Vec<_>>());
-            format!("{} ({}–{})", sig(s.median), sig(s.min), sig(s.max))
+            plain_summary(Summary::of(&results.iter().map(f).collect::<Vec<_>>()), "")
         };
         println!(
             "| {rate} | {} | {} | {} | {} |",

@@ -63,8 +63,6 @@
 //! for BENCHMARKS.md; per-round figures and progress go to stderr. Built as a test
 //! (`cargo test --all-targets`, no `--bench` argument) it runs everything once on tiny sizes.
 
-// The helpers are shared with the `check` bench, which uses the rest of them.
-#[allow(dead_code)]
 mod common;
 
 use std::future::Future;
@@ -73,7 +71,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Rng, Summary, loadavg, sig};
+use common::fmt::{count_summary, plain_summary, sig, table_header, thousands, time, time_summary};
+use common::machine::{cpus, loadavg, loadavg_line};
+use common::proc::{own_cpu_ns, thread_sched, usage};
+use common::{Rng, Size, Summary, percentile};
 
 // ---------------------------------------------------------------------------------------
 // configuration
@@ -142,11 +143,9 @@ struct Config {
 }
 
 impl Config {
-    /// Full run under `cargo bench`; `TOLLGATE_BENCH_QUICK=1` for a smoke run; a tiny run when
-    /// built as a test. `TOLLGATE_BENCH_WAIT=f1,f2,g,lockout,timer,prim` picks parts.
+    /// Sized by [`Size::from_env`]; `TOLLGATE_BENCH_WAIT=f1,f2,g,lockout,timer,prim` picks parts.
     fn from_env() -> Config {
-        let bench = std::env::args().any(|a| a == "--bench");
-        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let size = Size::from_env();
         let parts = std::env::var("TOLLGATE_BENCH_WAIT")
             .unwrap_or_else(|_| "f1,f2,g,lockout,timer,prim".to_owned())
             .to_lowercase()
@@ -177,9 +176,9 @@ impl Config {
             warm_up: ms(500),
             window,
         };
-        let base = if !bench {
-            Config {
-                mode: "test",
+        let base = match size {
+            Size::Test => Config {
+                mode: size.name(),
                 rounds: 1,
                 f1: f1(100, ms(50), ms(200)),
                 f2: f2(10, ms(250), ms(500)),
@@ -191,10 +190,9 @@ impl Config {
                 timer_tasks: 10,
                 timer_per_task: 3,
                 parts: Vec::new(),
-            }
-        } else if quick {
-            Config {
-                mode: "quick",
+            },
+            Size::Quick => Config {
+                mode: size.name(),
                 rounds: 2,
                 f1: f1(2_000, ms(300), ms(800)),
                 f2: f2(100, ms(400), ms(800)),
@@ -206,10 +204,9 @@ impl Config {
                 timer_tasks: 50,
                 timer_per_task: 10,
                 parts: Vec::new(),
-            }
-        } else {
-            Config {
-                mode: "full",
+            },
+            Size::Full => Config {
+                mode: size.name(),
                 rounds: 5,
                 f1: f1(10_000, ms(1_000), ms(2_500)),
                 f2: f2(1_000, ms(600), ms(2_500)),
@@ -221,7 +218,7 @@ impl Config {
                 timer_tasks: 100,
                 timer_per_task: 20,
                 parts: Vec::new(),
-            }
+            },
         };
         Config { parts, ..base }
     }
@@ -368,109 +365,6 @@ impl Waiting for Ideal {
             tokio::time::sleep_until((self.origin + Duration::from_nanos(at)).into()).await;
         }
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// CPU accounting
-
-/// Process CPU time (all threads) and context switches so far.
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    cpu_ns: u64,
-    switches: u64,
-}
-
-/// `getrusage(RUSAGE_SELF)`: std has no wrapper, so the C library's is declared here.
-#[cfg(target_os = "linux")]
-fn usage() -> Option<Usage> {
-    use std::ffi::{c_int, c_long};
-
-    /// `struct timeval` on 64-bit Linux.
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Timeval {
-        sec: c_long,
-        usec: c_long,
-    }
-    /// `struct rusage` on Linux: two timevals, then 14 `long`s (`ru_maxrss` .. `ru_nivcsw`).
-    #[repr(C)]
-    struct Rusage {
-        utime: Timeval,
-        stime: Timeval,
-        longs: [c_long; 14],
-    }
-    unsafe extern "C" {
-        fn getrusage(who: c_int, usage: *mut Rusage) -> c_int;
-    }
-    const RUSAGE_SELF: c_int = 0;
-    const NVCSW: usize = 12;
-    const NIVCSW: usize = 13;
-
-    let mut r = Rusage {
-        utime: Timeval { sec: 0, usec: 0 },
-        stime: Timeval { sec: 0, usec: 0 },
-        longs: [0; 14],
-    };
-    // SAFETY: 1. `getrusage` is the C library's, declared with its C signature.
-    // 2. `r` is a live, writable `struct rusage` with Linux's layout (declared above), and
-    //    `getrusage` writes only that struct.
-    let rc = unsafe { getrusage(RUSAGE_SELF, &mut r) };
-    if rc != 0 {
-        return None;
-    }
-    let ns = |t: Timeval| t.sec as u64 * 1_000_000_000 + t.usec as u64 * 1_000;
-    Some(Usage {
-        cpu_ns: ns(r.utime) + ns(r.stime),
-        switches: (r.longs[NVCSW] + r.longs[NIVCSW]) as u64,
-    })
-}
-
-#[cfg(not(target_os = "linux"))]
-fn usage() -> Option<Usage> {
-    None
-}
-
-/// What the scheduler counted for some threads so far (`/proc/self/task/<tid>/schedstat`).
-#[derive(Debug, Clone, Copy, Default)]
-struct Sched {
-    /// Time on a CPU.
-    cpu_ns: u64,
-    /// Time runnable but waiting for a CPU.
-    runqueue_ns: u64,
-    /// Times scheduled in: one per wake-up for a thread that sleeps between turns.
-    runs: u64,
-    /// Context switches: the thread slept (`voluntary_ctxt_switches` in its `status`), and
-    /// it was preempted (`nonvoluntary_ctxt_switches`).
-    voluntary: u64,
-    preempted: u64,
-}
-
-/// [`Sched`] summed over the threads named `name`; all zero if no such thread runs yet,
-/// `None` where `/proc` or schedstat is unavailable.
-fn thread_sched(name: &str) -> Option<Sched> {
-    let mut total = Sched::default();
-    for entry in std::fs::read_dir("/proc/self/task").ok()? {
-        let dir = entry.ok()?.path();
-        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
-            continue; // The thread exited meanwhile.
-        };
-        if comm.trim_end() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(dir.join("schedstat")).ok()?;
-        let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
-        total.cpu_ns += fields.next()??;
-        total.runqueue_ns += fields.next()??;
-        total.runs += fields.next()??;
-        let status = std::fs::read_to_string(dir.join("status")).ok()?;
-        let field = |name: &str| -> Option<u64> {
-            let line = status.lines().find(|l| l.starts_with(name))?;
-            line.split_whitespace().nth(1)?.parse().ok()
-        };
-        total.voluntary += field("voluntary_ctxt_switches:")?;
-        total.preempted += field("nonvoluntary_ctxt_switches:")?;
-    }
-    Some(total)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1101,12 +995,6 @@ fn scenario_timer(cfg: &Config) -> Vec<(usize, Summary, Summary, Summary, usize,
 // ---------------------------------------------------------------------------------------
 // primitives: what a thread's sleep and wake-up cost on this machine
 
-/// CPU time of the calling thread (`/proc/thread-self/schedstat`).
-fn own_cpu_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    stat.split_whitespace().next()?.parse().ok()
-}
-
 /// A fresh thread parks with `park_timeout(50 µs)` over and over for `span`: CPU per
 /// cycle, about what a timer thread pays to sleep until a deadline 50 µs ahead and wake.
 fn timed_park_cpu(span: Duration) -> Option<f64> {
@@ -1196,87 +1084,7 @@ fn scenario_primitives(cfg: &Config) -> Vec<(&'static str, Option<Summary>)> {
 }
 
 // ---------------------------------------------------------------------------------------
-// formatting
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    Some(sorted[rank - 1])
-}
-
-/// A duration in nanoseconds with a readable unit, signed: `-12.3 µs`, `1.62 ms`.
-fn time(ns: f64) -> String {
-    let (scale, unit) = unit_for(ns.abs());
-    signed(ns / scale, unit)
-}
-
-fn unit_for(ns: f64) -> (f64, &'static str) {
-    if ns >= 1e9 {
-        (1e9, "s")
-    } else if ns >= 1e6 {
-        (1e6, "ms")
-    } else if ns >= 1e3 {
-        (1e3, "µs")
-    } else {
-        (1.0, "ns")
-    }
-}
-
-fn signed(x: f64, unit: &str) -> String {
-    if x.is_nan() {
-        return "n/a".to_owned();
-    }
-    let sign = if x < 0.0 { "-" } else { "" };
-    let unit = if unit.is_empty() {
-        String::new()
-    } else {
-        format!(" {unit}")
-    };
-    format!("{sign}{}{unit}", sig(x.abs()))
-}
-
-/// `median unit (min–max)`; if min or max needs another unit, both bounds carry their own.
-fn time_summary(s: Summary) -> String {
-    let (scale, unit) = unit_for(s.median.abs());
-    let same = [s.min, s.max].iter().all(|x| unit_for(x.abs()).1 == unit);
-    let bound = |x: f64| {
-        if same { signed(x / scale, "") } else { time(x) }
-    };
-    format!(
-        "{} ({}–{})",
-        signed(s.median / scale, unit),
-        bound(s.min),
-        bound(s.max)
-    )
-}
-
-fn plain_summary(s: Summary, unit: &str) -> String {
-    format!(
-        "{} ({}–{})",
-        signed(s.median, unit),
-        signed(s.min, ""),
-        signed(s.max, "")
-    )
-}
-
-fn count_summary(s: Summary) -> String {
-    format!("{:.0} ({:.0}–{:.0})", s.median, s.min, s.max)
-}
-
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
+// the report
 
 /// Target for tollgate's CPU per admission against the ideal's, in the same run.
 const CPU_VS_IDEAL_TARGET: f64 = 1.2;
@@ -1304,10 +1112,20 @@ fn missed(s: &LoadSummary, cpu_target_ns: f64, vs_ideal: Option<f64>) -> Vec<Str
 }
 
 fn print_load_table(loads: &[(Load, f64, Vec<LoadSummary>)]) {
-    println!(
-        "| scenario | limiter | rate, % of quota | tasks starved | p99 wait beyond fair share | max beyond fair share | CPU per admission | CPU vs ideal | of which timer thread | timer thread runs per admission | context switches per admission | targets missed |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    table_header(&[
+        "scenario",
+        "limiter",
+        "rate, % of quota",
+        "tasks starved",
+        "p99 wait beyond fair share",
+        "max beyond fair share",
+        "CPU per admission",
+        "CPU vs ideal",
+        "of which timer thread",
+        "timer thread runs per admission",
+        "context switches per admission",
+        "targets missed",
+    ]);
     for (load, cpu_target, results) in loads {
         let ideal_cpu = results
             .iter()
@@ -1388,13 +1206,10 @@ fn main() {
         "### wait bench — mode {}, {} rounds, {} CPUs",
         cfg.mode,
         cfg.rounds,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        cpus()
     );
     println!();
-    println!(
-        "Load average (1/5/15 min) before: {load_before}; after: {}.",
-        loadavg()
-    );
+    println!("{}", loadavg_line(&load_before));
     if !loads.is_empty() {
         println!();
         println!(
@@ -1421,10 +1236,13 @@ fn main() {
             g.per_second + 1,
         );
         println!();
-        println!(
-            "| limiter | rate, % of quota | most in a second | timeouts per second | CPU per admission |"
-        );
-        println!("| --- | --- | --- | --- | --- |");
+        table_header(&[
+            "limiter",
+            "rate, % of quota",
+            "most in a second",
+            "timeouts per second",
+            "CPU per admission",
+        ]);
         for s in rows {
             println!(
                 "| {} | {} | {} | {} | {} |",
@@ -1444,8 +1262,7 @@ fn main() {
             cfg.lockout_waiters, cfg.lockout_rounds
         );
         println!();
-        println!("| limiter | key refused after the drop for |");
-        println!("| --- | --- |");
+        table_header(&["limiter", "key refused after the drop for"]);
         for (name, s) in rows {
             println!("| {name} | {} |", time_summary(s));
         }
@@ -1458,8 +1275,15 @@ fn main() {
             cfg.timer_sequential, cfg.timer_tasks, cfg.timer_per_task
         );
         println!();
-        println!("| wait | mode | waits a round | median | p99 | max | ended early |");
-        println!("| --- | --- | --- | --- | --- | --- | --- |");
+        table_header(&[
+            "wait",
+            "mode",
+            "waits a round",
+            "median",
+            "p99",
+            "max",
+            "ended early",
+        ]);
         for (row, median, p99, max, early, n) in rows {
             let (what, how) = TIMER_ROWS[row];
             println!(
@@ -1476,8 +1300,7 @@ fn main() {
         println!();
         println!("Thread sleep and wake-up costs on this machine (median over rounds, min–max):");
         println!();
-        println!("| primitive | CPU |");
-        println!("| --- | --- |");
+        table_header(&["primitive", "CPU"]);
         for (what, s) in prims {
             println!("| {what} | {} |", s.map_or("n/a".to_owned(), time_summary));
         }

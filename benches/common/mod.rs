@@ -1,12 +1,50 @@
-//! Harness helpers for the `check` bench: sizes, a PRNG, timing summaries, RSS, threads.
+//! The benches' shared harness: run sizes, a PRNG, summaries over rounds, threads released
+//! together; formatting in [`fmt`], memory and CPU readings in [`proc`], the machine in
+//! [`machine`]; the `check` bench's limiters in [`subjects`].
 
+// Each bench uses a part of the harness.
+#![allow(dead_code)]
+
+pub(crate) mod fmt;
+pub(crate) mod machine;
+pub(crate) mod proc;
 pub(crate) mod subjects;
 
-use std::fmt;
 use std::sync::Barrier;
 use std::time::Instant;
 
-/// How big a run is.
+/// How big a run is, for every bench: full under `cargo bench`, a smoke run with
+/// `TOLLGATE_BENCH_QUICK=1`, and tiny when built as a test (`cargo test --all-targets` runs
+/// bench targets without `--bench`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Size {
+    Test,
+    Quick,
+    Full,
+}
+
+impl Size {
+    pub(crate) fn from_env() -> Size {
+        let bench = std::env::args().any(|a| a == "--bench");
+        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        match (bench, quick) {
+            (false, _) => Size::Test,
+            (true, true) => Size::Quick,
+            (true, false) => Size::Full,
+        }
+    }
+
+    /// `"test"`, `"quick"` or `"full"`, as the reports name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Size::Test => "test",
+            Size::Quick => "quick",
+            Size::Full => "full",
+        }
+    }
+}
+
+/// How big a run of the `check` bench is.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     /// `"full"`, `"quick"` or `"test"`.
@@ -31,18 +69,15 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// Full run under `cargo bench`; `TOLLGATE_BENCH_QUICK=1` for a smoke run; a tiny run
-    /// when built as a test (`cargo test --all-targets` runs bench targets without
-    /// `--bench`). `TOLLGATE_BENCH_SCENARIOS=ABE` picks scenarios.
+    /// Sized by [`Size::from_env`]; `TOLLGATE_BENCH_SCENARIOS=ABE` picks scenarios.
     pub(crate) fn from_env() -> Config {
-        let bench = std::env::args().any(|a| a == "--bench");
-        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let size = Size::from_env();
         let scenarios = std::env::var("TOLLGATE_BENCH_SCENARIOS")
             .unwrap_or_else(|_| "PXABCDE".to_owned())
             .to_uppercase();
-        let base = if !bench {
-            Config {
-                mode: "test",
+        let base = match size {
+            Size::Test => Config {
+                mode: size.name(),
                 rounds: 1,
                 c_rounds: 1,
                 a_block: 1_000,
@@ -53,10 +88,9 @@ impl Config {
                 e_keys: 2_000,
                 prim_iters: 10_000,
                 scenarios: String::new(),
-            }
-        } else if quick {
-            Config {
-                mode: "quick",
+            },
+            Size::Quick => Config {
+                mode: size.name(),
                 rounds: 3,
                 c_rounds: 2,
                 a_block: 50_000,
@@ -67,10 +101,9 @@ impl Config {
                 e_keys: 100_000,
                 prim_iters: 1_000_000,
                 scenarios: String::new(),
-            }
-        } else {
-            Config {
-                mode: "full",
+            },
+            Size::Full => Config {
+                mode: size.name(),
                 rounds: 7,
                 c_rounds: 5,
                 a_block: 50_000,
@@ -81,7 +114,7 @@ impl Config {
                 e_keys: 1_000_000,
                 prim_iters: 10_000_000,
                 scenarios: String::new(),
-            }
+            },
         };
         Config { scenarios, ..base }
     }
@@ -157,51 +190,25 @@ impl Summary {
 }
 
 /// `48.1 ns (47.0–52.3)`.
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "{} ns ({}–{})",
-            sig(self.median),
-            sig(self.min),
-            sig(self.max)
+            fmt::sig(self.median),
+            fmt::sig(self.min),
+            fmt::sig(self.max)
         )
     }
 }
 
-/// Three significant figures, enough for noisy timings.
-pub(crate) fn sig(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
+/// Nearest-rank percentile of sorted values.
+pub(crate) fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
     }
-}
-
-/// Resident set size in bytes, from the second field of `/proc/self/statm` (pages) times
-/// 4 KiB, the page size on x86-64 Linux. `None` where `/proc` is unavailable.
-pub(crate) fn rss_bytes() -> Option<usize> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
-}
-
-/// Peak resident set size in bytes (`VmHWM` in `/proc/self/status`).
-pub(crate) fn peak_rss_bytes() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// The 1-, 5- and 15-minute load averages, to show how busy the machine was.
-pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".to_owned())
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
 }
 
 /// Runs `work(thread_index)` on `threads` threads released together; returns the wall time
