@@ -818,3 +818,53 @@ fn direct_two_checks_one_passes() {
         direct_two_checks(roles, 1)
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Undo vs reset.
+
+/// One thread checks a held key while the other resets it; then the key is checked back up to
+/// the same TAT and the first admission is undone. If the second check was admitted, the
+/// reset came after the first check's write, and undoing it would hand back the second
+/// check's cell: the undo must write nothing. (It failed with one bump of the removal epoch,
+/// before the freeze: a check that read the bumped epoch and wrote just before the freeze
+/// recorded the epoch of the next incarnation.)
+fn undo_vs_reset(roles: Roles) {
+    let l = limiter(2, 4, FullPolicy::RefuseNewKeys);
+    // One of two cells used: the key is held, so the racing check takes the lock-free path.
+    assert!(l.check_at(&7, at(0)).is_ok());
+    let (l1, l2) = (l.clone(), l.clone());
+    let (first, _) = race(roles, move || l1.check_at(&7, at(0)), move || l2.reset(&7));
+    // After the reset, two cells bring the key back to the TAT the first check stored.
+    let second = l.check_n_at(&7, 2, at(0));
+    let undone = first.is_ok_and(|ok| l.undo(&7, ok));
+    assert!(
+        !(second.is_ok() && undone),
+        "undid a write of an earlier incarnation: {first:?} {second:?}"
+    );
+    if second.is_ok() {
+        assert!(l.check_at(&7, at(0)).is_err(), "{first:?} {second:?}");
+    }
+}
+
+#[test]
+fn undo_vs_reset_keyed() {
+    model("undo_vs_reset_keyed", undo_vs_reset);
+}
+
+/// [`undo_vs_reset`] on a direct limiter (its epoch is bumped around `reset`'s store).
+fn direct_undo_vs_reset(roles: Roles) {
+    let l = DirectLimiter::with_clock(quota(1), ManualClock::new());
+    let (l1, l2) = (l.clone(), l.clone());
+    let (first, ()) = race(roles, move || l1.check_at(at(0)), move || l2.reset());
+    let second = l.check_at(at(0));
+    let undone = first.is_ok_and(|ok| l.undo(ok));
+    assert!(
+        !(second.is_ok() && undone),
+        "undid a write of an earlier incarnation: {first:?} {second:?}"
+    );
+}
+
+#[test]
+fn undo_vs_reset_direct() {
+    model("undo_vs_reset_direct", direct_undo_vs_reset);
+}

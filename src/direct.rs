@@ -42,8 +42,7 @@ pub struct DirectLimiter {
 pub(crate) struct Shared {
     /// The TAT in nanoseconds on `clock` (0: no information).
     tat: CachePadded<AtomicU64>,
-    /// Bumped by `reset` before it clears `tat`, so a waiter's refund can tell that the state
-    /// it would give cells back to is no longer the one it reserved on (see `resets`).
+    /// The removal epoch, bumped around every `reset` (see `resets`).
     resets: AtomicU64,
     pub(crate) quota: QuotaCell,
     pub(crate) clock: ClockSource,
@@ -295,9 +294,10 @@ impl DirectLimiter {
     /// assert!(limiter.check().is_ok());
     /// ```
     pub fn reset(&self) {
-        // ordering: the bump is ordered before the Release store below (see `Shared::resets`).
+        // ordering: the two bumps bracket the store (see `Shared::resets`).
         self.shared.resets.fetch_add(1, Ordering::Relaxed);
         self.shared.tat.store(0, Ordering::Release);
+        self.shared.resets.fetch_add(1, Ordering::Release);
     }
 
     /// Pushes the next admission at least `delay` from now (keeping any later one).
@@ -364,12 +364,18 @@ impl DirectLimiter {
 }
 
 impl Shared {
-    /// How many times the limiter was reset. `reset` bumps it, then stores TAT 0 with Release;
-    /// every later TAT is an RMW continuing that store's release sequence. So `f` in
-    /// `update`, having loaded a TAT written after a reset (Acquire), sees the bump here.
+    /// The removal epoch (see `engine.rs`): `reset` bumps it, stores TAT 0 with Release, and
+    /// bumps it again with Release, so it is odd while a reset is under way.
+    /// * A writer reads this (Acquire) before its CAS. Reading the even value after a reset
+    ///   synchronizes with the second bump, so its CAS comes after the store of 0 and lands
+    ///   in the new incarnation. Reading the odd value, its write may land just before the
+    ///   store of 0: the engine never undoes such a write.
+    /// * Every TAT after a reset is an RMW continuing the store's release sequence, so an
+    ///   undo that loaded one (Acquire) sees at least the first bump: it cannot mistake the
+    ///   new incarnation for the one its write was made in.
     pub(crate) fn resets(&self) -> u64 {
-        // ordering: Relaxed; the happens-before edge comes from the TAT load (above).
-        self.resets.load(Ordering::Relaxed)
+        // ordering: Acquire pairs with `reset`'s second bump (above).
+        self.resets.load(Ordering::Acquire)
     }
 
     /// The CAS loop: `f` maps the TAT to `(write, out)`.

@@ -11,12 +11,14 @@
 //! only in the same incarnation of the key. The TAT alone does not identify a write: after a
 //! `reset` (or the key being forgotten) the key can be checked back up to exactly the same
 //! TAT, and undoing then would hand back a cell someone else used. So every removal bumps an
-//! *epoch* (per table shard, or per direct limiter) that the write records, read *before* the
-//! write's CAS; the undo reads it again *after* the state load that found the write's TAT,
-//! which is what makes a newer epoch visible (`Shard::removals`, `direct::Shared::resets`).
-//! An undo that finds anything else writes nothing: the write's cells count as used, never
-//! as an extra cell. Exact when nothing else wrote the key since, else a no-op: the window
-//! guarantee holds either way.
+//! *epoch* (per table shard, or per direct limiter) twice, before and after it removes: odd
+//! while a removal is under way. The write records the epoch, read *before* its CAS; the undo
+//! reads it again *after* the state load that found the write's TAT, which is what makes a
+//! newer epoch visible (`Shard::removals`, `direct::Shared::resets`). A write that read an
+//! odd epoch may have landed just before the removal took its state away, so it is never
+//! undone. An undo that finds anything else writes nothing: the write's cells count as used,
+//! never as an extra cell. Exact when nothing else wrote the key since, else a no-op: the
+//! window guarantee holds either way.
 
 use std::ops::Deref;
 use std::time::Duration;
@@ -112,8 +114,8 @@ pub(crate) fn penalize(word: &impl Word, gcra: Gcra, now: u64, delay: u64) -> Re
 /// Gives back what `written` stored, if the word still holds exactly that in the same
 /// incarnation (module docs). Returns whether it did.
 pub(crate) fn undo(word: &impl Word, written: Written) -> bool {
-    if written.prev == written.tat {
-        return false; // It stored nothing.
+    if written.prev == written.tat || written.epoch % 2 == 1 {
+        return false; // It stored nothing, or raced a removal (module docs).
     }
     let step = |tat| {
         // The epoch is read after the load that gave `tat` (module docs).

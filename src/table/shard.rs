@@ -169,22 +169,35 @@ impl Shard {
         unsafe { &*ptr }
     }
 
-    /// How many times keys of this shard have been forgotten.
+    /// The removal epoch: bumped twice by every removal of keys of this shard, so it is odd
+    /// while one is under way (see `engine.rs` for what it protects: an undo must not apply
+    /// to a *later incarnation* of its key, reset or evicted and then checked back up to the
+    /// very TAT the undone write stored).
     ///
-    /// A refund must not apply to a *later incarnation* of its key (reset or evicted, then
-    /// checked back up to the very TAT the waiter wrote). Every removal bumps this counter
-    /// before its freeze, under the lock. A new incarnation is written under the lock later
-    /// (the mutex orders the bump first) with a Release store, and every later state of it
-    /// comes from RMWs that continue that store's release sequence. An updater that loaded
-    /// such a state (Acquire, in `Slot::update`) therefore sees the bump when it reads this.
+    /// A removal runs under the lock: `begin_removal`, the freezes, `end_removal`.
+    /// * A writer reads this (Acquire) before its CAS. If it reads the even value after a
+    ///   removal, it synchronizes with `end_removal`'s Release, so the freezes happened
+    ///   before its CAS, which therefore cannot land on a slot of the removed incarnation. If
+    ///   it reads the value before the removal, any later undo reads a newer one. If it reads
+    ///   the odd value, its write may land just before a freeze: the engine never undoes it.
+    /// * A new incarnation is written under the lock after `end_removal` (the mutex orders
+    ///   them) with a Release store, and every later state of it comes from RMWs continuing
+    ///   that store's release sequence. An undo that loaded such a state (Acquire, in
+    ///   `Slot::update`) therefore sees both bumps when it reads this.
     pub(crate) fn removals(&self) -> u64 {
-        // ordering: Relaxed; the happens-before edge comes from the state word (above).
-        self.removals.load(Ordering::Relaxed)
+        // ordering: Acquire pairs with `end_removal` (above).
+        self.removals.load(Ordering::Acquire)
     }
 
-    fn note_removal(&self) {
+    fn begin_removal(&self) {
         // ordering: ordered before the freeze and the unlock that follow (see `removals`).
         self.removals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn end_removal(&self) {
+        // ordering: Release publishes the freezes before it to a writer that reads the even
+        // value (see `removals`).
+        self.removals.fetch_add(1, Ordering::Release);
     }
 
     /// The locked path: runs `f` on the key's TAT, inserting the key if `f` writes and it is
@@ -280,8 +293,10 @@ impl Shard {
             return false;
         };
         let slot = &array.slots[i];
-        self.note_removal();
-        if slot.freeze_unless(|_| false).is_none() {
+        self.begin_removal();
+        let frozen = slot.freeze_unless(|_| false);
+        self.end_removal();
+        if frozen.is_none() {
             return false;
         }
         slot.clear(TOMBSTONE);
@@ -319,8 +334,10 @@ impl Shard {
                 Some(Free::Expired(i)) => {
                     let slot = &array.slots[i];
                     // Reclaim only if still expired: an updater may have revived it.
-                    self.note_removal();
-                    if let Some(old) = slot.freeze_unless(|t| t > now) {
+                    self.begin_removal();
+                    let frozen = slot.freeze_unless(|t| t > now);
+                    self.end_removal();
+                    if let Some(old) = frozen {
                         slot.hand_over(frozen_word(old), fp, tat);
                         counts.reclaimed += 1;
                         counts.horizon = counts.horizon.max(tat_of(old));
@@ -380,7 +397,7 @@ impl Shard {
     fn sweep(&self, array: &SlotArray, counts: &mut ShardCounts, now: u64) -> bool {
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
-        self.note_removal();
+        self.begin_removal();
         for slot in array.slots.iter() {
             let word = slot.word();
             if !is_live(word) {
@@ -395,6 +412,7 @@ impl Shard {
                 earliest_live = earliest_live.min(tat_of(slot.word()));
             }
         }
+        self.end_removal();
         counts.used -= reclaimed;
         counts.tombstones += reclaimed;
         counts.reclaimed += reclaimed as u64;
@@ -481,8 +499,10 @@ impl Shard {
             unreachable!("a shard at its cap holds live keys")
         };
         let slot = &array.slots[i];
-        self.note_removal();
-        if slot.freeze_unless(|_| false).is_some() {
+        self.begin_removal();
+        let frozen = slot.freeze_unless(|_| false);
+        self.end_removal();
+        if frozen.is_some() {
             slot.clear(TOMBSTONE);
             counts.used -= 1;
             counts.tombstones += 1;
@@ -506,7 +526,7 @@ impl Shard {
         let mut used = 0;
         let mut earliest_live = u64::MAX;
         // Expired keys are dropped on the way.
-        self.note_removal();
+        self.begin_removal();
         for slot in old.slots.iter() {
             // After this freeze no updater can change the word: they go to the locked path,
             // which waits for us.
@@ -524,6 +544,7 @@ impl Shard {
                 earliest_live = earliest_live.min(tat);
             }
         }
+        self.end_removal();
         counts.used = used;
         counts.tombstones = 0;
         counts.next_sweep_at = earliest_live;
