@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, ClockSource, MonotonicClock, Timestamp, saturating_nanos};
+use crate::clock::ClockSource;
 use crate::gcra::MAX_NOW;
 use crate::outcome::{Admitted, CheckError, check_capacity, check_step, verdict};
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
 use crate::sync::{Arc, AtomicU64, Ordering, cas_retry_hint};
+use crate::time::{Clock, MonotonicClock, Timestamp, saturating_nanos};
 use crate::wait::Waitlists;
 
 /// An unkeyed rate limiter: one limit shared by every caller (a global request budget, one

@@ -72,11 +72,12 @@ mod quota_cell;
 mod stats;
 mod sync;
 mod table;
+mod time;
 mod timer;
 mod wait;
 
 pub use builder::Builder;
-pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
+pub use clock::ManualClock;
 pub use direct::DirectLimiter;
 pub use hash::{DefaultHasher, RandomState};
 pub use limiter::Limiter;
@@ -84,6 +85,7 @@ pub use outcome::{Admitted, CheckError, TableFull};
 pub use quota::{Quota, QuotaError};
 pub use stats::Stats;
 pub use table::FullPolicy;
+pub use time::{Clock, MonotonicClock, Timestamp};
 pub use timer::{Sleep, sleep, sleep_until};
 pub use wait::{DirectUntilReady, Paced, Throttled, UntilReady, WaitError};
 

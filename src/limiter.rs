@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::builder::Builder;
-use crate::clock::{ClockSource, Timestamp, saturating_nanos};
+use crate::clock::ClockSource;
 use crate::gcra::MAX_NOW;
 use crate::hash::RandomState;
 use crate::outcome::{Admitted, CheckError, TableFull, check_capacity, check_step, verdict};
@@ -17,6 +17,7 @@ use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
 use crate::sync::Arc;
 use crate::table::{Full, Table, fingerprint};
+use crate::time::{Timestamp, saturating_nanos};
 use crate::wait::{KEYED_SHARDS, Waitlists};
 
 /// A keyed rate limiter: every key gets its own [`Quota`], enforced with GCRA.

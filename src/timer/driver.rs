@@ -69,6 +69,8 @@ use std::sync::TryLockError;
 use super::entry::{Entry, Retire};
 use super::stack::Inbox;
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+#[cfg(not(tollgate_loom))]
+use crate::time::nanos_since_origin;
 
 /// Compaction waits for at least this many dead entries: small heaps are not worth a pass.
 pub(super) const COMPACT_MIN: usize = 32;
@@ -193,12 +195,12 @@ impl TimerCore {
         let _ = slot.set(driver);
     }
 
-    /// Now, in this timer's nanoseconds: since [`origin`](super::origin) for the global
-    /// timer, the last `advance_to` value for a manual one.
+    /// Now, in this timer's nanoseconds: since tollgate's real-time origin (`time::origin`)
+    /// for the global timer, the last `advance_to` value for a manual one.
     pub(crate) fn now(&self) -> u64 {
         match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(_) => super::nanos_since_origin(std::time::Instant::now()),
+            Kind::Thread(_) => nanos_since_origin(std::time::Instant::now()),
             // ordering: a lone value; registrations order it with their fence (module docs).
             Kind::Manual { now, .. } => now.load(Ordering::Relaxed),
         }

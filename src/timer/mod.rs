@@ -40,7 +40,8 @@
 //! The heap is O(log n) per registration and per fire; with 24-byte heap slots it stays
 //! cache-friendly into the hundreds of thousands of entries, and only the driver touches it.
 //!
-//! The timer knows nothing of keys or rates; it imports only `crate::sync` and std.
+//! The timer knows nothing of keys, rates or clocks; it imports only `crate::sync`,
+//! `crate::time` (the real-time origin its nanoseconds count from) and std.
 
 mod driver;
 mod entry;
@@ -52,37 +53,10 @@ mod tests;
 #[cfg(not(tollgate_loom))]
 mod thread;
 
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
-
 pub(crate) use driver::TimerCore;
 pub use sleep::{Sleep, sleep, sleep_until};
 
 use crate::sync::Arc;
-
-/// The process-wide origin of real time: the global timer counts nanoseconds from it, and so
-/// does every [`MonotonicClock`](crate::MonotonicClock), so a limiter's timestamps are global
-/// timer nanoseconds.
-pub(crate) fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
-}
-
-/// Nanoseconds from [`origin`] to `t` (0 if `t` is earlier; saturating after 584 years).
-pub(crate) fn nanos_since_origin(t: Instant) -> u64 {
-    let d = t.saturating_duration_since(origin());
-    d.as_secs()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::from(d.subsec_nanos()))
-}
-
-/// The instant `nanos` after [`origin`] (clamped to a century if that does not fit).
-pub(crate) fn instant_at(nanos: u64) -> Instant {
-    let origin = origin();
-    origin
-        .checked_add(Duration::from_nanos(nanos))
-        .unwrap_or_else(|| origin + Duration::from_secs(100 * 365 * 24 * 60 * 60))
-}
 
 /// Which timer a waiting future registers with.
 #[derive(Debug, Clone)]

@@ -335,8 +335,8 @@ fn monotonic_clocks_share_the_global_origin() {
         a.instant(crate::Timestamp::ZERO),
         b.instant(crate::Timestamp::ZERO)
     );
-    assert_eq!(a.instant(crate::Timestamp::ZERO), super::origin());
-    let before = super::nanos_since_origin(t);
+    assert_eq!(a.instant(crate::Timestamp::ZERO), crate::time::origin());
+    let before = crate::time::nanos_since_origin(t);
     let now = a.now().as_nanos();
     assert!(now >= before);
     assert!(TimerCore::global().now() >= now);

@@ -12,9 +12,9 @@ use super::blocking::block_on;
 use super::cells::{Bound, DirectCells, OwnedShared};
 use super::throttle::{Paced, Throttled};
 use super::waiter::Waiter;
-use crate::clock::{Timestamp, saturating_nanos};
 use crate::direct::{DirectLimiter, Shared};
 use crate::sync::Arc;
+use crate::time::{Timestamp, saturating_nanos};
 
 /// Completes when the direct limiter admits the requested cells: the future of
 /// [`DirectLimiter::until_ready`] and its forms.

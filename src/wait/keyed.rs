@@ -13,10 +13,10 @@ use super::blocking::block_on;
 use super::cells::{Bound, KeyCells};
 use super::throttle::Throttled;
 use super::waiter::Waiter;
-use crate::clock::{Timestamp, saturating_nanos};
 use crate::hash::RandomState;
 use crate::limiter::{Limiter, Shared};
 use crate::sync::Arc;
+use crate::time::{Timestamp, saturating_nanos};
 
 /// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
 /// its `_n`, `_within` and `_until` forms.
