@@ -1,4 +1,4 @@
-//! Clocks bound to timers: the [`ManualClock`], which drives a manual timer, and
+//! Clocks bound to timers: the [`ManualClock`], which *is* a manual timer, and
 //! `ClockSource`, a limiter's clock together with the timer its waits sleep on.
 //!
 //! This sits above both `time.rs` (the pure time values and the [`Clock`] trait, which know
@@ -10,7 +10,6 @@ use std::any::Any;
 // `ClockSource` holds a foreign clock in std's `Arc` even under loom: the models pass time
 // in explicitly or use a `ManualClock`, and loom's `Arc` cannot hold a `dyn Clock`.
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::time::{Clock, MonotonicClock, Timestamp, nanos_since_origin, saturating_nanos};
@@ -19,7 +18,7 @@ use crate::timer::{Sleep, TimerCore, TimerRef};
 /// A clock that moves only when told to: for deterministic tests.
 ///
 /// Clones share the same time, so a test keeps one handle and gives another to the limiter.
-/// Each clock also drives its own timer: futures that wait on a limiter with this clock are
+/// Each clock is also its own timer: futures that wait on a limiter with this clock are
 /// woken by [`advance`](Self::advance) and [`set`](Self::set), on the calling thread, as soon
 /// as their deadlines are reached, never by real time passing.
 ///
@@ -38,18 +37,15 @@ use crate::timer::{Sleep, TimerCore, TimerRef};
 /// ```
 #[derive(Debug, Clone)]
 pub struct ManualClock {
-    nanos: Arc<AtomicU64>,
-    /// Follows `nanos`: every change of the time is followed by an `advance_to` of at least
-    /// the new value, so the timer never runs ahead of the clock and catches up with it when
-    /// the last concurrent change returns. (A separate value, not the timer's own, keeps
-    /// reading this clock free of the timer's loom-modelled atomics.)
+    /// The manual timer this clock *is*: its time is the clock's time, the only copy, so the
+    /// clock and the timer cannot disagree. Every change of the time runs a timer turn
+    /// afterwards on the changing thread (`advance_to`/`advance_by`).
     timer: crate::sync::Arc<TimerCore>,
 }
 
 impl Default for ManualClock {
     fn default() -> ManualClock {
         ManualClock {
-            nanos: Arc::default(),
             timer: crate::sync::Arc::new(TimerCore::manual()),
         }
     }
@@ -87,13 +83,7 @@ impl ManualClock {
     /// assert_eq!(clock.now().as_nanos(), u64::MAX); // saturates
     /// ```
     pub fn advance(&self, d: Duration) {
-        // ordering: the time is a single value with no data hanging off it.
-        let _ = self
-            .nanos
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                Some(n.saturating_add(saturating_nanos(d)))
-            });
-        self.sync_timer();
+        self.timer.advance_by(saturating_nanos(d));
     }
 
     /// Sets the clock to `t`, then wakes every waiter whose deadline has been reached.
@@ -122,29 +112,24 @@ impl ManualClock {
     /// clock.set(Timestamp::from_nanos(5));
     /// ```
     pub fn set(&self, t: Timestamp) {
-        let old = self.nanos.fetch_max(t.as_nanos(), Ordering::Relaxed);
+        // An earlier `t` leaves the time as it is (the timer keeps the maximum), so the
+        // panic comes after a turn that changed nothing.
+        let old = self.timer.advance_to(t.as_nanos());
         assert!(
             old <= t.as_nanos(),
             "ManualClock::set({t:?}) would move time backwards"
         );
-        self.sync_timer();
     }
 
     /// The timer this clock drives, for futures that wait on its time.
     pub(crate) fn timer(&self) -> TimerRef {
         TimerRef::Manual(crate::sync::Arc::clone(&self.timer))
     }
-
-    fn sync_timer(&self) {
-        // ordering: our own write above or later (coherence); the timer orders the time it
-        // is given against registrations itself.
-        self.timer.advance_to(self.nanos.load(Ordering::Relaxed));
-    }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        Timestamp::from_nanos(self.nanos.load(Ordering::Relaxed))
+        Timestamp::from_nanos(self.timer.now())
     }
 }
 

@@ -80,7 +80,9 @@ enum Kind {
     /// The process-wide timer: a lazily started thread reading real time.
     #[cfg(not(tollgate_loom))]
     Thread(super::thread::Handle),
-    /// Driven by hand: time moves only in `advance_to`, which runs the turn on its caller.
+    /// Driven by hand: time moves only in `advance_to`/`advance_by`, which run the turn on
+    /// their caller. A [`ManualClock`](crate::ManualClock) is such a timer, and reads its
+    /// time here: there is no other copy.
     Manual {
         /// The current time, in nanoseconds; only increases.
         now: AtomicU64,
@@ -178,7 +180,8 @@ impl TimerCore {
         GLOBAL.get_or_init(|| TimerCore::with_kind(Kind::Thread(super::thread::Handle::new())))
     }
 
-    /// A timer driven by hand: no thread; [`advance_to`](Self::advance_to) fires due entries.
+    /// A timer driven by hand, standing at 0: no thread; [`advance_to`](Self::advance_to) and
+    /// [`advance_by`](Self::advance_by) fire due entries.
     pub(crate) fn manual() -> TimerCore {
         TimerCore::with_kind(Kind::Manual {
             now: AtomicU64::new(0),
@@ -196,7 +199,7 @@ impl TimerCore {
     }
 
     /// Now, in this timer's nanoseconds: since tollgate's real-time origin (`time::origin`)
-    /// for the global timer, the last `advance_to` value for a manual one.
+    /// for the global timer, the time the last advance set for a manual one.
     pub(crate) fn now(&self) -> u64 {
         match &self.kind {
             #[cfg(not(tollgate_loom))]
@@ -206,24 +209,50 @@ impl TimerCore {
         }
     }
 
-    /// Manual timers: sets now (monotonic: the max with the current time) and fires every
-    /// entry with `deadline <= now`, on the calling thread.
+    /// Manual timers: sets now to `now` if that is later (time is monotonic) and fires every
+    /// entry with `deadline <= now`, on the calling thread. Returns the time it replaced.
     ///
     /// # Panics
     ///
     /// On the global timer, whose time is real.
-    pub(crate) fn advance_to(&self, now: u64) {
-        let time = match &self.kind {
+    pub(crate) fn advance_to(&self, now: u64) -> u64 {
+        // ordering: the turn's leading SeqCst fence publishes the new time against
+        // registrations before it drains (module docs).
+        let previous = self.manual_time().fetch_max(now, Ordering::Relaxed);
+        self.catch_up();
+        previous
+    }
+
+    /// Manual timers: moves now forward by `by` nanoseconds (saturating) and fires every
+    /// entry due, on the calling thread.
+    ///
+    /// # Panics
+    ///
+    /// On the global timer, whose time is real.
+    pub(crate) fn advance_by(&self, by: u64) {
+        // ordering: as in `advance_to`.
+        let _ = self
+            .manual_time()
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                Some(now.saturating_add(by))
+            });
+        self.catch_up();
+    }
+
+    fn manual_time(&self) -> &AtomicU64 {
+        match &self.kind {
             Kind::Manual { now, .. } => now,
             #[cfg(not(tollgate_loom))]
             Kind::Thread(_) => panic!("only a manual timer can be advanced"),
-        };
-        // ordering: the turn's leading SeqCst fence publishes the new time against
-        // registrations before it drains (module docs).
-        time.fetch_max(now, Ordering::Relaxed);
-        // ordering: at least `now` (coherence); a concurrent advance may have moved it
-        // further, which only fires more.
-        let now = time.load(Ordering::Relaxed);
+        }
+    }
+
+    /// The turn after a manual time change, at a time no earlier than the one this thread
+    /// stored: when the change returns, every entry registered before it and due has fired.
+    fn catch_up(&self) {
+        // ordering: at least our own store (coherence); a concurrent advance may have moved
+        // it further, which only fires more.
+        let now = self.manual_time().load(Ordering::Relaxed);
         // One turn fires everything registered before it; a registration racing it sees the
         // new time in its poll and completes by itself.
         let _ = self.turn(now);

@@ -27,8 +27,9 @@
 //!   fence, and re-check the inbox before parking. The fence pair is the lost-wakeup
 //!   argument, written out in `driver.rs`.
 //! * **Drivers**: the global timer's is one lazily started thread (`thread.rs`) that parks
-//!   until the next deadline, or indefinitely when nothing is pending. A manual timer (for
-//!   [`ManualClock`](crate::ManualClock)) runs the same turn on the caller of `advance_to`.
+//!   until the next deadline, or indefinitely when nothing is pending. A manual timer (what
+//!   a [`ManualClock`](crate::ManualClock) is) runs the same turn on the caller of
+//!   `advance_to`/`advance_by`, and holds the manual clock's only copy of its time.
 //! * **Coalescing**: an entry registered `w` before its deadline may fire up to
 //!   `min(w / 256, 1 ms)` late. Dense, distinct deadlines (a FIFO of waiters on one key,
 //!   each 50 µs after the last) then share a wake-up instead of costing the thread one
@@ -63,7 +64,7 @@ use crate::sync::Arc;
 pub(crate) enum TimerRef {
     /// The process-wide real timer ([`TimerCore::global`]).
     Global,
-    /// A manual timer, shared with the [`ManualClock`](crate::ManualClock) that drives it.
+    /// A manual timer: the one a [`ManualClock`](crate::ManualClock) is, shared by its clones.
     Manual(Arc<TimerCore>),
 }
 
