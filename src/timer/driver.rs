@@ -77,9 +77,11 @@ pub(super) const COMPACT_MIN: usize = 32;
 
 /// What drives a timer's turns.
 enum Kind {
-    /// The process-wide timer: a lazily started thread reading real time.
+    /// Real time, driven by a thread that `unpark` wakes (and starts on first use). The
+    /// driver only calls it, so the thread and the one timer it drives live together in
+    /// `thread.rs`, which imports this file and not the other way round.
     #[cfg(not(tollgate_loom))]
-    Thread(super::thread::Handle),
+    Real { unpark: fn() },
     /// Driven by hand: time moves only in `advance_to`/`advance_by`, which run the turn on
     /// their caller. A [`ManualClock`](crate::ManualClock) is such a timer, and reads its
     /// time here: there is no other copy.
@@ -173,11 +175,11 @@ impl TimerCore {
         }
     }
 
-    /// The process-wide real timer; its thread starts lazily on the first registration.
+    /// A real-time timer whose driver thread `unpark` wakes, starting it if need be (the
+    /// global timer, `thread.rs`).
     #[cfg(not(tollgate_loom))]
-    pub(crate) fn global() -> &'static TimerCore {
-        static GLOBAL: std::sync::OnceLock<TimerCore> = std::sync::OnceLock::new();
-        GLOBAL.get_or_init(|| TimerCore::with_kind(Kind::Thread(super::thread::Handle::new())))
+    pub(super) fn real(unpark: fn()) -> TimerCore {
+        TimerCore::with_kind(Kind::Real { unpark })
     }
 
     /// A timer driven by hand, standing at 0: no thread; [`advance_to`](Self::advance_to) and
@@ -198,12 +200,13 @@ impl TimerCore {
         let _ = slot.set(driver);
     }
 
-    /// Now, in this timer's nanoseconds: since tollgate's real-time origin (`time::origin`)
-    /// for the global timer, the time the last advance set for a manual one.
+    /// Now, in this timer's nanoseconds: since tollgate's real-time origin
+    /// (`time::origin`) for a real-time timer, the time the last advance set for a manual
+    /// one.
     pub(crate) fn now(&self) -> u64 {
         match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(_) => nanos_since_origin(std::time::Instant::now()),
+            Kind::Real { .. } => nanos_since_origin(std::time::Instant::now()),
             // ordering: a lone value; registrations order it with their fence (module docs).
             Kind::Manual { now, .. } => now.load(Ordering::Relaxed),
         }
@@ -214,7 +217,7 @@ impl TimerCore {
     ///
     /// # Panics
     ///
-    /// On the global timer, whose time is real.
+    /// On a real-time timer.
     pub(crate) fn advance_to(&self, now: u64) -> u64 {
         // ordering: the turn's leading SeqCst fence publishes the new time against
         // registrations before it drains (module docs).
@@ -228,7 +231,7 @@ impl TimerCore {
     ///
     /// # Panics
     ///
-    /// On the global timer, whose time is real.
+    /// On a real-time timer.
     pub(crate) fn advance_by(&self, by: u64) {
         // ordering: as in `advance_to`.
         let _ = self
@@ -243,7 +246,7 @@ impl TimerCore {
         match &self.kind {
             Kind::Manual { now, .. } => now,
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(_) => panic!("only a manual timer can be advanced"),
+            Kind::Real { .. } => panic!("only a manual timer can be advanced"),
         }
     }
 
@@ -412,7 +415,7 @@ impl TimerCore {
         }
         match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(handle) => handle.unpark(),
+            Kind::Real { unpark } => unpark(),
             Kind::Manual { .. } => {
                 // Nobody drives a manual timer between advances: compact here, unless a
                 // driver holds the lock (it will see the flag in this turn or the next).
@@ -433,7 +436,7 @@ impl TimerCore {
     fn unpark_driver(&self) {
         match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(handle) => handle.unpark(),
+            Kind::Real { unpark } => unpark(),
             #[cfg(not(tollgate_loom))]
             Kind::Manual { .. } => {}
             #[cfg(tollgate_loom)]
@@ -464,7 +467,7 @@ impl fmt::Debug for TimerCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(_) => "global",
+            Kind::Real { .. } => "real",
             Kind::Manual { .. } => "manual",
         };
         // ordering: statistics for display.

@@ -26,10 +26,11 @@
 //!   minimum deadline plus that entry's slack) in `earliest`, wake the batch outside the lock (each waker in `catch_unwind`), SeqCst
 //!   fence, and re-check the inbox before parking. The fence pair is the lost-wakeup
 //!   argument, written out in `driver.rs`.
-//! * **Drivers**: the global timer's is one lazily started thread (`thread.rs`) that parks
-//!   until the next deadline, or indefinitely when nothing is pending. A manual timer (what
-//!   a [`ManualClock`](crate::ManualClock) is) runs the same turn on the caller of
-//!   `advance_to`/`advance_by`, and holds the manual clock's only copy of its time.
+//! * **Drivers**: the global timer's is one lazily started thread that parks until the next
+//!   deadline, or indefinitely when nothing is pending; both live in `thread.rs`, which
+//!   hands the driver a function to unpark it, so `driver.rs` imports nothing of threads. A
+//!   manual timer (what a [`ManualClock`](crate::ManualClock) is) runs the same turn on the
+//!   caller of `advance_to`/`advance_by`, and holds the manual clock's only copy of its time.
 //! * **Coalescing**: an entry registered `w` before its deadline may fire up to
 //!   `min(w / 256, 1 ms)` late. Dense, distinct deadlines (a FIFO of waiters on one key,
 //!   each 50 µs after the last) then share a wake-up instead of costing the thread one
@@ -42,7 +43,8 @@
 //! cache-friendly into the hundreds of thousands of entries, and only the driver touches it.
 //!
 //! The timer knows nothing of keys, rates or clocks; it imports only `crate::sync`,
-//! `crate::time` (the real-time origin its nanoseconds count from) and std.
+//! `crate::time` (the real-time origin its nanoseconds count from) and std. Within it the
+//! arrows point one way: `thread` -> `driver` -> `entry`, `stack`; `sleep` -> `driver`.
 
 mod driver;
 mod entry;
@@ -62,7 +64,7 @@ use crate::sync::Arc;
 /// Which timer a waiting future registers with.
 #[derive(Debug, Clone)]
 pub(crate) enum TimerRef {
-    /// The process-wide real timer ([`TimerCore::global`]).
+    /// The process-wide real timer (`thread::global`).
     Global,
     /// A manual timer: the one a [`ManualClock`](crate::ManualClock) is, shared by its clones.
     Manual(Arc<TimerCore>),
@@ -72,7 +74,7 @@ impl TimerRef {
     pub(crate) fn core(&self) -> &TimerCore {
         match self {
             #[cfg(not(tollgate_loom))]
-            TimerRef::Global => TimerCore::global(),
+            TimerRef::Global => thread::global(),
             #[cfg(tollgate_loom)]
             TimerRef::Global => panic!("the global timer is not modelled under loom"),
             TimerRef::Manual(core) => core,
