@@ -4,11 +4,12 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 
-use crate::clock::{Clock, ClockSource, MonotonicClock};
+use crate::clock::ClockSource;
 use crate::hash::RandomState;
 use crate::limiter::Limiter;
 use crate::quota::Quota;
 use crate::table::{FullPolicy, Table, TableConfig};
+use crate::time::{Clock, MonotonicClock};
 
 /// Configures a keyed [`Limiter`]. Start from [`Limiter::builder`].
 ///

@@ -34,15 +34,29 @@
 //! ```text
 //!   quota, gcra            pure values and functions; import nothing of ours
 //!   sync                   the loom shim: every atomic, lock, Arc and waker
-//!   clock  timer           time; the timer knows nothing of keys or rates
+//!   time                   Timestamp, Clock, MonotonicClock, the real-time origin and the one
+//!                          Instant <-> nanoseconds conversion; imports nothing of ours
+//!   timer                  time + sync; knows nothing of keys, rates or clocks. Inside it:
+//!                          thread (the global timer and its thread), sleep -> driver
+//!                          -> entry, stack
+//!   clock                  time + timer: ManualClock (a manual timer) and ClockSource
+//!                          (a limiter's clock and the sleeps on it)
 //!   table                  sharded open addressing; knows nothing of time
 //!   engine                 check, peek, penalize, reserve, undo on one state word
 //!   limiter, direct        thin public types: find the word (a key's slot, the one word)
 //!   stack, wait            compose the limiters: check_all; queues, the timer, the futures
 //! ```
 //!
-//! Known debt (the public-API issue): `clock.rs` imports the timer, and manual time is kept
-//! twice (the `ManualClock` and its timer).
+//! In the time layers every arrow points down: `time` knows nothing of the timer, the timer
+//! reads real time from `time` but knows no clock, and `clock` is the one module that binds
+//! the two. A [`ManualClock`](crate::ManualClock) *is* a manual timer: its time is stored
+//! once, in that timer, and `advance`/`set` run the timer's turn on the caller. Within the
+//! timer, `thread.rs` hands the driver a function to unpark its thread, so `driver.rs` does
+//! not import `thread.rs`; `sleep.rs` imports the driver and its entries.
+//!
+//! Known debt: `limiter` and `direct` import `wait` (each limiter owns its waiters'
+//! `Waitlists`) while `wait` composes the limiters, so the top two layers still depend on
+//! each other.
 //!
 //! ## 3. The table
 //!
@@ -100,8 +114,8 @@
 //! that only the driver touches, fence-paired unparking (the lost-wakeup argument is in
 //! `src/timer/driver.rs`), batches fired outside the lock with each waker in
 //! `catch_unwind`, and coalescing: a sleep that ends a wait of `w` may fire up to
-//! `min(w / 256, 1 ms)` late, never early. A [`ManualClock`](crate::ManualClock) drives a
-//! manual timer on the caller's thread, so waits can be tested on fake time.
+//! `min(w / 256, 1 ms)` late, never early. A [`ManualClock`](crate::ManualClock) is a manual
+//! timer, driven on the thread that moves it, so waits can be tested on fake time.
 //!
 //! ## 6. Loom
 //!
@@ -116,6 +130,8 @@
 //! | --- | --- |
 //! | what a quota means, its constructors | `src/quota.rs` |
 //! | the GCRA arithmetic | `src/gcra.rs` |
+//! | what a timestamp is, the `Clock` trait, real time | `src/time.rs` |
+//! | which timer a limiter's clock sleeps on, the manual clock | `src/clock.rs` |
 //! | how keys are stored, reclaimed, evicted | `src/table/` |
 //! | a new check-like operation | `src/engine.rs` (once), then a method in `src/limiter.rs` and `src/direct.rs` |
 //! | what undo promises, the removal epoch | `src/engine.rs` |

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, ClockSource, MonotonicClock, Timestamp, saturating_nanos};
+use crate::clock::ClockSource;
 use crate::engine::{self, Word};
 use crate::gcra::Gcra;
 use crate::gcra::MAX_NOW;
@@ -16,6 +16,7 @@ use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
 use crate::sync::{Arc, AtomicU64, Ordering, cas_retry_hint};
 use crate::table::{Full, Step};
+use crate::time::{Clock, MonotonicClock, Timestamp, saturating_nanos};
 use crate::wait::Waitlists;
 
 /// An unkeyed rate limiter: one limit shared by every caller (a global request budget, one

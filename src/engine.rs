@@ -23,11 +23,11 @@
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::clock::Timestamp;
 use crate::gcra::{Decision, Gcra};
 use crate::outcome::{Admitted, CheckError};
 use crate::sync::Arc;
 use crate::table::{Full, Step};
+use crate::time::Timestamp;
 
 /// One GCRA state word and the limiter around it.
 pub(crate) trait Word {

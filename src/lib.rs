@@ -78,11 +78,12 @@ mod stack;
 mod stats;
 mod sync;
 mod table;
+mod time;
 mod timer;
 mod wait;
 
 pub use builder::Builder;
-pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
+pub use clock::ManualClock;
 pub use direct::DirectLimiter;
 pub use hash::{DefaultHasher, RandomState};
 pub use limiter::Limiter;
@@ -91,6 +92,7 @@ pub use quota::{Quota, QuotaError};
 pub use stack::{Gate, Refused, check_all};
 pub use stats::Stats;
 pub use table::FullPolicy;
+pub use time::{Clock, MonotonicClock, Timestamp};
 pub use timer::{Sleep, sleep, sleep_until};
 pub use wait::{DirectUntilReady, Paced, Throttled, UntilReady, WaitError};
 

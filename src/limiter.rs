@@ -9,7 +9,7 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use crate::builder::Builder;
-use crate::clock::{ClockSource, Timestamp, saturating_nanos};
+use crate::clock::ClockSource;
 use crate::engine::{self, Word};
 use crate::gcra::Gcra;
 use crate::gcra::MAX_NOW;
@@ -20,6 +20,7 @@ use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
 use crate::sync::Arc;
 use crate::table::{Full, Step, Table, fingerprint};
+use crate::time::{Timestamp, saturating_nanos};
 use crate::wait::{KEYED_SHARDS, Waitlists};
 
 /// A keyed rate limiter: every key gets its own [`Quota`], enforced with GCRA.

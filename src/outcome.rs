@@ -3,9 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::clock::Timestamp;
 use crate::engine::Written;
 use crate::gcra::Gcra;
+use crate::time::Timestamp;
 
 /// A check was admitted. Carries what an HTTP layer needs for rate-limit headers, computed
 /// only when asked for.

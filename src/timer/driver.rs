@@ -69,16 +69,22 @@ use std::sync::TryLockError;
 use super::entry::{Entry, Retire};
 use super::stack::Inbox;
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+#[cfg(not(tollgate_loom))]
+use crate::time::nanos_since_origin;
 
 /// Compaction waits for at least this many dead entries: small heaps are not worth a pass.
 pub(super) const COMPACT_MIN: usize = 32;
 
 /// What drives a timer's turns.
 enum Kind {
-    /// The process-wide timer: a lazily started thread reading real time.
+    /// Real time, driven by a thread that `unpark` wakes (and starts on first use). The
+    /// driver only calls it, so the thread and the one timer it drives live together in
+    /// `thread.rs`, which imports this file and not the other way round.
     #[cfg(not(tollgate_loom))]
-    Thread(super::thread::Handle),
-    /// Driven by hand: time moves only in `advance_to`, which runs the turn on its caller.
+    Real { unpark: fn() },
+    /// Driven by hand: time moves only in `advance_to`/`advance_by`, which run the turn on
+    /// their caller. A [`ManualClock`](crate::ManualClock) is such a timer, and reads its
+    /// time here: there is no other copy.
     Manual {
         /// The current time, in nanoseconds; only increases.
         now: AtomicU64,
@@ -169,14 +175,15 @@ impl TimerCore {
         }
     }
 
-    /// The process-wide real timer; its thread starts lazily on the first registration.
+    /// A real-time timer whose driver thread `unpark` wakes, starting it if need be (the
+    /// global timer, `thread.rs`).
     #[cfg(not(tollgate_loom))]
-    pub(crate) fn global() -> &'static TimerCore {
-        static GLOBAL: std::sync::OnceLock<TimerCore> = std::sync::OnceLock::new();
-        GLOBAL.get_or_init(|| TimerCore::with_kind(Kind::Thread(super::thread::Handle::new())))
+    pub(super) fn real(unpark: fn()) -> TimerCore {
+        TimerCore::with_kind(Kind::Real { unpark })
     }
 
-    /// A timer driven by hand: no thread; [`advance_to`](Self::advance_to) fires due entries.
+    /// A timer driven by hand, standing at 0: no thread; [`advance_to`](Self::advance_to) and
+    /// [`advance_by`](Self::advance_by) fire due entries.
     pub(crate) fn manual() -> TimerCore {
         TimerCore::with_kind(Kind::Manual {
             now: AtomicU64::new(0),
@@ -193,35 +200,62 @@ impl TimerCore {
         let _ = slot.set(driver);
     }
 
-    /// Now, in this timer's nanoseconds: since [`origin`](super::origin) for the global
-    /// timer, the last `advance_to` value for a manual one.
+    /// Now, in this timer's nanoseconds: since tollgate's real-time origin
+    /// (`time::origin`) for a real-time timer, the time the last advance set for a manual
+    /// one.
     pub(crate) fn now(&self) -> u64 {
         match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(_) => super::nanos_since_origin(std::time::Instant::now()),
+            Kind::Real { .. } => nanos_since_origin(std::time::Instant::now()),
             // ordering: a lone value; registrations order it with their fence (module docs).
             Kind::Manual { now, .. } => now.load(Ordering::Relaxed),
         }
     }
 
-    /// Manual timers: sets now (monotonic: the max with the current time) and fires every
-    /// entry with `deadline <= now`, on the calling thread.
+    /// Manual timers: sets now to `now` if that is later (time is monotonic) and fires every
+    /// entry with `deadline <= now`, on the calling thread. Returns the time it replaced.
     ///
     /// # Panics
     ///
-    /// On the global timer, whose time is real.
-    pub(crate) fn advance_to(&self, now: u64) {
-        let time = match &self.kind {
-            Kind::Manual { now, .. } => now,
-            #[cfg(not(tollgate_loom))]
-            Kind::Thread(_) => panic!("only a manual timer can be advanced"),
-        };
+    /// On a real-time timer.
+    pub(crate) fn advance_to(&self, now: u64) -> u64 {
         // ordering: the turn's leading SeqCst fence publishes the new time against
         // registrations before it drains (module docs).
-        time.fetch_max(now, Ordering::Relaxed);
-        // ordering: at least `now` (coherence); a concurrent advance may have moved it
-        // further, which only fires more.
-        let now = time.load(Ordering::Relaxed);
+        let previous = self.manual_time().fetch_max(now, Ordering::Relaxed);
+        self.catch_up();
+        previous
+    }
+
+    /// Manual timers: moves now forward by `by` nanoseconds (saturating) and fires every
+    /// entry due, on the calling thread.
+    ///
+    /// # Panics
+    ///
+    /// On a real-time timer.
+    pub(crate) fn advance_by(&self, by: u64) {
+        // ordering: as in `advance_to`.
+        let _ = self
+            .manual_time()
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                Some(now.saturating_add(by))
+            });
+        self.catch_up();
+    }
+
+    fn manual_time(&self) -> &AtomicU64 {
+        match &self.kind {
+            Kind::Manual { now, .. } => now,
+            #[cfg(not(tollgate_loom))]
+            Kind::Real { .. } => panic!("only a manual timer can be advanced"),
+        }
+    }
+
+    /// The turn after a manual time change, at a time no earlier than the one this thread
+    /// stored: when the change returns, every entry registered before it and due has fired.
+    fn catch_up(&self) {
+        // ordering: at least our own store (coherence); a concurrent advance may have moved
+        // it further, which only fires more.
+        let now = self.manual_time().load(Ordering::Relaxed);
         // One turn fires everything registered before it; a registration racing it sees the
         // new time in its poll and completes by itself.
         let _ = self.turn(now);
@@ -381,7 +415,7 @@ impl TimerCore {
         }
         match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(handle) => handle.unpark(),
+            Kind::Real { unpark } => unpark(),
             Kind::Manual { .. } => {
                 // Nobody drives a manual timer between advances: compact here, unless a
                 // driver holds the lock (it will see the flag in this turn or the next).
@@ -402,7 +436,7 @@ impl TimerCore {
     fn unpark_driver(&self) {
         match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(handle) => handle.unpark(),
+            Kind::Real { unpark } => unpark(),
             #[cfg(not(tollgate_loom))]
             Kind::Manual { .. } => {}
             #[cfg(tollgate_loom)]
@@ -433,7 +467,7 @@ impl fmt::Debug for TimerCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.kind {
             #[cfg(not(tollgate_loom))]
-            Kind::Thread(_) => "global",
+            Kind::Real { .. } => "real",
             Kind::Manual { .. } => "manual",
         };
         // ordering: statistics for display.

@@ -26,9 +26,11 @@
 //!   minimum deadline plus that entry's slack) in `earliest`, wake the batch outside the lock (each waker in `catch_unwind`), SeqCst
 //!   fence, and re-check the inbox before parking. The fence pair is the lost-wakeup
 //!   argument, written out in `driver.rs`.
-//! * **Drivers**: the global timer's is one lazily started thread (`thread.rs`) that parks
-//!   until the next deadline, or indefinitely when nothing is pending. A manual timer (for
-//!   [`ManualClock`](crate::ManualClock)) runs the same turn on the caller of `advance_to`.
+//! * **Drivers**: the global timer's is one lazily started thread that parks until the next
+//!   deadline, or indefinitely when nothing is pending; both live in `thread.rs`, which
+//!   hands the driver a function to unpark it, so `driver.rs` imports nothing of threads. A
+//!   manual timer (what a [`ManualClock`](crate::ManualClock) is) runs the same turn on the
+//!   caller of `advance_to`/`advance_by`, and holds the manual clock's only copy of its time.
 //! * **Coalescing**: an entry registered `w` before its deadline may fire up to
 //!   `min(w / 256, 1 ms)` late. Dense, distinct deadlines (a FIFO of waiters on one key,
 //!   each 50 µs after the last) then share a wake-up instead of costing the thread one
@@ -40,7 +42,9 @@
 //! The heap is O(log n) per registration and per fire; with 24-byte heap slots it stays
 //! cache-friendly into the hundreds of thousands of entries, and only the driver touches it.
 //!
-//! The timer knows nothing of keys or rates; it imports only `crate::sync` and std.
+//! The timer knows nothing of keys, rates or clocks; it imports only `crate::sync`,
+//! `crate::time` (the real-time origin its nanoseconds count from) and std. Within it the
+//! arrows point one way: `thread` -> `driver` -> `entry`, `stack`; `sleep` -> `driver`.
 
 mod driver;
 mod entry;
@@ -52,44 +56,17 @@ mod tests;
 #[cfg(not(tollgate_loom))]
 mod thread;
 
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
-
 pub(crate) use driver::TimerCore;
 pub use sleep::{Sleep, sleep, sleep_until};
 
 use crate::sync::Arc;
 
-/// The process-wide origin of real time: the global timer counts nanoseconds from it, and so
-/// does every [`MonotonicClock`](crate::MonotonicClock), so a limiter's timestamps are global
-/// timer nanoseconds.
-pub(crate) fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
-}
-
-/// Nanoseconds from [`origin`] to `t` (0 if `t` is earlier; saturating after 584 years).
-pub(crate) fn nanos_since_origin(t: Instant) -> u64 {
-    let d = t.saturating_duration_since(origin());
-    d.as_secs()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::from(d.subsec_nanos()))
-}
-
-/// The instant `nanos` after [`origin`] (clamped to a century if that does not fit).
-pub(crate) fn instant_at(nanos: u64) -> Instant {
-    let origin = origin();
-    origin
-        .checked_add(Duration::from_nanos(nanos))
-        .unwrap_or_else(|| origin + Duration::from_secs(100 * 365 * 24 * 60 * 60))
-}
-
 /// Which timer a waiting future registers with.
 #[derive(Debug, Clone)]
 pub(crate) enum TimerRef {
-    /// The process-wide real timer ([`TimerCore::global`]).
+    /// The process-wide real timer (`thread::global`).
     Global,
-    /// A manual timer, shared with the [`ManualClock`](crate::ManualClock) that drives it.
+    /// A manual timer: the one a [`ManualClock`](crate::ManualClock) is, shared by its clones.
     Manual(Arc<TimerCore>),
 }
 
@@ -97,7 +74,7 @@ impl TimerRef {
     pub(crate) fn core(&self) -> &TimerCore {
         match self {
             #[cfg(not(tollgate_loom))]
-            TimerRef::Global => TimerCore::global(),
+            TimerRef::Global => thread::global(),
             #[cfg(tollgate_loom)]
             TimerRef::Global => panic!("the global timer is not modelled under loom"),
             TimerRef::Manual(core) => core,

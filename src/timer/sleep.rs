@@ -20,10 +20,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::TimerRef;
 use super::driver::TimerCore;
 use super::entry::{Entry, coalescing_slack};
-use super::{TimerRef, instant_at, nanos_since_origin};
 use crate::sync::Arc;
+use crate::time::{instant_at, nanos_since_origin, saturating_nanos};
 
 /// A future that completes at or after its deadline, never before.
 ///
@@ -245,8 +246,10 @@ impl fmt::Debug for Sleep {
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let now = nanos_since_origin(Instant::now());
-    let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-    Sleep::new(TimerRef::Global, now.saturating_add(nanos))
+    Sleep::new(
+        TimerRef::Global,
+        now.saturating_add(saturating_nanos(duration)),
+    )
 }
 
 /// A future that completes at `deadline` (or later, never earlier), on tollgate's own timer

@@ -335,11 +335,11 @@ fn monotonic_clocks_share_the_global_origin() {
         a.instant(crate::Timestamp::ZERO),
         b.instant(crate::Timestamp::ZERO)
     );
-    assert_eq!(a.instant(crate::Timestamp::ZERO), super::origin());
-    let before = super::nanos_since_origin(t);
+    assert_eq!(a.instant(crate::Timestamp::ZERO), crate::time::origin());
+    let before = crate::time::nanos_since_origin(t);
     let now = a.now().as_nanos();
     assert!(now >= before);
-    assert!(TimerCore::global().now() >= now);
+    assert!(super::thread::global().now() >= now);
 }
 
 #[test]
@@ -414,14 +414,14 @@ fn dropping_real_sleeps_leaves_nothing_pending() {
     }
     // Other tests share the global timer, so only our own entries can be reasoned about:
     // they were pending, and dropping them cancels every one.
-    assert!(TimerCore::global().pending() >= 100);
+    assert!(super::thread::global().pending() >= 100);
     drop(far);
     futures_executor::block_on(sleep(Duration::from_millis(1)));
 }
 
 #[test]
 fn the_timer_thread_compacts_cancelled_entries() {
-    let timer = TimerCore::global();
+    let timer = super::thread::global();
     let mut far: Vec<Sleep> = (0..1_000)
         .map(|_| sleep(Duration::from_secs(3_600)))
         .collect();

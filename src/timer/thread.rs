@@ -1,5 +1,9 @@
-//! The process-wide timer thread: started lazily by the first registration that needs it,
-//! then alternating driver turns and parking for the rest of the process.
+//! The global timer: the process-wide real-time `TimerCore` and the thread that drives it,
+//! started lazily by the first registration that needs it, then alternating driver turns
+//! and parking for the rest of the process.
+//!
+//! The two live together so the arrow points one way: this file builds the timer with
+//! `unpark` as its way to wake the driver, and `driver.rs` knows nothing of threads.
 //!
 //! It parks with `park_timeout(next - now)` while anything is pending and with `park()` when
 //! nothing is, so an idle timer costs no CPU. Registrants unpark it only when they move its
@@ -13,27 +17,20 @@ use std::time::Duration;
 
 use super::driver::TimerCore;
 
-/// The timer thread, once started.
-#[derive(Debug)]
-pub(crate) struct Handle {
-    thread: OnceLock<Thread>,
+/// The process-wide real timer; its thread starts on the first registration that unparks it.
+pub(crate) fn global() -> &'static TimerCore {
+    static GLOBAL: OnceLock<TimerCore> = OnceLock::new();
+    GLOBAL.get_or_init(|| TimerCore::real(unpark))
 }
 
-impl Handle {
-    pub(crate) const fn new() -> Handle {
-        Handle {
-            thread: OnceLock::new(),
-        }
-    }
-
-    /// Unparks the timer thread, starting it first if this is the first call.
-    ///
-    /// # Panics
-    ///
-    /// If the operating system refuses to start the thread.
-    pub(crate) fn unpark(&self) {
-        self.thread.get_or_init(start).unpark();
-    }
+/// Unparks the timer thread, starting it first if this is the first call.
+///
+/// # Panics
+///
+/// If the operating system refuses to start the thread.
+fn unpark() {
+    static THREAD: OnceLock<Thread> = OnceLock::new();
+    THREAD.get_or_init(start).unpark();
 }
 
 fn start() -> Thread {
@@ -46,7 +43,7 @@ fn start() -> Thread {
 }
 
 fn run() {
-    let timer = TimerCore::global();
+    let timer = global();
     set_timer_slack();
     loop {
         let Some(next) = timer.turn(timer.now()) else {

@@ -12,10 +12,10 @@ use super::blocking::block_on;
 use super::cells::Bound;
 use super::throttle::{Paced, Throttled};
 use super::waiter::Waiter;
-use crate::clock::{Timestamp, saturating_nanos};
 use crate::direct::{DirectLimiter, DirectState, Shared};
 use crate::engine::OwnedShared;
 use crate::sync::Arc;
+use crate::time::{Timestamp, saturating_nanos};
 
 /// Completes when the direct limiter admits the requested cells: the future of
 /// [`DirectLimiter::until_ready`] and its forms.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::clock::Timestamp;
+use crate::time::Timestamp;
 
 /// Why an `until_ready` future (or blocking wait) ended without admission. It holds nothing
 /// in any case: no cell of the key is spent on it.

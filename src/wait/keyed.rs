@@ -12,12 +12,12 @@ use super::blocking::block_on;
 use super::cells::Bound;
 use super::throttle::Throttled;
 use super::waiter::Waiter;
-use crate::clock::{Timestamp, saturating_nanos};
 use crate::gcra::Gcra;
 use crate::hash::RandomState;
 use crate::limiter::{KeyState, Limiter, Shared};
 use crate::quota::Quota;
 use crate::sync::Arc;
+use crate::time::{Timestamp, saturating_nanos};
 
 /// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
 /// its `_n` and `_with` forms.

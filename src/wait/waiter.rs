@@ -19,10 +19,10 @@ use std::time::Duration;
 use super::WaitError;
 use super::cells::{Bound, Cells};
 use super::node::{Failure, Node, Outcome};
-use crate::clock::Timestamp;
 use crate::engine;
 use crate::gcra::Gcra;
 use crate::sync::Arc;
+use crate::time::Timestamp;
 use crate::timer::Sleep;
 
 /// Queue on first poll; complete when the hand-over settles the node; cancel it if dropped.
