@@ -43,8 +43,12 @@
 //!                          (a limiter's clock and the sleeps on it)
 //!   table                  sharded open addressing; knows nothing of time
 //!   engine                 check, peek, penalize, reserve, undo on one state word
-//!   limiter, direct        thin public types: find the word (a key's slot, the one word)
-//!   stack, wait            compose the limiters: check_all; queues, the timer, the futures
+//!   wait                   the waiting engine: per-key queues, the hand-over, the waiter's
+//!                          state machine; generic over `Cells`, it knows no limiter
+//!   limiter, direct        thin public types: find the word (a key's slot, the one word),
+//!                          implement `Cells`, and their futures (`limiter/wait.rs`,
+//!                          `direct/wait.rs`); the builder lives inside `limiter/`
+//!   stack                  check_all over any limiters
 //! ```
 //!
 //! In the time layers every arrow points down: `time` knows nothing of the timer, the timer
@@ -54,9 +58,8 @@
 //! timer, `thread.rs` hands the driver a function to unpark its thread, so `driver.rs` does
 //! not import `thread.rs`; `sleep.rs` imports the driver and its entries.
 //!
-//! Known debt: `limiter` and `direct` import `wait` (each limiter owns its waiters'
-//! `Waitlists`) while `wait` composes the limiters, so the top two layers still depend on
-//! each other.
+//! Every arrow points down: no module imports one above it (`outcome` holds values only;
+//! `engine` imports it, not the other way).
 //!
 //! ## 3. The table
 //!
@@ -133,11 +136,12 @@
 //! | what a timestamp is, the `Clock` trait, real time | `src/time.rs` |
 //! | which timer a limiter's clock sleeps on, the manual clock | `src/clock.rs` |
 //! | how keys are stored, reclaimed, evicted | `src/table/` |
-//! | a new check-like operation | `src/engine.rs` (once), then a method in `src/limiter.rs` and `src/direct.rs` |
+//! | a new check-like operation | `src/engine.rs` (once), then a method in `src/limiter/mod.rs` and `src/direct/mod.rs` |
 //! | what undo promises, the removal epoch | `src/engine.rs` |
 //! | who is admitted when, among waiters | `src/wait/queue.rs` |
 //! | what the waiting engine needs of a limiter | `src/engine.rs` (`Word`), `src/wait/cells.rs` |
-//! | a new waiting future or adapter | `src/wait/keyed.rs`, `direct.rs`, `throttle.rs` |
+//! | a new waiting future or adapter | `src/limiter/wait.rs`, `src/direct/wait.rs` (and `pace.rs`), `src/wait/throttle.rs` |
+//! | stacked limits | `src/stack.rs` |
 //! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
 //!

@@ -24,7 +24,7 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use crate::gcra::{Decision, Gcra};
-use crate::outcome::{Admitted, CheckError};
+use crate::outcome::{Admitted, CheckError, Written};
 use crate::sync::Arc;
 use crate::table::{Full, Step};
 use crate::time::Timestamp;
@@ -45,17 +45,6 @@ pub(crate) trait Word {
     fn count(&self, admitted: bool);
     /// The limiter's capacity in keys, for [`CheckError::TableFull`].
     fn capacity(&self) -> usize;
-}
-
-/// What one admission or reservation wrote, so that it can be undone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Written {
-    /// The state the write replaced.
-    pub(crate) prev: u64,
-    /// The state it stored (`prev` itself if it stored nothing: `n = 0`).
-    pub(crate) tat: u64,
-    /// The word's removal epoch, read before the write.
-    pub(crate) epoch: u64,
 }
 
 /// Admits `n` cells under `gcra` at `now`, or writes nothing: `check` and, with `write`

@@ -64,7 +64,6 @@
 
 pub mod design;
 
-mod builder;
 mod clock;
 mod direct;
 mod engine;
@@ -82,11 +81,11 @@ mod time;
 mod timer;
 mod wait;
 
-pub use builder::Builder;
 pub use clock::ManualClock;
-pub use direct::DirectLimiter;
+pub use direct::{DirectLimiter, DirectUntilReady, Paced};
 pub use hash::{DefaultHasher, RandomState};
-pub use limiter::Limiter;
+pub use limiter::Builder;
+pub use limiter::{Limiter, UntilReady};
 pub use outcome::{Admitted, CheckError, TableFull};
 pub use quota::{Quota, QuotaError};
 pub use stack::{Gate, Refused, check_all};
@@ -94,7 +93,7 @@ pub use stats::Stats;
 pub use table::FullPolicy;
 pub use time::{Clock, MonotonicClock, Timestamp};
 pub use timer::{Sleep, sleep, sleep_until};
-pub use wait::{DirectUntilReady, Paced, Throttled, UntilReady, WaitError};
+pub use wait::{Throttled, WaitError};
 
 #[cfg(tollgate_loom)]
 pub use timer::__loom;

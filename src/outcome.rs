@@ -3,7 +3,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::Written;
 use crate::gcra::Gcra;
 use crate::time::Timestamp;
 
@@ -258,3 +257,14 @@ impl fmt::Display for TableFull {
 }
 
 impl std::error::Error for TableFull {}
+
+/// What one admission or reservation wrote, so that it can be undone (`engine::undo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// The state the write replaced.
+    pub(crate) prev: u64,
+    /// The state it stored (`prev` itself if it stored nothing: `n = 0`).
+    pub(crate) tat: u64,
+    /// The word's removal epoch, read before the write.
+    pub(crate) epoch: u64,
+}

@@ -11,10 +11,10 @@
 use std::fmt;
 
 use crate::direct::DirectLimiter;
-use crate::engine::{self, Written};
+use crate::engine;
 use crate::gcra::Gcra;
 use crate::limiter::{KeyState, Limiter};
-use crate::outcome::{Admitted, CheckError};
+use crate::outcome::{Admitted, CheckError, Written};
 use crate::quota::Quota;
 
 /// One check of a stack: a limiter, the key (for a keyed limiter), the cells asked for and

@@ -1,18 +1,13 @@
 //! [`Cells`]: what the waiting engine needs of a limiter beyond its state word
 //! ([`Word`](crate::engine::Word)): a sleep on the limiter's timer, the key's queue, and an
 //! owned handle for the timer to hold. Implemented once for a key of a keyed limiter
-//! (`KeyState`) and once for a direct limiter (`DirectState`).
+//! (`limiter/wait.rs`) and once for a direct limiter (`direct/wait.rs`).
 
-use std::hash::BuildHasher;
-use std::ops::Deref;
 use std::task::Waker;
 
 use super::queue::HandOver;
 use super::waitlist::WaitShard;
-use crate::direct::{self, DirectState};
-use crate::engine::{OwnedShared, Word};
-use crate::limiter::{self, KeyState};
-use crate::sync::Arc;
+use crate::engine::Word;
 use crate::timer::Sleep;
 
 /// How long a waiter accepts to wait, fixed when it first polls.
@@ -50,46 +45,5 @@ pub(crate) trait Cells: Word {
     /// The waker the key's queue sleeps with: it runs the hand-over (see `queue.rs`).
     fn hand_over_waker(&self) -> Waker {
         Waker::from(std::sync::Arc::new(HandOver(self.owned())))
-    }
-}
-
-impl<P, S> Cells for KeyState<P>
-where
-    P: Deref<Target = Arc<limiter::Shared<S>>>,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Owned = KeyState<OwnedShared<limiter::Shared<S>>>;
-
-    fn owned(&self) -> Self::Owned {
-        KeyState {
-            shared: OwnedShared(Arc::clone(&self.shared)),
-            route: self.route,
-            fp: self.fp,
-        }
-    }
-
-    fn sleep_until(&self, at: u64) -> Sleep {
-        self.shared.clock.sleep_until(at)
-    }
-
-    fn waitlist(&self) -> (&WaitShard, u64) {
-        (self.shared.waitlists.shard(self.route), self.fp)
-    }
-}
-
-/// A direct limiter's one queue has the name 0.
-impl<P: Deref<Target = Arc<direct::Shared>>> Cells for DirectState<P> {
-    type Owned = DirectState<OwnedShared<direct::Shared>>;
-
-    fn owned(&self) -> Self::Owned {
-        DirectState(OwnedShared(Arc::clone(&self.0)))
-    }
-
-    fn sleep_until(&self, at: u64) -> Sleep {
-        self.0.clock.sleep_until(at)
-    }
-
-    fn waitlist(&self) -> (&WaitShard, u64) {
-        (self.0.waitlists.shard(0), 0)
     }
 }

@@ -21,10 +21,11 @@
 //!   its bound after all (`waiter.rs`).
 //!
 //! Files: `node.rs` (one waiter's outcome word and waker), `queue.rs` (one key's queue and
-//! the hand-over: the design essay), `waitlist.rs` (the sharded side table), `cells.rs`
-//! (what waiting needs of a keyed or direct limiter beyond its state word, written once), `waiter.rs` (the
-//! future's state machine), and the public futures in `keyed.rs`, `direct.rs`,
-//! `throttle.rs` and `blocking.rs`.
+//! the hand-over: the design essay), `waitlist.rs` (the sharded side table), `cells.rs` (what
+//! waiting needs of a limiter beyond its state word), `waiter.rs` (the future's state
+//! machine), `blocking.rs` and `throttle.rs`. This module knows no limiter: the public
+//! futures over it are in `limiter/wait.rs`, `direct/wait.rs` and `direct/pace.rs`, which
+//! implement [`Cells`] for a key and for the direct word.
 //!
 //! A refund is [`engine::undo`](crate::engine): it applies only while the key's state is
 //! still the one the head wrote, in the same incarnation of the key (the removal epoch,
@@ -32,18 +33,17 @@
 
 mod blocking;
 mod cells;
-mod direct;
 mod error;
-mod keyed;
 mod node;
 mod queue;
 mod throttle;
 mod waiter;
 mod waitlist;
 
-pub(crate) use waitlist::{KEYED_SHARDS, Waitlists};
+pub(crate) use blocking::block_on;
+pub(crate) use cells::{Bound, Cells};
+pub(crate) use waiter::Waiter;
+pub(crate) use waitlist::{KEYED_SHARDS, WaitShard, Waitlists};
 
-pub use direct::DirectUntilReady;
 pub use error::WaitError;
-pub use keyed::UntilReady;
-pub use throttle::{Paced, Throttled};
+pub use throttle::Throttled;

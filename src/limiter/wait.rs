@@ -1,23 +1,22 @@
-//! Waiting on one key of a [`Limiter`]: [`UntilReady`] and the blocking, bounded and
-//! throttling forms.
+//! Waiting on one key of a [`Limiter`]: [`UntilReady`] and its bounded, blocking and
+//! throttling forms, over the waiting engine (`src/wait/`).
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
+use std::ops::Deref;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::WaitError;
-use super::blocking::block_on;
-use super::cells::Bound;
-use super::throttle::Throttled;
-use super::waiter::Waiter;
+use super::{KeyState, Limiter, Shared};
+use crate::engine::OwnedShared;
 use crate::gcra::Gcra;
 use crate::hash::RandomState;
-use crate::limiter::{KeyState, Limiter, Shared};
 use crate::quota::Quota;
 use crate::sync::Arc;
 use crate::time::{Timestamp, saturating_nanos};
+use crate::timer::Sleep;
+use crate::wait::{Bound, Cells, Throttled, WaitError, WaitShard, Waiter, block_on};
 
 /// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
 /// its `_n` and `_with` forms.
@@ -293,5 +292,29 @@ impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// ```
     pub fn throttle<F: Future>(&self, key: &K, fut: F) -> Throttled<UntilReady<'_, S>, F> {
         Throttled::new(self.until_ready(key), fut)
+    }
+}
+
+impl<P, S> Cells for KeyState<P>
+where
+    P: Deref<Target = Arc<Shared<S>>>,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Owned = KeyState<OwnedShared<Shared<S>>>;
+
+    fn owned(&self) -> Self::Owned {
+        KeyState {
+            shared: OwnedShared(Arc::clone(&self.shared)),
+            route: self.route,
+            fp: self.fp,
+        }
+    }
+
+    fn sleep_until(&self, at: u64) -> Sleep {
+        self.shared.clock.sleep_until(at)
+    }
+
+    fn waitlist(&self) -> (&WaitShard, u64) {
+        (self.shared.waitlists.shard(self.route), self.fp)
     }
 }

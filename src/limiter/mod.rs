@@ -1,5 +1,11 @@
 //! [`Limiter`]: the keyed limiter, one GCRA state per key in a lock-free table.
 
+mod builder;
+mod wait;
+
+pub use builder::Builder;
+pub use wait::UntilReady;
+
 use std::any::TypeId;
 use std::borrow::Borrow;
 use std::fmt;
@@ -8,7 +14,6 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::builder::Builder;
 use crate::clock::ClockSource;
 use crate::engine::{self, Word};
 use crate::gcra::Gcra;

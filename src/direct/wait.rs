@@ -1,21 +1,20 @@
 //! Waiting on a [`DirectLimiter`]: [`DirectUntilReady`], blocking, throttling and pacing.
 
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
 
-use super::WaitError;
-use super::blocking::block_on;
-use super::cells::Bound;
-use super::throttle::{Paced, Throttled};
-use super::waiter::Waiter;
-use crate::direct::{DirectLimiter, DirectState, Shared};
+use super::pace::Paced;
+use super::{DirectLimiter, DirectState, Shared};
 use crate::engine::OwnedShared;
 use crate::sync::Arc;
 use crate::time::{Timestamp, saturating_nanos};
+use crate::timer::Sleep;
+use crate::wait::{Bound, Cells, Throttled, WaitError, WaitShard, Waiter, block_on};
 
 /// Completes when the direct limiter admits the requested cells: the future of
 /// [`DirectLimiter::until_ready`] and its forms.
@@ -223,5 +222,22 @@ impl DirectLimiter {
     /// ```
     pub fn pace<St: Stream>(&self, stream: St) -> Paced<St> {
         Paced::new(DirectState(OwnedShared(Arc::clone(self.shared()))), stream)
+    }
+}
+
+/// A direct limiter's one queue has the name 0.
+impl<P: Deref<Target = Arc<Shared>>> Cells for DirectState<P> {
+    type Owned = DirectState<OwnedShared<Shared>>;
+
+    fn owned(&self) -> Self::Owned {
+        DirectState(OwnedShared(Arc::clone(&self.0)))
+    }
+
+    fn sleep_until(&self, at: u64) -> Sleep {
+        self.0.clock.sleep_until(at)
+    }
+
+    fn waitlist(&self) -> (&WaitShard, u64) {
+        (self.0.waitlists.shard(0), 0)
     }
 }

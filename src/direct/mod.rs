@@ -1,5 +1,11 @@
 //! [`DirectLimiter`]: one GCRA state for everything, in a single atomic word.
 
+mod pace;
+mod wait;
+
+pub use pace::Paced;
+pub use wait::DirectUntilReady;
+
 use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;

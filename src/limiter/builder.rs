@@ -4,9 +4,9 @@ use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 
+use super::Limiter;
 use crate::clock::ClockSource;
 use crate::hash::RandomState;
-use crate::limiter::Limiter;
 use crate::quota::Quota;
 use crate::table::{FullPolicy, Table, TableConfig};
 use crate::time::{Clock, MonotonicClock};
