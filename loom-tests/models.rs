@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tollgate::{
-    Admitted, CheckError, DirectLimiter, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
+    Admitted, DirectLimiter, Error, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
 };
 
 #[path = "race.rs"]
@@ -126,11 +126,11 @@ enum Seen {
     Full,
 }
 
-fn seen(result: Result<Admitted, CheckError>, now: u64) -> Seen {
+fn seen(result: Result<Admitted, Error>, now: u64) -> Seen {
     match result {
         Ok(ok) => Seen::Admitted(now + nanos(ok.reset_after())),
-        Err(CheckError::RateLimited { earliest, .. }) => Seen::Limited(earliest.as_nanos()),
-        Err(CheckError::TableFull { .. }) => Seen::Full,
+        Err(Error::RateLimited { earliest, .. }) => Seen::Limited(earliest.as_nanos()),
+        Err(Error::TableFull { .. }) => Seen::Full,
         Err(e) => panic!("unexpected {e:?}"),
     }
 }

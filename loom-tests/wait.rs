@@ -68,8 +68,8 @@ use std::time::{Duration, Instant};
 
 use loom::sync::atomic::AtomicUsize;
 use tollgate::{
-    Admitted, CheckError, Clock, DirectLimiter, DirectUntilReady, Limiter, ManualClock, Quota,
-    Timestamp, UntilReady, WaitError,
+    Admitted, Clock, DirectLimiter, DirectUntilReady, Error, Limiter, ManualClock, Quota,
+    Timestamp, UntilReady,
 };
 
 #[path = "race.rs"]
@@ -245,14 +245,14 @@ struct Probe<F> {
     waker: Waker,
 }
 
-impl<F: Future<Output = Result<(), WaitError>> + Unpin> Probe<F> {
+impl<F: Future<Output = Result<(), Error>> + Unpin> Probe<F> {
     fn new(fut: F) -> Self {
         let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         Probe { fut, count, waker }
     }
 
-    fn poll(&mut self) -> Poll<Result<(), WaitError>> {
+    fn poll(&mut self) -> Poll<Result<(), Error>> {
         Pin::new(&mut self.fut).poll(&mut Context::from_waker(&self.waker))
     }
 
@@ -271,24 +271,21 @@ impl<F: Future<Output = Result<(), WaitError>> + Unpin> Probe<F> {
 }
 
 /// A new `until_ready` on the model's key, polled once.
-fn wait_keyed() -> (Poll<Result<(), WaitError>>, Probe<UntilReady<'static>>) {
+fn wait_keyed() -> (Poll<Result<(), Error>>, Probe<UntilReady<'static>>) {
     let mut probe = Probe::new(KEYED.0.until_ready(&KEY));
     (probe.poll(), probe)
 }
 
 /// A new `until_ready` on the direct limiter, polled once.
-fn wait_direct() -> (
-    Poll<Result<(), WaitError>>,
-    Probe<DirectUntilReady<'static>>,
-) {
+fn wait_direct() -> (Poll<Result<(), Error>>, Probe<DirectUntilReady<'static>>) {
     let mut probe = Probe::new(DIRECT.0.until_ready());
     (probe.poll(), probe)
 }
 
 /// When a zero-bound wait says the next cell would be admitted (it writes nothing).
-fn refused_at(probe: Poll<Result<(), WaitError>>) -> u64 {
+fn refused_at(probe: Poll<Result<(), Error>>) -> u64 {
     match probe {
-        Poll::Ready(Err(WaitError::TooLong { earliest, .. })) => earliest.as_nanos(),
+        Poll::Ready(Err(Error::RateLimited { earliest, .. })) => earliest.as_nanos(),
         other => panic!("the key had a free cell: {other:?}"),
     }
 }
@@ -312,7 +309,7 @@ fn next_free_direct() -> u64 {
 /// clock stays at the instant found.
 fn admitted_at<F>(clock: &ManualClock, waiter: &mut Probe<F>, candidates: &[u64]) -> u64
 where
-    F: Future<Output = Result<(), WaitError>> + Unpin,
+    F: Future<Output = Result<(), Error>> + Unpin,
 {
     for &instant in candidates {
         if instant > clock.now().as_nanos() {
@@ -339,10 +336,10 @@ enum Seen {
     Limited(u64),
 }
 
-fn seen(result: Result<Admitted, CheckError>, now: u64) -> Seen {
+fn seen(result: Result<Admitted, Error>, now: u64) -> Seen {
     match result {
         Ok(ok) => Seen::Admitted(now + u64::try_from(ok.reset_after().as_nanos()).unwrap()),
-        Err(CheckError::RateLimited { earliest, .. }) => Seen::Limited(earliest.as_nanos()),
+        Err(Error::RateLimited { earliest, .. }) => Seen::Limited(earliest.as_nanos()),
         Err(e) => panic!("unexpected {e:?}"),
     }
 }
@@ -391,8 +388,8 @@ enum Ready {
 
 /// Of two waiters' first polls, exactly one is ready: the other is returned.
 fn the_pending_one<F>(
-    (r1, w1): (Poll<Result<(), WaitError>>, F),
-    (r2, w2): (Poll<Result<(), WaitError>>, F),
+    (r1, w1): (Poll<Result<(), Error>>, F),
+    (r2, w2): (Poll<Result<(), Error>>, F),
 ) -> (Ready, F) {
     match (r1, r2) {
         (Poll::Ready(Ok(())), Poll::Pending) => (Ready::First, w2),

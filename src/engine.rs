@@ -23,8 +23,9 @@
 use std::ops::Deref;
 use std::time::Duration;
 
+use crate::error::Error;
 use crate::gcra::{Decision, Gcra};
-use crate::outcome::{Admitted, CheckError, Written};
+use crate::outcome::{Admitted, Written};
 use crate::sync::Arc;
 use crate::table::{Full, Step};
 use crate::time::Timestamp;
@@ -43,7 +44,7 @@ pub(crate) trait Word {
     fn update<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full>;
     /// Counts a decision in the limiter's statistics.
     fn count(&self, admitted: bool);
-    /// The limiter's capacity in keys, for [`CheckError::TableFull`].
+    /// The limiter's capacity in keys, for [`Error::TableFull`].
     fn capacity(&self) -> usize;
 }
 
@@ -56,8 +57,8 @@ pub(crate) fn check(
     gcra: Gcra,
     now: u64,
     write: bool,
-) -> Result<Admitted, CheckError> {
-    fits(gcra, n).map_err(|burst| CheckError::InsufficientCapacity {
+) -> Result<Admitted, Error> {
+    fits(gcra, n).map_err(|burst| Error::InsufficientCapacity {
         requested: n,
         burst,
     })?;
@@ -71,17 +72,15 @@ pub(crate) fn check(
             Decision::Deny { admit_at } => (None, Err(admit_at)),
         }
     };
-    let verdict = word
-        .update(now, step)
-        .map_err(|Full| CheckError::TableFull {
-            capacity: word.capacity(),
-        })?;
+    let verdict = word.update(now, step).map_err(|Full| Error::TableFull {
+        capacity: word.capacity(),
+    })?;
     if write {
         word.count(verdict.is_ok());
     }
     match verdict {
         Ok((prev, tat)) => Ok(Admitted::new(gcra, now, Written { prev, tat, epoch })),
-        Err(admit_at) => Err(CheckError::RateLimited {
+        Err(admit_at) => Err(Error::RateLimited {
             earliest: Timestamp::from_nanos(admit_at),
             wait: Duration::from_nanos(admit_at.saturating_sub(now)),
             limit: gcra.burst,

@@ -67,6 +67,7 @@ pub mod design;
 mod clock;
 mod direct;
 mod engine;
+mod error;
 mod gcra;
 mod hash;
 mod limiter;
@@ -83,17 +84,18 @@ mod wait;
 
 pub use clock::ManualClock;
 pub use direct::{DirectLimiter, DirectUntilReady, Paced};
+pub use error::Error;
 pub use hash::{DefaultHasher, RandomState};
 pub use limiter::Builder;
 pub use limiter::{Limiter, UntilReady};
-pub use outcome::{Admitted, CheckError, TableFull};
+pub use outcome::Admitted;
 pub use quota::{Quota, QuotaError};
 pub use stack::{Gate, Refused, check_all};
 pub use stats::Stats;
 pub use table::FullPolicy;
 pub use time::{Clock, MonotonicClock, Timestamp};
 pub use timer::{Sleep, sleep, sleep_until};
-pub use wait::{Throttled, WaitError};
+pub use wait::Throttled;
 
 #[cfg(tollgate_loom)]
 pub use timer::__loom;

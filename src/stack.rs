@@ -12,9 +12,10 @@ use std::fmt;
 
 use crate::direct::DirectLimiter;
 use crate::engine;
+use crate::error::Error;
 use crate::gcra::Gcra;
 use crate::limiter::{KeyState, Limiter};
-use crate::outcome::{Admitted, CheckError, Written};
+use crate::outcome::{Admitted, Written};
 use crate::quota::Quota;
 
 /// One check of a stack: a limiter, the key (for a keyed limiter), the cells asked for and
@@ -54,7 +55,7 @@ impl Gate<'_> {
         self
     }
 
-    fn check(&self) -> Result<Admitted, CheckError> {
+    fn check(&self) -> Result<Admitted, Error> {
         self.limiter
             .check_hashed(self.route, self.fp, self.n, self.quota)
     }
@@ -80,7 +81,7 @@ pub struct Refused {
     /// The position of the refusing gate in the array.
     pub index: usize,
     /// Its error, as its own check would have returned it.
-    pub error: CheckError,
+    pub error: Error,
 }
 
 impl fmt::Display for Refused {
@@ -105,7 +106,7 @@ impl std::error::Error for Refused {
 ///
 /// # Errors
 ///
-/// [`Refused`]: the index of the first gate that refused and its [`CheckError`].
+/// [`Refused`]: the index of the first gate that refused and its [`Error`].
 ///
 /// # Examples
 ///
@@ -147,7 +148,7 @@ trait Stackable {
         fp: u64,
         n: u32,
         quota: Option<Gcra>,
-    ) -> Result<Admitted, CheckError>;
+    ) -> Result<Admitted, Error>;
     fn undo_hashed(&self, route: u64, fp: u64, written: Written) -> bool;
 }
 
@@ -158,7 +159,7 @@ impl<K: ?Sized, S: std::hash::BuildHasher + 'static> Stackable for Limiter<K, S>
         fp: u64,
         n: u32,
         quota: Option<Gcra>,
-    ) -> Result<Admitted, CheckError> {
+    ) -> Result<Admitted, Error> {
         let state = self.state_hashed(route, fp);
         let gcra = quota.unwrap_or_else(|| engine::Word::quota(&state));
         engine::check(&state, n, gcra, engine::Word::now(&state), true)
@@ -176,7 +177,7 @@ impl Stackable for DirectLimiter {
         _fp: u64,
         n: u32,
         quota: Option<Gcra>,
-    ) -> Result<Admitted, CheckError> {
+    ) -> Result<Admitted, Error> {
         let state = self.state();
         let gcra = quota.unwrap_or_else(|| engine::Word::quota(&state));
         engine::check(&state, n, gcra, engine::Word::now(&state), true)

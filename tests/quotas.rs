@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use proptest::prelude::*;
-use tollgate::{CheckError, DirectLimiter, Limiter, ManualClock, Quota};
+use tollgate::{DirectLimiter, Error, Limiter, ManualClock, Quota};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -18,7 +18,7 @@ fn keyed<K: std::hash::Hash + ?Sized>(quota: Quota) -> (Limiter<K>, ManualClock)
     (limiter, clock)
 }
 
-fn retry(r: Result<tollgate::Admitted, CheckError>) -> Option<Duration> {
+fn retry(r: Result<tollgate::Admitted, Error>) -> Option<Duration> {
     r.unwrap_err().retry_after()
 }
 
@@ -70,7 +70,7 @@ fn a_per_call_quota_checks_n_against_its_own_burst() {
     assert_eq!(l.check_n_with(&1, 8, wide).unwrap().remaining(), 0);
     assert_eq!(
         l.check_n_with(&1, 9, wide),
-        Err(CheckError::InsufficientCapacity {
+        Err(Error::InsufficientCapacity {
             requested: 9,
             burst: 8
         })
@@ -106,7 +106,7 @@ fn a_bounded_wait_predicts_with_the_quotas_queued_ahead() {
     // Behind them, a default waiter comes at 200 ms + 1 s = 1.2 s.
     let err = l.until_ready("k").within(ms(1_199)).now_or_never();
     assert_eq!(
-        err.map(|r| r.unwrap_err().is_too_long()),
+        err.map(|r| r.unwrap_err().is_rate_limited()),
         Some(true),
         "predicted past its bound"
     );

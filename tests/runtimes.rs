@@ -28,7 +28,7 @@ use futures_executor::LocalSpawner;
 use futures_util::future::{AbortHandle, Aborted, Either, FutureExt, abortable, poll_fn, select};
 use futures_util::stream::{self, StreamExt};
 use futures_util::task::LocalSpawnExt;
-use tollgate::{DirectLimiter, Limiter, ManualClock, Quota, Timestamp, WaitError};
+use tollgate::{DirectLimiter, Error, Limiter, ManualClock, Quota, Timestamp};
 
 // ---------------------------------------------------------------------------------------
 // The runtimes.
@@ -264,7 +264,7 @@ fn next_free(l: &Limiter<str>, key: &str) -> Timestamp {
         .now_or_never()
         .expect("a zero-bound wait never waits");
     match probe {
-        Err(WaitError::TooLong { earliest, .. }) => earliest,
+        Err(Error::RateLimited { earliest, .. }) => earliest,
         other => panic!("{key:?} was free at {:?} ({other:?})", l.now()),
     }
 }

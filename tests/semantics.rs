@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tollgate::{
-    Admitted, CheckError, DirectLimiter, Limiter, ManualClock, Quota, QuotaError, Timestamp,
+    Admitted, DirectLimiter, Error, Limiter, ManualClock, Quota, QuotaError, Timestamp,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -31,15 +31,15 @@ fn direct(quota: Quota) -> (DirectLimiter, ManualClock) {
 }
 
 /// The exact refusal a check at `now` should get when it becomes admissible at `earliest`.
-fn limited(earliest: Duration, now: Duration, limit: u32) -> CheckError {
-    CheckError::RateLimited {
+fn limited(earliest: Duration, now: Duration, limit: u32) -> Error {
+    Error::RateLimited {
         earliest: at(earliest),
         wait: earliest - now,
         limit,
     }
 }
 
-fn rejected(r: Result<Admitted, CheckError>) -> CheckError {
+fn rejected(r: Result<Admitted, Error>) -> Error {
     match r {
         Ok(ok) => panic!("expected a refusal, got {ok:?}"),
         Err(e) => e,
@@ -95,7 +95,7 @@ fn check_n_above_the_burst_is_insufficient_capacity_and_writes_nothing() {
     let err = rejected(l.check_n(&1, 6));
     assert_eq!(
         err,
-        CheckError::InsufficientCapacity {
+        Error::InsufficientCapacity {
             requested: 6,
             burst: 5
         }
@@ -114,7 +114,7 @@ fn check_n_above_the_burst_is_insufficient_capacity_and_writes_nothing() {
     clock.advance(ms(200)); // one cell back
     assert_eq!(
         rejected(l.check_n(&1, u32::MAX)),
-        CheckError::InsufficientCapacity {
+        Error::InsufficientCapacity {
             requested: u32::MAX,
             burst: 5
         }
@@ -220,7 +220,7 @@ fn retrying_a_denied_request_at_earliest_succeeds_exactly_then() {
     assert!(l.check_n("k", 4).is_ok()); // TAT = 400 ms
     clock.set(at(ms(50)));
     // 3 more cells: admissible at TAT + 2·T - tau = 400 + 200 - 400 = 200 ms.
-    let CheckError::RateLimited {
+    let Error::RateLimited {
         earliest,
         wait,
         limit,
@@ -664,7 +664,7 @@ fn direct_check_n_rules() {
     let (d, clock) = direct(Quota::per_second(5));
     assert_eq!(
         rejected(d.check_n(6)),
-        CheckError::InsufficientCapacity {
+        Error::InsufficientCapacity {
             requested: 6,
             burst: 5
         }

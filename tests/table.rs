@@ -4,7 +4,7 @@
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 
-use tollgate::{CheckError, FullPolicy, Limiter, ManualClock, Quota, TableFull};
+use tollgate::{Error, FullPolicy, Limiter, ManualClock, Quota};
 
 /// A router hasher that sends every key to the same shard.
 #[derive(Default)]
@@ -113,12 +113,12 @@ fn refuse_new_keys_when_full() {
         assert!(l.check(&k).is_ok(), "key {k}");
     }
     let err = l.check(&16).unwrap_err();
-    assert_eq!(err, CheckError::TableFull { capacity: 16 });
+    assert_eq!(err, Error::TableFull { capacity: 16 });
     assert!(err.is_table_full() && !err.is_rate_limited());
     assert_eq!(err.retry_after(), None);
     assert_eq!(
         l.penalize(&17, Duration::from_secs(1)),
-        Err(TableFull { capacity: 16 })
+        Err(Error::TableFull { capacity: 16 })
     );
     // Operations that would not store anything do not need room.
     assert!(l.check_n(&18, 0).is_ok());
@@ -136,10 +136,7 @@ fn refuse_new_keys_when_full() {
     // Forgetting a key makes room for exactly one new one.
     assert!(l.reset(&0));
     assert!(l.check(&16).is_ok());
-    assert_eq!(
-        l.check(&17).unwrap_err(),
-        CheckError::TableFull { capacity: 16 }
-    );
+    assert_eq!(l.check(&17).unwrap_err(), Error::TableFull { capacity: 16 });
     assert_eq!(l.stats().refused_keys, 3);
 }
 
@@ -466,7 +463,7 @@ fn a_caller_behind_the_reclaimer_gets_no_fresh_burst() {
         // Key 0's own caller is still at 50 ms: burst 1 and one cell per 100 ms allow no
         // second cell in [0, 50 ms].
         match limiter.check_at(&0, at(ms(50))) {
-            Err(CheckError::RateLimited { earliest, .. }) => {
+            Err(Error::RateLimited { earliest, .. }) => {
                 assert_eq!(earliest, at(ms(100)), "{how}")
             }
             other => panic!("{how}: a second cell within 50 ms: {other:?}"),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use tollgate::{DirectLimiter, Limiter, ManualClock, Quota, Timestamp, WaitError};
+use tollgate::{DirectLimiter, Error, Limiter, ManualClock, Quota, Timestamp};
 
 const MS: Duration = Duration::from_millis(1);
 const NS: Duration = Duration::from_nanos(1);
@@ -164,9 +164,10 @@ fn bounded_waits_refuse_up_front_and_write_nothing() {
     let mut w = Probe::new(l.until_ready("k").within(99 * MS));
     assert_eq!(
         w.poll(),
-        Poll::Ready(Err(WaitError::TooLong {
+        Poll::Ready(Err(Error::RateLimited {
             earliest: Timestamp::from_nanos(100_000_000),
             wait: 100 * MS,
+            limit: 1,
         }))
     );
     // A 100 ms bound accepts, and gets the instant nobody took.
@@ -176,7 +177,7 @@ fn bounded_waits_refuse_up_front_and_write_nothing() {
     let late = l.until_ready("k").until(Timestamp::from_nanos(199_999_999));
     assert!(matches!(
         Probe::new(late).poll(),
-        Poll::Ready(Err(WaitError::TooLong { .. }))
+        Poll::Ready(Err(Error::RateLimited { .. }))
     ));
     let mut on_time = Probe::new(l.until_ready("k").until(Timestamp::from_nanos(200_000_000)));
     assert!(on_time.poll().is_pending());
@@ -194,7 +195,7 @@ fn n_beyond_the_burst_fails_at_once_and_n_cells_wait_together() {
         .build();
     assert_eq!(
         Probe::new(l.until_n_ready(&1, 4)).poll(),
-        Poll::Ready(Err(WaitError::InsufficientCapacity {
+        Poll::Ready(Err(Error::InsufficientCapacity {
             requested: 4,
             burst: 3
         }))
@@ -257,7 +258,7 @@ fn the_direct_limiter_waits_the_same_way() {
     drop(w2); // last: refunded, so 200 ms is free again
     assert!(matches!(
         Probe::new(d.until_ready().within(199 * MS)).poll(),
-        Poll::Ready(Err(WaitError::TooLong { .. }))
+        Poll::Ready(Err(Error::RateLimited { .. }))
     ));
     assert!(
         Probe::new(d.until_ready().within(200 * MS))
@@ -268,7 +269,7 @@ fn the_direct_limiter_waits_the_same_way() {
     assert_eq!((w1.wakes(), w1.poll()), (1, Poll::Ready(Ok(()))));
     assert!(matches!(
         Probe::new(d.until_n_ready(2)).poll(),
-        Poll::Ready(Err(WaitError::InsufficientCapacity { .. }))
+        Poll::Ready(Err(Error::InsufficientCapacity { .. }))
     ));
 }
 
@@ -315,10 +316,10 @@ trait FutProbe {
     fn fut_probe(self) -> Option<Duration>;
 }
 
-impl<F: Future<Output = Result<(), WaitError>>> FutProbe for F {
+impl<F: Future<Output = Result<(), Error>>> FutProbe for F {
     fn fut_probe(self) -> Option<Duration> {
         match Probe::new(self).poll() {
-            Poll::Ready(Err(WaitError::TooLong { wait, .. })) => Some(wait),
+            Poll::Ready(Err(Error::RateLimited { wait, .. })) => Some(wait),
             _ => None,
         }
     }
@@ -555,9 +556,10 @@ fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing()
     assert_eq!(bounded.wakes(), 1);
     assert_eq!(
         bounded.poll(),
-        Poll::Ready(Err(WaitError::TooLong {
+        Poll::Ready(Err(Error::RateLimited {
             earliest: Timestamp::from_nanos(1_100_000_000),
             wait: 750 * MS,
+            limit: 1,
         }))
     );
     clock.set(Timestamp::from_nanos(1_000_000_000));
@@ -579,7 +581,7 @@ fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing()
     assert_eq!(bounded.wakes(), 1);
     assert!(matches!(
         bounded.poll(),
-        Poll::Ready(Err(WaitError::TooLong { .. }))
+        Poll::Ready(Err(Error::RateLimited { .. }))
     ));
     assert_eq!(head.poll(), Poll::Ready(Ok(())));
 }
@@ -868,7 +870,7 @@ mod properties {
                             cells.push((now, n));
                             waiter_times.push((id, now));
                         }
-                        Poll::Ready(Err(e)) => prop_assert!(e.is_too_long(), "{e:?}"),
+                        Poll::Ready(Err(e)) => prop_assert!(e.is_rate_limited(), "{e:?}"),
                     }
                 }
                 pending = still;

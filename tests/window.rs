@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    Admitted, CheckError, DirectLimiter, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
+    Admitted, DirectLimiter, Error, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Model {
 
 /// Compares a tollgate result with the model's, field by field.
 fn same(
-    got: Result<Admitted, CheckError>,
+    got: Result<Admitted, Error>,
     want: Expect,
     p: Params,
     now: u64,
@@ -119,7 +119,7 @@ fn same(
             prop_assert_eq!(ok.reset_after(), Duration::from_nanos(reset_after));
         }
         (
-            Err(CheckError::RateLimited {
+            Err(Error::RateLimited {
                 earliest,
                 wait,
                 limit,
@@ -130,7 +130,7 @@ fn same(
             prop_assert_eq!(wait, Duration::from_nanos(e - now));
             prop_assert_eq!(limit, p.burst);
         }
-        (Err(CheckError::InsufficientCapacity { requested, burst }), Expect::Insufficient) => {
+        (Err(Error::InsufficientCapacity { requested, burst }), Expect::Insufficient) => {
             prop_assert_eq!((requested, burst), (n, p.burst));
         }
         (got, want) => prop_assert!(

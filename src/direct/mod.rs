@@ -14,9 +14,10 @@ use crossbeam_utils::CachePadded;
 
 use crate::clock::ClockSource;
 use crate::engine::{self, Word};
+use crate::error::Error;
 use crate::gcra::Gcra;
 use crate::gcra::MAX_NOW;
-use crate::outcome::{Admitted, CheckError};
+use crate::outcome::Admitted;
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
@@ -128,7 +129,7 @@ impl DirectLimiter {
     ///
     /// # Errors
     ///
-    /// [`CheckError::RateLimited`] with the time to retry.
+    /// [`Error::RateLimited`] with the time to retry.
     ///
     /// # Examples
     ///
@@ -143,7 +144,7 @@ impl DirectLimiter {
     /// assert_eq!(err.retry_after(), Some(Duration::from_millis(500)));
     /// ```
     #[inline]
-    pub fn check(&self) -> Result<Admitted, CheckError> {
+    pub fn check(&self) -> Result<Admitted, Error> {
         self.check_n_at(1, self.now())
     }
 
@@ -151,7 +152,7 @@ impl DirectLimiter {
     ///
     /// # Errors
     ///
-    /// [`CheckError::RateLimited`], or [`CheckError::InsufficientCapacity`] if `n` exceeds
+    /// [`Error::RateLimited`], or [`Error::InsufficientCapacity`] if `n` exceeds
     /// the burst.
     ///
     /// # Examples
@@ -166,7 +167,7 @@ impl DirectLimiter {
     /// assert!(limiter.check_n(0).is_ok());
     /// ```
     #[inline]
-    pub fn check_n(&self, n: u32) -> Result<Admitted, CheckError> {
+    pub fn check_n(&self, n: u32) -> Result<Admitted, Error> {
         self.check_n_at(n, self.now())
     }
 
@@ -189,7 +190,7 @@ impl DirectLimiter {
     /// assert!(limiter.check_at(now + Duration::from_secs(1)).is_ok());
     /// ```
     #[inline]
-    pub fn check_at(&self, now: Timestamp) -> Result<Admitted, CheckError> {
+    pub fn check_at(&self, now: Timestamp) -> Result<Admitted, Error> {
         self.check_n_at(1, now)
     }
 
@@ -212,7 +213,7 @@ impl DirectLimiter {
     /// assert!(limiter.check_n_at(2, now + Duration::from_millis(200)).is_ok());
     /// ```
     #[inline]
-    pub fn check_n_at(&self, n: u32, now: Timestamp) -> Result<Admitted, CheckError> {
+    pub fn check_n_at(&self, n: u32, now: Timestamp) -> Result<Admitted, Error> {
         let now = now.as_nanos().min(MAX_NOW);
         engine::check(&self.state(), n, self.shared.quota.gcra(), now, true)
     }
@@ -222,7 +223,7 @@ impl DirectLimiter {
     ///
     /// # Errors
     ///
-    /// [`CheckError::RateLimited`] if a check would be refused.
+    /// [`Error::RateLimited`] if a check would be refused.
     ///
     /// # Examples
     ///
@@ -234,7 +235,7 @@ impl DirectLimiter {
     /// assert!(limiter.check().is_ok()); // the peek used nothing
     /// assert!(limiter.peek().unwrap_err().is_rate_limited());
     /// ```
-    pub fn peek(&self) -> Result<Admitted, CheckError> {
+    pub fn peek(&self) -> Result<Admitted, Error> {
         let state = self.state();
         engine::check(&state, 1, state.quota(), state.now(), false)
     }

@@ -11,10 +11,11 @@ use futures_core::Stream;
 use super::pace::Paced;
 use super::{DirectLimiter, DirectState, Shared};
 use crate::engine::OwnedShared;
+use crate::error::Error;
 use crate::sync::Arc;
 use crate::time::{Timestamp, saturating_nanos};
 use crate::timer::Sleep;
-use crate::wait::{Bound, Cells, Throttled, WaitError, WaitShard, Waiter, block_on};
+use crate::wait::{Bound, Cells, Throttled, WaitShard, Waiter, block_on};
 
 /// Completes when the direct limiter admits the requested cells: the future of
 /// [`DirectLimiter::until_ready`] and its forms.
@@ -54,7 +55,7 @@ impl DirectUntilReady<'_> {
     /// futures_executor::block_on(async {
     ///     limiter.until_ready().await.unwrap();
     ///     let err = limiter.until_ready().within(Duration::from_millis(10)).await.unwrap_err();
-    ///     assert!(err.is_too_long());
+    ///     assert!(err.is_rate_limited());
     /// });
     /// ```
     pub fn within(self, max: Duration) -> Self {
@@ -76,7 +77,7 @@ impl DirectUntilReady<'_> {
     /// let deadline = limiter.now() + Duration::from_millis(100);
     /// futures_executor::block_on(async {
     ///     limiter.until_n_ready(3).until(deadline).await.unwrap();
-    ///     assert!(limiter.until_n_ready(2).until(deadline).await.unwrap_err().is_too_long());
+    ///     assert!(limiter.until_n_ready(2).until(deadline).await.unwrap_err().is_rate_limited());
     /// });
     /// ```
     pub fn until(self, deadline: Timestamp) -> Self {
@@ -105,13 +106,13 @@ impl DirectUntilReady<'_> {
     /// limiter.until_ready().wait().unwrap(); // at once
     /// limiter.until_ready().wait().unwrap(); // parks ~1 ms
     /// ```
-    pub fn wait(self) -> Result<(), WaitError> {
+    pub fn wait(self) -> Result<(), Error> {
         block_on(self)
     }
 }
 
 impl Future for DirectUntilReady<'_> {
-    type Output = Result<(), WaitError>;
+    type Output = Result<(), Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut().waiter.poll_wait(cx)
@@ -159,7 +160,7 @@ impl DirectLimiter {
     ///
     /// # Errors
     ///
-    /// [`WaitError::InsufficientCapacity`] at once if `n` exceeds the burst.
+    /// [`Error::InsufficientCapacity`] at once if `n` exceeds the burst.
     ///
     /// # Cancel safety
     ///
@@ -185,7 +186,7 @@ impl DirectLimiter {
     ///
     /// # Errors
     ///
-    /// The wait's [`WaitError`] (only possible if the quota changes under it).
+    /// The wait's [`Error`] (only possible if the quota changes under it).
     ///
     /// # Cancel safety
     ///

@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use crate::clock::ClockSource;
 use crate::engine::{self, Word};
+use crate::error::Error;
 use crate::gcra::Gcra;
 use crate::gcra::MAX_NOW;
 use crate::hash::RandomState;
-use crate::outcome::{Admitted, CheckError, TableFull};
+use crate::outcome::Admitted;
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
@@ -245,7 +246,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///
     /// # Errors
     ///
-    /// [`CheckError::RateLimited`] with the time to retry, or [`CheckError::TableFull`] for
+    /// [`Error::RateLimited`] with the time to retry, or [`Error::TableFull`] for
     /// a new key when the table is full under [`FullPolicy::RefuseNewKeys`](crate::FullPolicy).
     ///
     /// # Examples
@@ -259,7 +260,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.check("bob").is_ok()); // each key has its own limit
     /// ```
     #[inline]
-    pub fn check(&self, key: &K) -> Result<Admitted, CheckError>
+    pub fn check(&self, key: &K) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -272,7 +273,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///
     /// # Errors
     ///
-    /// As [`check`](Limiter::check), plus [`CheckError::InsufficientCapacity`] when `n`
+    /// As [`check`](Limiter::check), plus [`Error::InsufficientCapacity`] when `n`
     /// exceeds the burst (such a request can never pass; waiting does not help).
     ///
     /// # Examples
@@ -285,7 +286,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.check_n(&7, 11).unwrap_err().is_insufficient_capacity());
     /// ```
     #[inline]
-    pub fn check_n(&self, key: &K, n: u32) -> Result<Admitted, CheckError>
+    pub fn check_n(&self, key: &K, n: u32) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -327,7 +328,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.check_at(&7, now + Duration::from_secs(1)).is_ok());
     /// ```
     #[inline]
-    pub fn check_at(&self, key: &K, now: Timestamp) -> Result<Admitted, CheckError>
+    pub fn check_at(&self, key: &K, now: Timestamp) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -352,7 +353,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.check_n_at(&7, 11, now).unwrap_err().is_insufficient_capacity());
     /// ```
     #[inline]
-    pub fn check_n_at(&self, key: &K, n: u32, now: Timestamp) -> Result<Admitted, CheckError>
+    pub fn check_n_at(&self, key: &K, n: u32, now: Timestamp) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -394,7 +395,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.check("free-user").is_err());
     /// ```
     #[inline]
-    pub fn check_with(&self, key: &K, quota: Quota) -> Result<Admitted, CheckError>
+    pub fn check_with(&self, key: &K, quota: Quota) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -418,7 +419,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.check_n_with(&7, 101, bulk).unwrap_err().is_insufficient_capacity());
     /// ```
     #[inline]
-    pub fn check_n_with(&self, key: &K, n: u32, quota: Quota) -> Result<Admitted, CheckError>
+    pub fn check_n_with(&self, key: &K, n: u32, quota: Quota) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -429,11 +430,11 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// What [`check`](Limiter::check) would answer now, consuming nothing and counting
     /// nothing: for rate-limit headers on a response that did not ask for a cell, or to skip
     /// work that would be refused. A new key is never inserted; a peek cannot tell that a
-    /// full table would refuse it ([`CheckError::TableFull`] comes only from a check).
+    /// full table would refuse it ([`Error::TableFull`] comes only from a check).
     ///
     /// # Errors
     ///
-    /// [`CheckError::RateLimited`] if a check would be refused.
+    /// [`Error::RateLimited`] if a check would be refused.
     ///
     /// # Examples
     ///
@@ -447,7 +448,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.peek("alice").unwrap_err().is_rate_limited());
     /// assert_eq!(limiter.len(), 1); // peeking at new keys stores nothing
     /// ```
-    pub fn peek(&self, key: &K) -> Result<Admitted, CheckError>
+    pub fn peek(&self, key: &K) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -472,7 +473,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.peek("alice").is_err()); // one a minute: no room for another 60 s
     /// assert!(limiter.peek_with("alice", two).is_ok()); // two a minute: room for 30 s more
     /// ```
-    pub fn peek_with(&self, key: &K, quota: Quota) -> Result<Admitted, CheckError>
+    pub fn peek_with(&self, key: &K, quota: Quota) -> Result<Admitted, Error>
     where
         K: Hash,
     {
@@ -537,7 +538,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///
     /// # Errors
     ///
-    /// [`TableFull`] if the key is new and the table refuses new keys.
+    /// [`Error::TableFull`] if the key is new and the table refuses new keys.
     ///
     /// # Examples
     ///
@@ -553,14 +554,14 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///     Some(Duration::from_secs(30))
     /// );
     /// ```
-    pub fn penalize(&self, key: &K, delay: Duration) -> Result<(), TableFull>
+    pub fn penalize(&self, key: &K, delay: Duration) -> Result<(), Error>
     where
         K: Hash,
     {
         let state = self.state(key);
         let now = state.now();
         engine::penalize(&state, state.quota(), now, saturating_nanos(delay)).map_err(|Full| {
-            TableFull {
+            Error::TableFull {
                 capacity: self.capacity(),
             }
         })

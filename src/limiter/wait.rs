@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use super::{KeyState, Limiter, Shared};
 use crate::engine::OwnedShared;
+use crate::error::Error;
 use crate::gcra::Gcra;
 use crate::hash::RandomState;
 use crate::quota::Quota;
 use crate::sync::Arc;
 use crate::time::{Timestamp, saturating_nanos};
 use crate::timer::Sleep;
-use crate::wait::{Bound, Cells, Throttled, WaitError, WaitShard, Waiter, block_on};
+use crate::wait::{Bound, Cells, Throttled, WaitShard, Waiter, block_on};
 
 /// Completes when the key's cells are admitted: the future of [`Limiter::until_ready`] and
 /// its `_n` and `_with` forms.
@@ -57,7 +58,7 @@ pub struct UntilReady<'a, S: BuildHasher + Send + Sync + 'static = RandomState> 
 
 impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
     /// Waits no longer than `max`: if the cells would come later, it fails at once with
-    /// [`WaitError::TooLong`] and holds nothing (a bounded queue, like nginx's `burst`). If
+    /// [`Error::TooLong`] and holds nothing (a bounded queue, like nginx's `burst`). If
     /// the prediction is upset while it waits (a penalty, a slower quota, checks taking
     /// cells), it fails by `max`, holding nothing, instead of waiting longer.
     ///
@@ -71,7 +72,7 @@ impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
     /// futures_executor::block_on(async {
     ///     limiter.until_ready(&7).await.unwrap();
     ///     let err = limiter.until_ready(&7).within(Duration::from_millis(10)).await.unwrap_err();
-    ///     assert!(err.is_too_long()); // the next cell is 1 s off
+    ///     assert!(err.is_rate_limited()); // the next cell is 1 s off
     ///     let ok = limiter.until_n_ready(&8, 1).within(Duration::ZERO).await;
     ///     assert!(ok.is_ok()); // no wait needed
     /// });
@@ -89,7 +90,7 @@ impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, Quota, Timestamp, WaitError};
+    /// use tollgate::{Error, Limiter, ManualClock, Quota, Timestamp};
     ///
     /// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
     /// let deadline = limiter.now() + Duration::from_millis(500);
@@ -97,7 +98,7 @@ impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
     ///     limiter.until_ready("alice").until(deadline).await.unwrap(); // admitted now
     ///     let err = limiter.until_ready("alice").until(deadline).await.unwrap_err();
     ///     let wait = Duration::from_secs(1); // the next cell is 1 s off
-    ///     assert_eq!(err, WaitError::TooLong { earliest: Timestamp::ZERO + wait, wait });
+    ///     assert_eq!(err, Error::RateLimited { earliest: Timestamp::ZERO + wait, wait, limit: 1 });
     /// });
     /// ```
     pub fn until(self, deadline: Timestamp) -> Self {
@@ -132,13 +133,13 @@ impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
     /// let err = limiter.until_n_ready("alice", 2).wait().unwrap_err();
     /// assert!(err.is_insufficient_capacity()); // refused at once, never parks
     /// ```
-    pub fn wait(self) -> Result<(), WaitError> {
+    pub fn wait(self) -> Result<(), Error> {
         block_on(self)
     }
 }
 
 impl<S: BuildHasher + Send + Sync + 'static> Future for UntilReady<'_, S> {
-    type Output = Result<(), WaitError>;
+    type Output = Result<(), Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut().waiter.poll_wait(cx)
@@ -160,7 +161,7 @@ impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///
     /// # Errors
     ///
-    /// [`WaitError::TableFull`] for a new key when the table refuses new keys.
+    /// [`Error::TableFull`] for a new key when the table refuses new keys.
     ///
     /// # Cancel safety
     ///
@@ -186,8 +187,8 @@ impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///
     /// # Errors
     ///
-    /// [`WaitError::InsufficientCapacity`] at once if `n` exceeds the burst (no wait could
-    /// satisfy it); [`WaitError::TableFull`] as for [`until_ready`](Limiter::until_ready).
+    /// [`Error::InsufficientCapacity`] at once if `n` exceeds the burst (no wait could
+    /// satisfy it); [`Error::TableFull`] as for [`until_ready`](Limiter::until_ready).
     ///
     /// # Cancel safety
     ///
@@ -234,7 +235,7 @@ impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// futures_executor::block_on(async {
     ///     limiter.until_ready_with("slow.example", slow_host).await.unwrap();
     ///     let next = limiter.until_ready_with("slow.example", slow_host);
-    ///     assert!(next.within(Duration::from_secs(1)).await.unwrap_err().is_too_long());
+    ///     assert!(next.within(Duration::from_secs(1)).await.unwrap_err().is_rate_limited());
     ///     limiter.until_ready("fast.example").await.unwrap(); // the default quota
     /// });
     /// ```
@@ -274,7 +275,7 @@ impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///
     /// # Errors
     ///
-    /// The wait's [`WaitError`], in which case `fut` is dropped unpolled.
+    /// The wait's [`Error`], in which case `fut` is dropped unpolled.
     ///
     /// # Cancel safety
     ///

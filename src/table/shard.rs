@@ -79,7 +79,7 @@ pub enum FullPolicy {
     #[default]
     EvictClosestToExpiry,
     /// Refuse the new key: checks on it fail with
-    /// [`CheckError::TableFull`](crate::CheckError::TableFull); known keys are unaffected.
+    /// [`Error::TableFull`](crate::Error::TableFull); known keys are unaffected.
     RefuseNewKeys,
 }
 

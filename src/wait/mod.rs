@@ -33,7 +33,6 @@
 
 mod blocking;
 mod cells;
-mod error;
 mod node;
 mod queue;
 mod throttle;
@@ -45,5 +44,4 @@ pub(crate) use cells::{Bound, Cells};
 pub(crate) use waiter::Waiter;
 pub(crate) use waitlist::{KEYED_SHARDS, WaitShard, Waitlists};
 
-pub use error::WaitError;
 pub use throttle::Throttled;

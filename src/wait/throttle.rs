@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::WaitError;
+use crate::error::Error;
 
 /// A future that first waits for a cell, then runs the wrapped future: from
 /// [`Limiter::throttle`](crate::Limiter::throttle) and
@@ -48,10 +48,10 @@ impl<W, F> Throttled<W, F> {
 
 impl<W, F> Future for Throttled<W, F>
 where
-    W: Future<Output = Result<(), WaitError>> + Unpin,
+    W: Future<Output = Result<(), Error>> + Unpin,
     F: Future,
 {
-    type Output = Result<F::Output, WaitError>;
+    type Output = Result<F::Output, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();

@@ -16,10 +16,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::WaitError;
 use super::cells::{Bound, Cells};
 use super::node::{Failure, Node, Outcome};
 use crate::engine;
+use crate::error::Error;
 use crate::gcra::Gcra;
 use crate::sync::Arc;
 use crate::time::Timestamp;
@@ -68,7 +68,7 @@ impl<C: Cells> Waiter<C> {
         self
     }
 
-    pub(crate) fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), WaitError>> {
+    pub(crate) fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let outcome = match &mut self.state {
             State::Start => {
                 if self.n == 0 {
@@ -78,7 +78,7 @@ impl<C: Cells> Waiter<C> {
                 let gcra = self.quota.unwrap_or_else(|| self.cells.quota());
                 if self.n > gcra.burst {
                     self.state = State::Done;
-                    return Poll::Ready(Err(WaitError::InsufficientCapacity {
+                    return Poll::Ready(Err(Error::InsufficientCapacity {
                         requested: self.n,
                         burst: gcra.burst,
                     }));
@@ -127,7 +127,7 @@ impl<C: Cells> Waiter<C> {
         Poll::Ready(self.result(outcome))
     }
 
-    fn result(&self, outcome: Outcome) -> Result<(), WaitError> {
+    fn result(&self, outcome: Outcome) -> Result<(), Error> {
         let failure = match outcome {
             Outcome::Admitted => return Ok(()),
             Outcome::Failed(failure) => failure,
@@ -136,15 +136,16 @@ impl<C: Cells> Waiter<C> {
         Err(match failure {
             Failure::TooLong { admit_at } => {
                 let now = self.cells.now();
-                WaitError::TooLong {
+                Error::RateLimited {
                     earliest: Timestamp::from_nanos(admit_at),
                     wait: Duration::from_nanos(admit_at.saturating_sub(now)),
+                    limit: self.quota.unwrap_or_else(|| self.cells.quota()).burst,
                 }
             }
-            Failure::TableFull => WaitError::TableFull {
+            Failure::TableFull => Error::TableFull {
                 capacity: self.cells.capacity(),
             },
-            Failure::OverBurst { burst } => WaitError::InsufficientCapacity {
+            Failure::OverBurst { burst } => Error::InsufficientCapacity {
                 requested: self.n,
                 burst,
             },
