@@ -78,7 +78,7 @@ fn primitives(cfg: &Config) -> Vec<(&'static str, Summary)> {
 
     let limiter = tollgate::Limiter::<u64>::keyed(live_quota());
     let quanta = governor::clock::QuantaClock::default();
-    let tg_hash = tollgate::RandomState::new();
+    let tg_hash = tollgate::hash::RandomState::new();
     let sip_hash = std::hash::RandomState::new();
     let counter = crossbeam_utils::CachePadded::new(AtomicU64::new(0));
     let cas = crossbeam_utils::CachePadded::new(AtomicU64::new(0));

@@ -62,7 +62,7 @@ fn round(rate: u64, seed: u64) -> Round {
     let ns_per_key = started.elapsed().as_nanos() as f64 / (10 * steps_per_life * per_step) as f64;
     clock.set(now);
     let stats = limiter.stats();
-    let live = limiter.len() as f64;
+    let live = limiter.count_live_keys() as f64;
     Round {
         ns_per_key,
         bytes_per_live: stats.bytes as f64 / live,

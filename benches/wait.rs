@@ -50,7 +50,7 @@
 //! interval (10 ms) plus the timer's lateness.
 //!
 //! **Timer lateness.** Sleeps of a uniformly random 0.1–5 ms, lateness = the instant the
-//! waiting code resumes − the deadline, on an otherwise idle process: `tollgate::sleep_until`
+//! waiting code resumes − the deadline, on an otherwise idle process: `tollgate::timer::sleep_until`
 //! alone, and a direct limiter of each crate whose single cell was just taken (so its
 //! `until_ready` waits one period; governor's wait is its futures-timer `Delay`), both one
 //! at a time under `futures_executor::block_on` and as concurrent tokio tasks.
@@ -832,10 +832,10 @@ fn random_delay(rng: &mut Rng) -> Duration {
     Duration::from_nanos(100_000 + rng.below(4_900_001) as u64)
 }
 
-/// `tollgate::sleep_until(now + d)`.
+/// `tollgate::timer::sleep_until(now + d)`.
 async fn tollgate_sleep(d: Duration) -> i64 {
     let deadline = Instant::now() + d;
-    tollgate::sleep_until(deadline).await;
+    tollgate::timer::sleep_until(deadline).await;
     lateness(deadline)
 }
 
@@ -905,8 +905,8 @@ where
 
 /// The timer rows: `(what, how)`.
 const TIMER_ROWS: [(&str, &str); 6] = [
-    ("`tollgate::sleep_until`", "sequential"),
-    ("`tollgate::sleep_until`", "concurrent"),
+    ("`tollgate::timer::sleep_until`", "sequential"),
+    ("`tollgate::timer::sleep_until`", "concurrent"),
     ("tollgate `DirectLimiter::until_ready`", "sequential"),
     (
         "governor direct `until_ready` (futures-timer)",

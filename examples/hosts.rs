@@ -5,7 +5,7 @@
 //! `Limiter` holds every host, keyed by host name; each wait brings its host's own quota
 //! (`until_ready_with`), so one table serves every rate and stores nothing per host but its
 //! state. Every task owns one host and loops: wait for a cell (bounded with `.within(..)` by
-//! the time left, so the run ends cleanly), then "fetch" (a short `tollgate::sleep`, standing
+//! the time left, so the run ends cleanly), then "fetch" (a short `tollgate::timer::sleep`, standing
 //! in for network latency). Waiters on a host are served in FIFO order, each woken once.
 //!
 //! ```text
@@ -140,7 +140,7 @@ async fn crawl_host(crawl: Arc<Crawl>, host: usize) {
         h.last_ns.fetch_max(at, Ordering::Relaxed);
         h.max_wait_ns
             .fetch_max((admitted - asked).as_nanos() as u64, Ordering::Relaxed);
-        tollgate::sleep(FETCH).await;
+        tollgate::timer::sleep(FETCH).await;
     }
 }
 
@@ -158,7 +158,7 @@ async fn progress(crawl: Arc<Crawl>, seconds: u64) {
             total as f64 / elapsed.max(1e-9)
         );
         let _ = std::io::stderr().flush();
-        tollgate::sleep(Duration::from_millis(250)).await;
+        tollgate::timer::sleep(Duration::from_millis(250)).await;
     }
     eprintln!();
 }

@@ -42,7 +42,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::AtomicUsize;
 use loom::thread;
 use tollgate::__loom::{Inbox, ManualTimer};
-use tollgate::Sleep;
+use tollgate::timer::Sleep;
 
 /// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise) once
 /// per role assignment, and reports the interleavings and time.

@@ -26,13 +26,13 @@ type InnerHasher = std::hash::DefaultHasher;
 /// Every limiter derives each key's *identity* (its 64-bit fingerprint) from its own
 /// `RandomState`. Two keys share a limit only if their fingerprints collide, which has
 /// probability 2^-64 per pair and cannot be provoked from outside. A hasher given to
-/// [`Builder::hasher`](crate::Builder::hasher) only chooses the shard a key lives in.
+/// [`LimiterBuilder::router`](crate::LimiterBuilder::router) only chooses the shard a key lives in.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::collections::HashMap;
-/// use tollgate::RandomState;
+/// use tollgate::hash::RandomState;
 ///
 /// let mut map: HashMap<&str, u32, RandomState> = HashMap::with_hasher(RandomState::new());
 /// map.insert("a", 1);
@@ -48,7 +48,7 @@ impl RandomState {
     ///
     /// ```
     /// use std::hash::BuildHasher;
-    /// use tollgate::RandomState;
+    /// use tollgate::hash::RandomState;
     ///
     /// let s = RandomState::new();
     /// assert_eq!(s.hash_one("key"), s.hash_one("key"));
@@ -75,7 +75,7 @@ impl BuildHasher for RandomState {
 ///
 /// ```
 /// use std::hash::{BuildHasher, Hasher};
-/// use tollgate::{DefaultHasher, RandomState};
+/// use tollgate::hash::{DefaultHasher, RandomState};
 ///
 /// let state = RandomState::new();
 /// let mut hasher: DefaultHasher = state.build_hasher();

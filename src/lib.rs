@@ -9,7 +9,7 @@
 //! * Time comes from a [`Clock`]: [`MonotonicClock`] by default, [`ManualClock`] in tests, or
 //!   a [`Timestamp`] the caller passes in (`check_at`).
 //! * Waiting instead of refusing: [`Limiter::until_ready`] and [`DirectLimiter::until_ready`]
-//!   queue per key and are woken by tollgate's own timer ([`sleep`], [`sleep_until`]), so
+//!   queue per key and are woken by tollgate's own timer ([`timer::sleep`], [`timer::sleep_until`]), so
 //!   they work under any executor. Waiters on a key are admitted in FIFO order, each woken
 //!   once; only the queue's head holds a reservation, so a dropped wait (a timeout, a client
 //!   that hung up) costs nothing; bounded waits ([`UntilReady::within`],
@@ -69,7 +69,7 @@ mod direct;
 mod engine;
 mod error;
 mod gcra;
-mod hash;
+pub mod hash;
 mod limiter;
 mod outcome;
 mod quota;
@@ -79,14 +79,13 @@ mod stats;
 mod sync;
 mod table;
 mod time;
-mod timer;
+pub mod timer;
 mod wait;
 
 pub use clock::ManualClock;
 pub use direct::{DirectLimiter, DirectUntilReady, Paced};
 pub use error::Error;
-pub use hash::{DefaultHasher, RandomState};
-pub use limiter::Builder;
+pub use limiter::LimiterBuilder;
 pub use limiter::{Limiter, UntilReady};
 pub use outcome::Admitted;
 pub use quota::{Quota, QuotaError};
@@ -94,7 +93,6 @@ pub use stack::{Gate, Refused, check_all};
 pub use stats::Stats;
 pub use table::FullPolicy;
 pub use time::{Clock, MonotonicClock, Timestamp};
-pub use timer::{Sleep, sleep, sleep_until};
 pub use wait::Throttled;
 
 #[cfg(tollgate_loom)]

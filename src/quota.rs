@@ -33,7 +33,7 @@ pub(crate) const MAX_WINDOW_NANOS: u64 = 1 << 59;
 /// assert_eq!(slow.burst(), 1);
 ///
 /// // The fallible constructor reports bad input instead of panicking.
-/// assert!(Quota::new(0, Duration::from_secs(1)).is_err());
+/// assert!(Quota::try_new(0, Duration::from_secs(1)).is_err());
 /// ```
 #[derive(Copy, Clone, PartialEq, Eq, Hash)]
 pub struct Quota {
@@ -42,7 +42,8 @@ pub struct Quota {
 }
 
 impl Quota {
-    /// `cells` per `period`, with a burst of `cells`: the general, fallible constructor.
+    /// `cells` per `period`, with a burst of `cells`: the general, fallible constructor. The
+    /// `try_` constructors return a [`QuotaError`]; the others panic on the same input.
     ///
     /// # Errors
     ///
@@ -55,12 +56,12 @@ impl Quota {
     /// use std::time::Duration;
     /// use tollgate::{Quota, QuotaError};
     ///
-    /// let q = Quota::new(3, Duration::from_secs(1)).unwrap();
+    /// let q = Quota::try_new(3, Duration::from_secs(1)).unwrap();
     /// assert_eq!(q.burst(), 3);
     /// assert_eq!(q.interval(), Duration::from_nanos(333_333_334)); // rounded up
-    /// assert_eq!(Quota::new(0, Duration::from_secs(1)), Err(QuotaError::ZeroCells));
+    /// assert_eq!(Quota::try_new(0, Duration::from_secs(1)), Err(QuotaError::ZeroCells));
     /// ```
-    pub fn new(cells: u32, period: Duration) -> Result<Quota, QuotaError> {
+    pub fn try_new(cells: u32, period: Duration) -> Result<Quota, QuotaError> {
         if cells == 0 {
             return Err(QuotaError::ZeroCells);
         }
@@ -74,6 +75,29 @@ impl Quota {
         }
         let interval = u64::try_from(interval).map_err(|_| QuotaError::WindowTooLong)?;
         Quota::from_parts(interval, cells)
+    }
+
+    /// `cells` per `period`, with a burst of `cells`, as [`try_new`](Quota::try_new).
+    ///
+    /// # Panics
+    ///
+    /// On the input [`try_new`](Quota::try_new) refuses, naming it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// let q = Quota::new(90, Duration::from_secs(60)); // 90 a minute, 90 at once
+    /// assert_eq!((q.interval(), q.burst()), (Duration::from_nanos(666_666_667), 90));
+    /// ```
+    #[track_caller]
+    pub fn new(cells: u32, period: Duration) -> Quota {
+        match Quota::try_new(cells, period) {
+            Ok(q) => q,
+            Err(e) => panic!("Quota::new({cells}, {period:?}): {e}"),
+        }
     }
 
     /// One cell every `period`, burst 1: the way to write fractional rates
@@ -94,14 +118,14 @@ impl Quota {
     /// assert_eq!(Quota::try_with_period(Duration::ZERO), Err(QuotaError::ZeroPeriod));
     /// ```
     pub fn try_with_period(period: Duration) -> Result<Quota, QuotaError> {
-        Quota::new(1, period)
+        Quota::try_new(1, period)
     }
 
     /// `n` cells per second, burst `n` (the same meaning as governor's `per_second`).
     ///
     /// # Panics
     ///
-    /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    /// If `n` is zero. Use [`Quota::try_new`] to get an error instead.
     ///
     /// # Examples
     ///
@@ -114,14 +138,14 @@ impl Quota {
     /// ```
     #[track_caller]
     pub fn per_second(n: u32) -> Quota {
-        Quota::expect(Quota::new(n, Duration::from_secs(1)), n, "per_second")
+        Quota::expect(Quota::try_new(n, Duration::from_secs(1)), n, "per_second")
     }
 
     /// `n` cells per minute, burst `n`: after idle time all `n` may come at once.
     ///
     /// # Panics
     ///
-    /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    /// If `n` is zero. Use [`Quota::try_new`] to get an error instead.
     ///
     /// # Examples
     ///
@@ -134,14 +158,14 @@ impl Quota {
     /// ```
     #[track_caller]
     pub fn per_minute(n: u32) -> Quota {
-        Quota::expect(Quota::new(n, Duration::from_secs(60)), n, "per_minute")
+        Quota::expect(Quota::try_new(n, Duration::from_secs(60)), n, "per_minute")
     }
 
     /// `n` cells per hour, burst `n`: after idle time all `n` may come at once.
     ///
     /// # Panics
     ///
-    /// If `n` is zero. Use [`Quota::new`] to get an error instead.
+    /// If `n` is zero. Use [`Quota::try_new`] to get an error instead.
     ///
     /// # Examples
     ///
@@ -154,7 +178,7 @@ impl Quota {
     /// ```
     #[track_caller]
     pub fn per_hour(n: u32) -> Quota {
-        Quota::expect(Quota::new(n, Duration::from_secs(3600)), n, "per_hour")
+        Quota::expect(Quota::try_new(n, Duration::from_secs(3600)), n, "per_hour")
     }
 
     /// One cell every `period`, burst 1.
@@ -301,7 +325,7 @@ impl fmt::Debug for Quota {
 /// use std::time::Duration;
 /// use tollgate::{Quota, QuotaError};
 ///
-/// let err = Quota::new(2, Duration::from_nanos(1)).unwrap_err();
+/// let err = Quota::try_new(2, Duration::from_nanos(1)).unwrap_err();
 /// assert!(matches!(err, QuotaError::IntervalBelowOneNanosecond { cells: 2, .. }));
 /// assert!(err.to_string().contains("nanosecond"));
 /// assert_eq!(Quota::try_with_period(Duration::MAX), Err(QuotaError::WindowTooLong));
@@ -367,12 +391,15 @@ mod tests {
     #[test]
     fn bad_input_is_an_error() {
         assert_eq!(
-            Quota::new(0, Duration::from_secs(1)),
+            Quota::try_new(0, Duration::from_secs(1)),
             Err(QuotaError::ZeroCells)
         );
-        assert_eq!(Quota::new(1, Duration::ZERO), Err(QuotaError::ZeroPeriod));
+        assert_eq!(
+            Quota::try_new(1, Duration::ZERO),
+            Err(QuotaError::ZeroPeriod)
+        );
         assert!(matches!(
-            Quota::new(2, Duration::from_nanos(1)),
+            Quota::try_new(2, Duration::from_nanos(1)),
             Err(QuotaError::IntervalBelowOneNanosecond { .. })
         ));
         assert_eq!(
@@ -387,6 +414,12 @@ mod tests {
             Quota::per_hour(1).try_allow_burst(u32::MAX),
             Err(QuotaError::WindowTooLong)
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "Quota::new(0, 1s): ")]
+    fn new_panics_where_try_new_errs() {
+        let _ = Quota::new(0, Duration::from_secs(1));
     }
 
     #[test]

@@ -423,7 +423,7 @@ async fn timeouts_keep_the_rate(rt: Spawner) {
                 let mut admitted = Vec::new();
                 while l.now() < stop {
                     let wait = l.until_ready("k");
-                    let timeout = tollgate::sleep(Duration::from_millis(100));
+                    let timeout = tollgate::timer::sleep(Duration::from_millis(100));
                     if let Either::Left((out, _)) = select(wait, timeout).await {
                         out.expect("an unbounded wait");
                         admitted.push(l.now());
@@ -460,7 +460,7 @@ async fn timeout_by_tollgate_sleep_refunds(rt: Spawner) {
     let w = l.clone();
     let timed_out = rt.spawn(async move {
         let wait = w.until_ready("k");
-        let timeout = tollgate::sleep(Duration::from_millis(2));
+        let timeout = tollgate::timer::sleep(Duration::from_millis(2));
         // `select` drops the loser: here the pending wait.
         matches!(select(wait, timeout).await, Either::Right(_))
     });
@@ -501,7 +501,7 @@ async fn forgotten_waiter_stalls_nobody(rt: Spawner) {
             if l.check("k").is_ok() {
                 break start;
             }
-            tollgate::sleep(Duration::from_millis(1)).await;
+            tollgate::timer::sleep(Duration::from_millis(1)).await;
         };
         admitted += 1;
         let f = l.clone();
@@ -542,7 +542,7 @@ async fn forgotten_waiter_stalls_nobody(rt: Spawner) {
     assert_eq!(l.stats().admitted, admitted + 1 + TASKS as u64);
 }
 
-/// `tollgate::sleep` and `sleep_until` complete, never early, from spawned tasks and from
+/// `tollgate::timer::sleep` and `sleep_until` complete, never early, from spawned tasks and from
 /// the scenario's own task; zero and past deadlines complete at once.
 async fn sleep_is_never_early(rt: Spawner) {
     let sleepers = (0..24u64)
@@ -550,7 +550,7 @@ async fn sleep_is_never_early(rt: Spawner) {
             rt.spawn(async move {
                 let d = Duration::from_micros(250 * (i % 8 + 1));
                 let start = Instant::now();
-                tollgate::sleep(d).await;
+                tollgate::timer::sleep(d).await;
                 (d, start.elapsed())
             })
         })
@@ -559,17 +559,17 @@ async fn sleep_is_never_early(rt: Spawner) {
     let until = (0..8)
         .map(|_| {
             rt.spawn(async move {
-                tollgate::sleep_until(deadline).await;
+                tollgate::timer::sleep_until(deadline).await;
                 Instant::now()
             })
         })
         .collect();
 
     let start = Instant::now();
-    tollgate::sleep(Duration::from_millis(2)).await;
+    tollgate::timer::sleep(Duration::from_millis(2)).await;
     assert!(start.elapsed() >= Duration::from_millis(2));
-    tollgate::sleep(Duration::ZERO).await;
-    tollgate::sleep_until(start).await;
+    tollgate::timer::sleep(Duration::ZERO).await;
+    tollgate::timer::sleep_until(start).await;
 
     for (d, elapsed) in join_all(sleepers).await {
         assert!(elapsed >= d, "a sleep of {d:?} ended after {elapsed:?}");

@@ -104,7 +104,7 @@ fn check_n_above_the_burst_is_insufficient_capacity_and_writes_nothing() {
     assert!(!err.is_rate_limited());
     assert_eq!(err.retry_after(), None);
     // Nothing was stored for the new key...
-    assert_eq!(l.len(), 0);
+    assert_eq!(l.count_live_keys(), 0);
     assert_eq!(l.stats().keys_held, 0);
     // ...and the key still has its whole burst.
     let ok = l.check_n(&1, 5).unwrap();
@@ -344,7 +344,7 @@ fn reset_forgets_a_key() {
     assert!(l.reset("a"));
     assert!(!l.reset("a"));
     assert!(!l.reset("never seen"));
-    assert_eq!(l.len(), 1);
+    assert_eq!(l.count_live_keys(), 1);
     // "a" starts over with a full burst; "b" is untouched.
     assert_eq!(l.check("a").unwrap().remaining(), 2);
     assert_eq!(
@@ -423,7 +423,7 @@ fn overflowing_durations_saturate() {
     assert_eq!(rejected(l.check(&2)).retry_after(), Some(ms(1_000)));
     assert!(l.check_at(&3, Timestamp::from_nanos(u64::MAX)).is_ok());
     // The largest burst and cost do not overflow either.
-    let q = Quota::new(u32::MAX, Duration::from_secs(10)).unwrap();
+    let q = Quota::try_new(u32::MAX, Duration::from_secs(10)).unwrap();
     let (l, _clock) = keyed::<u32>(q);
     let ok = l.check_n(&1, u32::MAX).unwrap();
     assert_eq!((ok.limit(), ok.remaining()), (u32::MAX, 0));
@@ -449,7 +449,7 @@ fn direct_limiter_saturates_too() {
 fn fractional_rate_one_cell_every_ten_seconds() {
     let q = Quota::with_period(Duration::from_secs(10));
     assert_eq!((q.interval(), q.burst()), (Duration::from_secs(10), 1));
-    assert_eq!(Quota::new(1, Duration::from_secs(10)), Ok(q));
+    assert_eq!(Quota::try_new(1, Duration::from_secs(10)), Ok(q));
     assert_eq!(Quota::try_with_period(Duration::from_secs(10)), Ok(q));
     let (l, clock) = keyed::<u32>(q);
     assert!(l.check(&1).is_ok());
@@ -462,7 +462,7 @@ fn fractional_rate_one_cell_every_ten_seconds() {
     assert!(l.check(&1).is_ok());
     assert_eq!(rejected(l.check(&1)).retry_after(), Some(ms(10_000)));
     // Two cells per 3 s with burst 2 (0.667/s).
-    let q = Quota::new(2, Duration::from_secs(3)).unwrap();
+    let q = Quota::try_new(2, Duration::from_secs(3)).unwrap();
     assert_eq!((q.interval(), q.burst()), (ms(1_500), 2));
 }
 
@@ -478,7 +478,7 @@ fn quota_constructors() {
         Duration::from_nanos(333_333_334)
     );
     // The finest resolution: one cell per nanosecond.
-    let q = Quota::new(1_000_000_000, Duration::from_secs(1)).unwrap();
+    let q = Quota::try_new(1_000_000_000, Duration::from_secs(1)).unwrap();
     assert_eq!((q.interval(), q.burst()), (NS, 1_000_000_000));
     assert_eq!(Quota::per_second(10).allow_burst(1).burst(), 1);
     assert_eq!(
@@ -490,14 +490,17 @@ fn quota_constructors() {
 #[test]
 fn quota_errors() {
     let s = Duration::from_secs(1);
-    assert_eq!(Quota::new(0, s), Err(QuotaError::ZeroCells));
-    assert_eq!(Quota::new(1, Duration::ZERO), Err(QuotaError::ZeroPeriod));
+    assert_eq!(Quota::try_new(0, s), Err(QuotaError::ZeroCells));
+    assert_eq!(
+        Quota::try_new(1, Duration::ZERO),
+        Err(QuotaError::ZeroPeriod)
+    );
     assert_eq!(
         Quota::try_with_period(Duration::ZERO),
         Err(QuotaError::ZeroPeriod)
     );
     assert_eq!(
-        Quota::new(3, Duration::from_nanos(2)),
+        Quota::try_new(3, Duration::from_nanos(2)),
         Err(QuotaError::IntervalBelowOneNanosecond {
             cells: 3,
             period: Duration::from_nanos(2)
@@ -578,7 +581,7 @@ fn zero_cells_are_admitted_and_write_nothing() {
         (2, 2, Duration::ZERO)
     );
     assert_eq!(l.stats().keys_held, 0);
-    assert_eq!(l.len(), 0);
+    assert_eq!(l.count_live_keys(), 0);
     // On a limited key: admitted, reports the state, changes nothing.
     assert!(l.check_n(&1, 2).is_ok());
     let ok = l.check_n(&1, 0).unwrap();
@@ -619,7 +622,7 @@ fn string_keys_are_checked_with_str_through_borrowed() {
     assert!(by_str.reset("alice"));
     assert_eq!(l.check(&String::from("alice")).unwrap().remaining(), 2);
     by_str.penalize("bob", ms(10)).unwrap();
-    assert_eq!(l.len(), 2);
+    assert_eq!(l.count_live_keys(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ fn capacity_is_a_multiple_of_the_shard_count() {
     let default = Limiter::<u64>::keyed(q);
     assert_eq!(
         default.capacity(),
-        tollgate::Builder::<u64>::DEFAULT_CAPACITY
+        tollgate::LimiterBuilder::<u64>::DEFAULT_CAPACITY
     );
     assert_eq!(default.capacity(), 1 << 23);
     assert_eq!(default.stats().capacity, 1 << 23);
@@ -85,24 +85,27 @@ fn len_keys_held_and_capacity() {
     let l: Limiter<u64> = Limiter::builder(Quota::per_second(1))
         .clock(clock.clone())
         .build();
-    assert!(l.is_empty());
+    assert_eq!(l.count_live_keys(), 0);
     for k in 0..10 {
         assert!(l.check(&k).is_ok());
     }
     let s = l.stats();
-    assert_eq!((l.len(), s.live_keys, s.keys_held), (10, 10, 10));
+    assert_eq!(
+        (l.count_live_keys(), s.live_keys, s.keys_held),
+        (10, 10, 10)
+    );
     assert_eq!((s.admitted, s.denied), (10, 0));
     assert!(l.reset(&3));
-    assert_eq!((l.len(), l.stats().keys_held), (9, 9));
+    assert_eq!((l.count_live_keys(), l.stats().keys_held), (9, 9));
     // After expiry the keys carry no information: not live, though still held until their
     // slots are reclaimed.
     clock.advance(Duration::from_secs(1));
     let s = l.stats();
-    assert_eq!((l.len(), s.live_keys, s.keys_held), (0, 0, 9));
-    assert!(l.is_empty());
+    assert_eq!((l.count_live_keys(), s.live_keys, s.keys_held), (0, 0, 9));
+    assert_eq!(l.count_live_keys(), 0);
     // A check on an expired key revives it in place.
     assert!(l.check(&5).is_ok());
-    assert_eq!((l.len(), l.stats().keys_held), (1, 9));
+    assert_eq!((l.count_live_keys(), l.stats().keys_held), (1, 9));
 }
 
 #[test]
@@ -130,7 +133,12 @@ fn refuse_new_keys_when_full() {
     }
     let s = l.stats();
     assert_eq!(
-        (s.refused_keys, s.forced_evictions, s.keys_held, l.len()),
+        (
+            s.refused_keys,
+            s.forced_evictions,
+            s.keys_held,
+            l.count_live_keys()
+        ),
         (2, 0, 16, 16)
     );
     // Forgetting a key makes room for exactly one new one.
@@ -154,7 +162,7 @@ fn evict_closest_to_expiry_when_full() {
         (s.forced_evictions, s.expired_reclaimed, s.refused_keys),
         (1, 0, 0)
     );
-    assert_eq!((s.keys_held, l.len()), (16, 16));
+    assert_eq!((s.keys_held, l.count_live_keys()), (16, 16));
     // Every other key kept its state: a full burst is still refused (and writes nothing).
     for k in 1..16u64 {
         assert!(l.check_n(&k, 100).unwrap_err().is_rate_limited(), "key {k}");
@@ -184,7 +192,7 @@ fn sequential_keys_fill_every_shard_even_under_an_identity_router() {
     }
     let l: Limiter<u64, BuildHasherDefault<Identity>> = Limiter::builder(live())
         .capacity(1_000)
-        .hasher(BuildHasherDefault::default())
+        .router(BuildHasherDefault::default())
         .clock(ManualClock::new())
         .build();
     for k in 0..20_000u64 {
@@ -244,7 +252,7 @@ fn expired_keys_are_reclaimed_not_evicted_or_refused() {
             (0, 0),
             "{policy:?} {s:?}"
         );
-        assert_eq!((s.keys_held, l.len()), (16, 16), "{policy:?}");
+        assert_eq!((s.keys_held, l.count_live_keys()), (16, 16), "{policy:?}");
         // A seventeenth live key does not fit.
         match policy {
             FullPolicy::RefuseNewKeys => assert!(l.check(&200).unwrap_err().is_table_full()),
@@ -283,7 +291,7 @@ fn a_flood_of_one_off_keys_does_not_grow_memory() {
         );
         assert_eq!(s.live_keys, 0);
         assert!(l.check(&N).is_ok());
-        assert_eq!(l.len(), 1);
+        assert_eq!(l.count_live_keys(), 1);
     }
 }
 
@@ -348,7 +356,7 @@ fn ten_keys_fit_in_64_kib() {
     // 5 million limiters), so assert what holds for every seed: at most one shard grew, once,
     // retiring its first array. The worst case, all ten in one shard, shows the bound.
     let all_in_one: Limiter<u64, ConstantRouter> = Limiter::builder(live())
-        .hasher(ConstantRouter::default())
+        .router(ConstantRouter::default())
         .clock(ManualClock::new())
         .build();
     for k in 0..10 {
@@ -377,7 +385,7 @@ fn presized_limiter_holds_every_key_without_growing() {
         }
         let s = l.stats();
         assert_eq!(
-            (s.keys_held, s.live_keys, l.len()),
+            (s.keys_held, s.live_keys, l.count_live_keys()),
             (10_000, 10_000, 10_000)
         );
         assert_eq!(s.retired_bytes, 0, "{shards} shards: {s:?}");
@@ -404,7 +412,7 @@ fn presized_limiter_holds_every_key_without_growing() {
 fn a_constant_hasher_does_not_merge_keys() {
     let clock = ManualClock::new();
     let l: Limiter<str, ConstantRouter> = Limiter::builder(Quota::per_second(2))
-        .hasher(ConstantRouter::default())
+        .router(ConstantRouter::default())
         .clock(clock.clone())
         .build();
     assert!(l.check_n("a", 2).is_ok());
@@ -419,7 +427,7 @@ fn a_constant_hasher_does_not_merge_keys() {
 
     // Many keys in one shard: each gets exactly its burst, across growth of that shard.
     let l: Limiter<u64, ConstantRouter> = Limiter::builder(Quota::per_second(3))
-        .hasher(ConstantRouter::default())
+        .router(ConstantRouter::default())
         .clock(clock)
         .build();
     for round in 0..4 {
@@ -434,7 +442,7 @@ fn a_constant_hasher_does_not_merge_keys() {
     }
     let s = l.stats();
     assert_eq!(
-        (s.admitted, s.denied, s.keys_held, l.len()),
+        (s.admitted, s.denied, s.keys_held, l.count_live_keys()),
         (1_500, 500, 500, 500)
     );
 }

@@ -332,7 +332,7 @@ fn futures_are_send_and_unpin() {
     let d = DirectLimiter::new(Quota::per_second(1));
     check(&l.until_ready("k"));
     check(&d.until_ready());
-    check(&tollgate::sleep(MS));
+    check(&tollgate::timer::sleep(MS));
 }
 
 #[test]

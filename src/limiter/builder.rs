@@ -1,4 +1,4 @@
-//! [`Builder`]: configuration for a keyed [`Limiter`].
+//! [`LimiterBuilder`]: configuration for a keyed [`Limiter`].
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -27,7 +27,7 @@ use crate::time::{Clock, MonotonicClock};
 /// assert!(limiter.capacity() >= 100_000);
 /// assert!(limiter.check("alice").is_ok());
 /// ```
-pub struct Builder<K: ?Sized, S = RandomState> {
+pub struct LimiterBuilder<K: ?Sized, S = RandomState> {
     quota: Quota,
     config: TableConfig,
     clock: ClockSource,
@@ -35,7 +35,7 @@ pub struct Builder<K: ?Sized, S = RandomState> {
     _key: PhantomData<fn(&K)>,
 }
 
-impl<K: ?Sized> Builder<K> {
+impl<K: ?Sized> LimiterBuilder<K> {
     /// The default capacity: 2^23 (about 8.4 million) keys. At 16 bytes a slot this caps the
     /// table at about 160 MiB, plus at most as much again in retired arrays; memory is only
     /// taken as keys arrive.
@@ -43,16 +43,16 @@ impl<K: ?Sized> Builder<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{Builder, Limiter, Quota};
+    /// use tollgate::{LimiterBuilder, Limiter, Quota};
     ///
     /// let limiter = Limiter::keyed(Quota::per_second(1));
-    /// assert_eq!(limiter.capacity(), Builder::<str>::DEFAULT_CAPACITY);
+    /// assert_eq!(limiter.capacity(), LimiterBuilder::<str>::DEFAULT_CAPACITY);
     /// assert!(limiter.check("alice").is_ok());
     /// ```
     pub const DEFAULT_CAPACITY: usize = 1 << 23;
 
-    pub(crate) fn new(quota: Quota) -> Builder<K> {
-        Builder {
+    pub(crate) fn new(quota: Quota) -> LimiterBuilder<K> {
+        LimiterBuilder {
             quota,
             config: TableConfig {
                 capacity: Self::DEFAULT_CAPACITY,
@@ -67,7 +67,7 @@ impl<K: ?Sized> Builder<K> {
     }
 }
 
-impl<K: ?Sized, S> Builder<K, S> {
+impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// The most keys held at once (a hard cap on memory). Rounded up to a multiple of the
     /// shard count; each shard holds an equal share, so a table can report full slightly
     /// before `capacity` keys if keys spread unevenly (about 1 % at a million keys).
@@ -89,7 +89,7 @@ impl<K: ?Sized, S> Builder<K, S> {
     pub fn capacity(mut self, capacity: usize) -> Self {
         assert!(
             capacity > 0,
-            "Builder::capacity(0): a limiter must hold at least one key"
+            "LimiterBuilder::capacity(0): a limiter must hold at least one key"
         );
         self.config.capacity = capacity;
         self
@@ -156,7 +156,7 @@ impl<K: ?Sized, S> Builder<K, S> {
     pub fn shards(mut self, shards: usize) -> Self {
         assert!(
             shards > 0,
-            "Builder::shards(0): a table needs at least one shard"
+            "LimiterBuilder::shards(0): a table needs at least one shard"
         );
         self.config.shards = shards;
         self
@@ -181,7 +181,7 @@ impl<K: ?Sized, S> Builder<K, S> {
         self
     }
 
-    /// A hasher that picks each key's shard, e.g. to keep a tenant's keys together.
+    /// The router: a hasher that picks each key's shard, e.g. to keep a tenant's keys together.
     ///
     /// It does **not** decide key identity: tollgate always fingerprints keys with its own
     /// randomly seeded [`RandomState`], so even a constant hasher cannot merge two keys'
@@ -203,13 +203,13 @@ impl<K: ?Sized, S> Builder<K, S> {
     /// }
     ///
     /// let limiter =
-    ///     Limiter::builder(Quota::per_second(1)).hasher(BuildHasherDefault::<Constant>::default()).build();
+    ///     Limiter::builder(Quota::per_second(1)).router(BuildHasherDefault::<Constant>::default()).build();
     /// assert!(limiter.check("a").is_ok());
     /// assert!(limiter.check("b").is_ok()); // same shard, separate limits
     /// assert!(limiter.check("a").is_err());
     /// ```
-    pub fn hasher<S2: BuildHasher + 'static>(self, router: S2) -> Builder<K, S2> {
-        Builder {
+    pub fn router<S2: BuildHasher + 'static>(self, router: S2) -> LimiterBuilder<K, S2> {
+        LimiterBuilder {
             quota: self.quota,
             config: self.config,
             clock: self.clock,
@@ -219,7 +219,7 @@ impl<K: ?Sized, S> Builder<K, S> {
     }
 }
 
-impl<K: Hash + ?Sized, S: BuildHasher + 'static> Builder<K, S> {
+impl<K: Hash + ?Sized, S: BuildHasher + 'static> LimiterBuilder<K, S> {
     /// Builds the limiter.
     ///
     /// # Examples
@@ -236,9 +236,9 @@ impl<K: Hash + ?Sized, S: BuildHasher + 'static> Builder<K, S> {
     }
 }
 
-impl<K: ?Sized, S> fmt::Debug for Builder<K, S> {
+impl<K: ?Sized, S> fmt::Debug for LimiterBuilder<K, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
+        f.debug_struct("LimiterBuilder")
             .field("quota", &self.quota)
             .field("config", &self.config)
             .field("clock", &self.clock)

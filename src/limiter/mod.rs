@@ -3,7 +3,7 @@
 mod builder;
 mod wait;
 
-pub use builder::Builder;
+pub use builder::LimiterBuilder;
 pub use wait::UntilReady;
 
 use std::any::TypeId;
@@ -99,15 +99,15 @@ impl<S> Shared<S> {
 
 impl<K: Hash + ?Sized> Limiter<K> {
     /// A keyed limiter with the default configuration: monotonic clock, capacity
-    /// [`Builder::DEFAULT_CAPACITY`] keys, evict-closest-to-expiry when full.
+    /// [`LimiterBuilder::DEFAULT_CAPACITY`] keys, evict-closest-to-expiry when full.
     ///
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{Builder, Limiter, Quota};
+    /// use tollgate::{LimiterBuilder, Limiter, Quota};
     ///
     /// let limiter = Limiter::keyed(Quota::per_minute(1));
-    /// assert_eq!(limiter.capacity(), Builder::<str>::DEFAULT_CAPACITY);
+    /// assert_eq!(limiter.capacity(), LimiterBuilder::<str>::DEFAULT_CAPACITY);
     /// assert!(limiter.check("alice").is_ok());
     /// assert!(limiter.check("alice").is_err());
     /// ```
@@ -115,7 +115,7 @@ impl<K: Hash + ?Sized> Limiter<K> {
         Limiter::builder(quota).build()
     }
 
-    /// A builder to choose capacity, presizing, hasher, clock and full-table policy.
+    /// A builder to choose capacity, presizing, shards, router, clock and full-table policy.
     ///
     /// # Examples
     ///
@@ -130,8 +130,8 @@ impl<K: Hash + ?Sized> Limiter<K> {
     /// assert!(limiter.check(&1).is_ok());
     /// assert!(limiter.check(&2).unwrap_err().is_table_full());
     /// ```
-    pub fn builder(quota: Quota) -> Builder<K> {
-        Builder::new(quota)
+    pub fn builder(quota: Quota) -> LimiterBuilder<K> {
+        LimiterBuilder::new(quota)
     }
 }
 
@@ -446,7 +446,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert_eq!(limiter.peek("alice").unwrap().remaining(), 1); // and nothing was used
     /// limiter.check_n("alice", 2).unwrap();
     /// assert!(limiter.peek("alice").unwrap_err().is_rate_limited());
-    /// assert_eq!(limiter.len(), 1); // peeking at new keys stores nothing
+    /// assert_eq!(limiter.count_live_keys(), 1); // peeking at new keys stores nothing
     /// ```
     pub fn peek(&self, key: &K) -> Result<Admitted, Error>
     where
@@ -603,25 +603,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         self.shared.quota.store(quota);
     }
 
-    /// Keys whose state still carries information: a lock-free O(capacity) scan.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::{Limiter, Quota};
-    ///
-    /// let limiter = Limiter::keyed(Quota::per_minute(10));
-    /// assert_eq!(limiter.len(), 0);
-    /// for key in [1, 2, 2] {
-    ///     limiter.check(&key).unwrap();
-    /// }
-    /// assert_eq!(limiter.len(), 2);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.shared.table.live_keys(self.now().as_nanos())
-    }
-
-    /// Whether no key is live.
+    /// Counts the keys whose state still carries information (their TAT is ahead of now):
+    /// a lock-free scan of every slot, O(capacity), so not for a hot path. [`stats`](Limiter::stats)
+    /// reports it with the other figures.
     ///
     /// # Examples
     ///
@@ -630,17 +614,17 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// use tollgate::{Limiter, ManualClock, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter = Limiter::builder(Quota::per_second(1))
-    ///     .clock(clock.clone())
-    ///     .build();
-    /// assert!(limiter.is_empty());
-    /// limiter.check("alice").unwrap();
-    /// assert!(!limiter.is_empty());
-    /// clock.advance(Duration::from_secs(1)); // her state has expired
-    /// assert!(limiter.is_empty());
+    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
+    /// assert_eq!(limiter.count_live_keys(), 0);
+    /// for key in [1, 2, 2] {
+    ///     let _ = limiter.check(&key);
+    /// }
+    /// assert_eq!(limiter.count_live_keys(), 2);
+    /// clock.advance(Duration::from_secs(1)); // their states have expired
+    /// assert_eq!(limiter.count_live_keys(), 0);
     /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub fn count_live_keys(&self) -> usize {
+        self.shared.table.live_keys(self.now().as_nanos())
     }
 
     /// The most keys this limiter holds at once.
@@ -683,7 +667,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         Stats {
             admitted,
             denied,
-            live_keys: self.len(),
+            live_keys: self.count_live_keys(),
             keys_held: table.keys_held,
             expired_reclaimed: table.reclaimed,
             forced_evictions: table.evicted,

@@ -58,7 +58,7 @@ pub struct UntilReady<'a, S: BuildHasher + Send + Sync + 'static = RandomState> 
 
 impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
     /// Waits no longer than `max`: if the cells would come later, it fails at once with
-    /// [`Error::TooLong`] and holds nothing (a bounded queue, like nginx's `burst`). If
+    /// [`Error::RateLimited`] and holds nothing (a bounded queue, like nginx's `burst`). If
     /// the prediction is upset while it waits (a penalty, a slower quota, checks taking
     /// cells), it fails by `max`, holding nothing, instead of waiting longer.
     ///

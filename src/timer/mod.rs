@@ -2,7 +2,7 @@
 //!
 //! # Design
 //!
-//! A timer ([`TimerCore`], `driver.rs`) is an *inbox* (a lock-free push-only stack of new
+//! A timer (`TimerCore`, `driver.rs`) is an *inbox* (a lock-free push-only stack of new
 //! registrations, `stack.rs`), a binary *heap* of known entries that only the driver touches,
 //! and `earliest`, the deadline the driver will wake up for by itself. An *entry*
 //! (`entry.rs`) is one waiting future's deadline, waker and state word:

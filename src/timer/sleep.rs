@@ -59,7 +59,7 @@ use crate::time::{instant_at, nanos_since_origin, saturating_nanos};
 /// use std::time::{Duration, Instant};
 ///
 /// let start = Instant::now();
-/// futures_executor::block_on(tollgate::sleep(Duration::from_millis(5)));
+/// futures_executor::block_on(tollgate::timer::sleep(Duration::from_millis(5)));
 /// assert!(start.elapsed() >= Duration::from_millis(5));
 /// ```
 #[must_use = "futures do nothing unless polled"]
@@ -105,7 +105,7 @@ impl Sleep {
     /// use std::time::{Duration, Instant};
     ///
     /// let at = Instant::now() + Duration::from_secs(1);
-    /// assert_eq!(tollgate::sleep_until(at).deadline(), at);
+    /// assert_eq!(tollgate::timer::sleep_until(at).deadline(), at);
     /// ```
     pub fn deadline(&self) -> Instant {
         instant_at(self.deadline)
@@ -118,9 +118,9 @@ impl Sleep {
     /// ```
     /// use std::time::Duration;
     ///
-    /// assert!(tollgate::sleep(Duration::ZERO).is_elapsed());
-    /// assert!(!tollgate::sleep(Duration::from_secs(60)).is_elapsed());
-    /// let mut short = tollgate::sleep(Duration::from_millis(1));
+    /// assert!(tollgate::timer::sleep(Duration::ZERO).is_elapsed());
+    /// assert!(!tollgate::timer::sleep(Duration::from_secs(60)).is_elapsed());
+    /// let mut short = tollgate::timer::sleep(Duration::from_millis(1));
     /// futures_executor::block_on(&mut short);
     /// assert!(short.is_elapsed());
     /// ```
@@ -147,7 +147,7 @@ impl Sleep {
     /// use std::time::{Duration, Instant};
     /// use futures_util::FutureExt;
     ///
-    /// let mut sleep = tollgate::sleep(Duration::from_secs(3600));
+    /// let mut sleep = tollgate::timer::sleep(Duration::from_secs(3600));
     /// assert!((&mut sleep).now_or_never().is_none()); // registered for an hour from now
     /// let soon = Instant::now() + Duration::from_millis(1);
     /// sleep.reset(soon);
@@ -241,7 +241,7 @@ impl fmt::Debug for Sleep {
 /// use std::time::Duration;
 ///
 /// futures_executor::block_on(async {
-///     tollgate::sleep(Duration::from_millis(1)).await;
+///     tollgate::timer::sleep(Duration::from_millis(1)).await;
 /// });
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
@@ -261,7 +261,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// use std::time::{Duration, Instant};
 ///
 /// let deadline = Instant::now() + Duration::from_millis(2);
-/// futures_executor::block_on(tollgate::sleep_until(deadline));
+/// futures_executor::block_on(tollgate::timer::sleep_until(deadline));
 /// assert!(Instant::now() >= deadline);
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
