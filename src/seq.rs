@@ -15,8 +15,9 @@
 //!   (`direct::Shared::resets`).
 //!
 //! Writers of either are serialised by the caller (a mutex, or the shard lock); only readers
-//! are lock-free. Each argument is checked by a loom model that fails when the ordering here
-//! is weakened (`src/design.rs`, section 6).
+//! are lock-free. Loom models fail when any of `SeqCount`'s orderings is weakened, or when
+//! `Epoch`'s two bumps become one; `Epoch`'s Release/Acquire pair is beyond what loom can
+//! show (`src/design.rs`, section 6, names the models and says why).
 
 use crate::sync::{AtomicU64, Ordering, fence};
 
