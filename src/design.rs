@@ -34,6 +34,8 @@
 //! ```text
 //!   quota, gcra            pure values and functions; import nothing of ours
 //!   sync                   the loom shim: every atomic, lock, Arc and waker
+//!   seq                    the two odd/even counters over sync: SeqCount (a seqlock's
+//!                          count) and Epoch (the removal epoch), each ordering argued once
 //!   time                   Timestamp, Clock, MonotonicClock, the real-time origin and the one
 //!                          Instant <-> nanoseconds conversion; imports nothing of ours
 //!   timer                  time + sync; knows nothing of keys, rates or clocks. Inside it:
@@ -127,6 +129,15 @@
 //! queue: cancel vs hand-over, drops, forget, refund vs reset, check vs hand-over). Each
 //! model was shown to fail on an injected fault.
 //!
+//! The repeated idioms are written once, in `src/seq.rs`, and checked through their users:
+//! `SeqCount` (the quota cell, a shard's compaction count) fails "quota change
+//! vs check" when `end`'s Release, `read_begin`'s Acquire, `begin`'s Release fence or
+//! `validate`'s Acquire fence is dropped, and "reset vs compaction" too for the first two;
+//! `Epoch` (a shard's removals, a direct limiter's resets) fails "undo vs reset" (keyed and
+//! direct) when its two bumps become one before the removal. `Epoch`'s Release/Acquire pair
+//! orders a writer's CAS after the removal's writes; loom cannot show it missing, because a
+//! loom RMW always reads the latest value, so no model can make that CAS land before them.
+//!
 //! ## 7. Where a change goes
 //!
 //! | change | file |
@@ -137,7 +148,8 @@
 //! | which timer a limiter's clock sleeps on, the manual clock | `src/clock.rs` |
 //! | how keys are stored, reclaimed, evicted | `src/table/` |
 //! | a new check-like operation | `src/engine.rs` (once), then a method in `src/limiter/mod.rs` and `src/direct/mod.rs` |
-//! | what undo promises, the removal epoch | `src/engine.rs` |
+//! | what undo promises | `src/engine.rs` |
+//! | the removal epoch (`Epoch`), a seqlock (`SeqCount`), their ordering | `src/seq.rs` |
 //! | who is admitted when, among waiters | `src/wait/queue.rs` |
 //! | what the waiting engine needs of a limiter | `src/engine.rs` (`Word`), `src/wait/cells.rs` |
 //! | a new waiting future or adapter | `src/limiter/wait.rs`, `src/direct/wait.rs` (and `pace.rs`), `src/wait/throttle.rs` |

@@ -14,7 +14,8 @@
 //! *epoch* (per table shard, or per direct limiter) twice, before and after it removes: odd
 //! while a removal is under way. The write records the epoch, read *before* its CAS; the undo
 //! reads it again *after* the state load that found the write's TAT, which is what makes a
-//! newer epoch visible (`Shard::removals`, `direct::Shared::resets`). A write that read an
+//! newer epoch visible (the argument is written once, on `seq::Epoch`; its users are
+//! `Shard::removals` and `direct::Shared::resets`). A write that read an
 //! odd epoch may have landed just before the removal took its state away, so it is never
 //! undone. An undo that finds anything else writes nothing: the write's cells count as used,
 //! never as an extra cell. Exact when nothing else wrote the key since, else a no-op: the

@@ -74,6 +74,7 @@ mod limiter;
 mod outcome;
 mod quota;
 mod quota_cell;
+mod seq;
 mod stack;
 mod stats;
 mod sync;

@@ -1,19 +1,20 @@
 //! The limiter's current quota, changeable at run time, read on every check without a lock.
 //!
 //! A quota is two numbers (interval and burst), too wide for one atomic word, so the cell is a
-//! sequence lock over atomics: a writer makes `seq` odd, stores both numbers, makes it even
-//! again; a reader retries until it saw the same even `seq` before and after its loads. A
-//! check therefore uses either the old quota or the new one, never half of each. Writers are
-//! serialised by a mutex. Checked by the loom model "quota change vs check".
+//! sequence lock over atomics ([`SeqCount`], where its ordering argument is): a writer
+//! brackets its two stores with `begin`/`end`, and a reader retries until `validate` accepts
+//! its loads. A check therefore uses either the old quota or the new one, never half of each.
+//! Writers are serialised by a mutex. Checked by the loom model "quota change vs check".
 
 use crate::gcra::Gcra;
 use crate::quota::Quota;
-use crate::sync::{AtomicU64, Mutex, Ordering, fence, lock, spin_hint};
+use crate::seq::SeqCount;
+use crate::sync::{AtomicU64, Mutex, Ordering, lock, spin_hint};
 
 #[derive(Debug)]
 pub(crate) struct QuotaCell {
-    /// Even: stable. Odd: a writer is between its two stores.
-    seq: AtomicU64,
+    /// The seqlock over `interval` and `burst`.
+    seq: SeqCount,
     interval: AtomicU64,
     burst: AtomicU64,
     writer: Mutex<()>,
@@ -22,7 +23,7 @@ pub(crate) struct QuotaCell {
 impl QuotaCell {
     pub(crate) fn new(quota: Quota) -> QuotaCell {
         QuotaCell {
-            seq: AtomicU64::new(0),
+            seq: SeqCount::new(),
             interval: AtomicU64::new(quota.interval_nanos()),
             burst: AtomicU64::new(u64::from(quota.burst())),
             writer: Mutex::new(()),
@@ -33,17 +34,11 @@ impl QuotaCell {
     #[inline]
     fn load(&self) -> (u64, u32) {
         loop {
-            // ordering: Acquire pairs with the writer's final Release store: if we see its
-            // even `seq`, we see its data.
-            let before = self.seq.load(Ordering::Acquire);
-            // ordering: Relaxed data loads, ordered before the re-check by the fence below.
+            let before = self.seq.read_begin();
+            // ordering: Relaxed data loads under the seqlock (`SeqCount`).
             let interval = self.interval.load(Ordering::Relaxed);
             let burst = self.burst.load(Ordering::Relaxed);
-            // ordering: keeps the data loads above before the `seq` re-load: if a writer's
-            // data store was seen, its earlier odd `seq` store is seen by the re-load.
-            fence(Ordering::Acquire);
-            let after = self.seq.load(Ordering::Relaxed);
-            if before == after && before & 1 == 0 {
+            if self.seq.validate(before) {
                 return (interval, burst as u32);
             }
             spin_hint();
@@ -64,17 +59,12 @@ impl QuotaCell {
 
     pub(crate) fn store(&self, quota: Quota) {
         let _writer = lock(&self.writer);
-        // ordering: only writers change `seq`, and we hold the writer lock.
-        let seq = self.seq.load(Ordering::Relaxed);
-        self.seq.store(seq + 1, Ordering::Relaxed);
-        // ordering: the odd `seq` is ordered before the data stores that follow, so a reader
-        // that sees new data and then re-loads `seq` sees it changed.
-        fence(Ordering::Release);
+        self.seq.begin();
+        // ordering: Relaxed data stores under the seqlock (`SeqCount`).
         self.interval
             .store(quota.interval_nanos(), Ordering::Relaxed);
         self.burst
             .store(u64::from(quota.burst()), Ordering::Relaxed);
-        // ordering: Release publishes the data to readers that Acquire this even `seq`.
-        self.seq.store(seq + 2, Ordering::Release);
+        self.seq.end();
     }
 }

@@ -20,6 +20,7 @@ use crate::gcra::MAX_NOW;
 use crate::outcome::Admitted;
 use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
+use crate::seq::Epoch;
 use crate::stats::{Counters, Stats};
 use crate::sync::{Arc, AtomicU64, Ordering, cas_retry_hint};
 use crate::table::{Full, Step};
@@ -51,7 +52,7 @@ pub(crate) struct Shared {
     /// The TAT in nanoseconds on `clock` (0: no information).
     tat: CachePadded<AtomicU64>,
     /// The removal epoch, bumped around every `reset` (see `resets`).
-    resets: AtomicU64,
+    resets: Epoch,
     pub(crate) quota: QuotaCell,
     pub(crate) clock: ClockSource,
     counters: Counters,
@@ -98,7 +99,7 @@ impl DirectLimiter {
         DirectLimiter {
             shared: Arc::new(Shared {
                 tat: CachePadded::new(AtomicU64::new(0)),
-                resets: AtomicU64::new(0),
+                resets: Epoch::new(),
                 quota: QuotaCell::new(quota),
                 clock,
                 counters: Counters::new(),
@@ -302,10 +303,11 @@ impl DirectLimiter {
     /// assert!(limiter.check().is_ok());
     /// ```
     pub fn reset(&self) {
-        // ordering: the two bumps bracket the store (see `Shared::resets`).
-        self.shared.resets.fetch_add(1, Ordering::Relaxed);
+        // The removal epoch's protocol around the removal, the store of 0 (`Shared::resets`).
+        self.shared.resets.begin();
+        // ordering: Release: the new incarnation's first state, after `begin` (`Epoch`).
         self.shared.tat.store(0, Ordering::Release);
-        self.shared.resets.fetch_add(1, Ordering::Release);
+        self.shared.resets.end();
     }
 
     /// Pushes the next admission at least `delay` from now (keeping any later one).
@@ -372,18 +374,12 @@ impl DirectLimiter {
 }
 
 impl Shared {
-    /// The removal epoch (see `engine.rs`): `reset` bumps it, stores TAT 0 with Release, and
-    /// bumps it again with Release, so it is odd while a reset is under way.
-    /// * A writer reads this (Acquire) before its CAS. Reading the even value after a reset
-    ///   synchronizes with the second bump, so its CAS comes after the store of 0 and lands
-    ///   in the new incarnation. Reading the odd value, its write may land just before the
-    ///   store of 0: the engine never undoes such a write.
-    /// * Every TAT after a reset is an RMW continuing the store's release sequence, so an
-    ///   undo that loaded one (Acquire) sees at least the first bump: it cannot mistake the
-    ///   new incarnation for the one its write was made in.
+    /// The removal epoch, [`Epoch`]'s protocol (the argument is there; see `engine.rs` for
+    /// what it protects). The removal is `reset`'s store of TAT 0 (Release), which is also
+    /// the new incarnation's first state; every later TAT is an RMW continuing its release
+    /// sequence, loaded with Acquire in `update`.
     pub(crate) fn resets(&self) -> u64 {
-        // ordering: Acquire pairs with `reset`'s second bump (above).
-        self.resets.load(Ordering::Acquire)
+        self.resets.read()
     }
 
     /// The CAS loop: `f` maps the TAT to `(write, out)`.

@@ -29,7 +29,8 @@
 
 use super::array::{Free, Probe, SlotArray};
 use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
-use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, fence, lock};
+use crate::seq::{Epoch, SeqCount};
+use crate::sync::{AtomicPtr, Mutex, Ordering, lock};
 
 /// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
 const MAX_LOAD_NUM: usize = 5;
@@ -123,13 +124,13 @@ struct Inner {
 pub(crate) struct Shard {
     /// The current array. Never null; replaced (never freed) by growth under the lock.
     current: AtomicPtr<SlotArray>,
-    /// Bumped (under the lock) before any key of this shard is forgotten: reset, eviction,
-    /// reclaim, or dropped by growth. A waiter's refund is valid only if this has not moved
-    /// since it reserved (see `removals`).
-    removals: AtomicU64,
-    /// Odd while a compaction moves keys within the current array, when a lock-free probe
-    /// can miss a key the shard holds (see `absent_for_sure`).
-    moves: AtomicU64,
+    /// The removal epoch: `begin`/`end` (under the lock) around every forgetting of keys of
+    /// this shard: reset, eviction, reclaim, or dropped by growth. An undo applies only if
+    /// this has not moved since its write (see `removals`).
+    removals: Epoch,
+    /// A sequence count around each compaction, which moves keys within the current array
+    /// so that a lock-free probe can miss a key the shard holds (see `absent_for_sure`).
+    moves: SeqCount,
     inner: Mutex<Inner>,
     /// The most keys this shard holds.
     cap: usize,
@@ -144,8 +145,8 @@ impl Shard {
         let bytes = array.bytes();
         Shard {
             current: AtomicPtr::new(Box::into_raw(array)),
-            removals: AtomicU64::new(0),
-            moves: AtomicU64::new(0),
+            removals: Epoch::new(),
+            moves: SeqCount::new(),
             inner: Mutex::new(Inner {
                 counts: ShardCounts {
                     bytes,
@@ -169,35 +170,21 @@ impl Shard {
         unsafe { &*ptr }
     }
 
-    /// The removal epoch: bumped twice by every removal of keys of this shard, so it is odd
-    /// while one is under way (see `engine.rs` for what it protects: an undo must not apply
-    /// to a *later incarnation* of its key, reset or evicted and then checked back up to the
-    /// very TAT the undone write stored).
-    ///
-    /// A removal runs under the lock: `begin_removal`, the freezes, `end_removal`.
-    /// * A writer reads this (Acquire) before its CAS. If it reads the even value after a
-    ///   removal, it synchronizes with `end_removal`'s Release, so the freezes happened
-    ///   before its CAS, which therefore cannot land on a slot of the removed incarnation. If
-    ///   it reads the value before the removal, any later undo reads a newer one. If it reads
-    ///   the odd value, its write may land just before a freeze: the engine never undoes it.
-    /// * A new incarnation is written under the lock after `end_removal` (the mutex orders
-    ///   them) with a Release store, and every later state of it comes from RMWs continuing
-    ///   that store's release sequence. An undo that loaded such a state (Acquire, in
-    ///   `Slot::update`) therefore sees both bumps when it reads this.
+    /// The removal epoch, [`Epoch`]'s protocol (the argument is there; see `engine.rs` for
+    /// what it protects). A removal runs under the lock: `begin_removal`, the freezes,
+    /// `end_removal`; a new incarnation of a forgotten key is written after it under the same
+    /// lock, with a Release store (`Slot::hand_over`), and every later state of it comes from
+    /// RMWs continuing that store's release sequence (Acquire loads in `Slot::update`).
     pub(crate) fn removals(&self) -> u64 {
-        // ordering: Acquire pairs with `end_removal` (above).
-        self.removals.load(Ordering::Acquire)
+        self.removals.read()
     }
 
     fn begin_removal(&self) {
-        // ordering: ordered before the freeze and the unlock that follow (see `removals`).
-        self.removals.fetch_add(1, Ordering::Relaxed);
+        self.removals.begin();
     }
 
     fn end_removal(&self) {
-        // ordering: Release publishes the freezes before it to a writer that reads the even
-        // value (see `removals`).
-        self.removals.fetch_add(1, Ordering::Release);
+        self.removals.end();
     }
 
     /// The locked path: runs `f` on the key's TAT, inserting the key if `f` writes and it is
@@ -239,24 +226,15 @@ impl Shard {
     /// `false` means "maybe held": the caller takes the locked path.
     ///
     /// Outside a compaction, a held key is never cut off from its home by an `EMPTY` slot, so
-    /// a probe that misses it must have overlapped one. `moves` is a sequence count around
-    /// each compaction: odd at the first read, or changed by the second, means the probe may
-    /// have run mid-compaction.
+    /// a probe that misses it must have overlapped one. The probe reads the slots under the
+    /// `moves` seqlock ([`SeqCount`]'s reader protocol), so a probe that may have run
+    /// mid-compaction fails `validate` and its miss is not trusted. The compaction's slot
+    /// writes are its data stores. A fingerprint written by a later locked operation is a
+    /// Release store (`Slot::clear`, `hand_over`, `restore`) that comes after the compaction
+    /// under the lock, so a probe that read one sees the compaction's count move just the same.
     pub(crate) fn absent_for_sure(&self, fp: u64) -> bool {
-        // ordering: Acquire pairs with the compaction's final (Release) increment, so a probe
-        // that starts after it sees the finished placement.
-        let before = self.moves.load(Ordering::Acquire);
-        if before % 2 == 1 || self.array().find(fp).is_some() {
-            return false;
-        }
-        // ordering: the compaction bumps `moves` and then issues a Release fence before its
-        // first slot write. If the probe read any such write, this Acquire fence makes the
-        // bump visible to the load below (fence-to-fence synchronisation), so the counts
-        // differ and the miss is not trusted. If it read a fingerprint written by a later
-        // locked operation instead, that store is Release too (`Slot::clear`, `hand_over`,
-        // `restore`) and comes after the compaction under the lock, so the same holds.
-        fence(Ordering::Acquire);
-        self.moves.load(Ordering::Relaxed) == before
+        let before = self.moves.read_begin();
+        self.array().find(fp).is_none() && self.moves.validate(before)
     }
 
     /// Keys whose TAT is later than `now`: a lock-free scan. A scan that overlaps a compaction
@@ -274,11 +252,10 @@ impl Shard {
                 .count()
         };
         for _ in 0..4 {
-            // ordering: as in `absent_for_sure`.
-            let before = self.moves.load(Ordering::Acquire);
+            // The `moves` seqlock's reader protocol, as in `absent_for_sure`.
+            let before = self.moves.read_begin();
             let live = count();
-            fence(Ordering::Acquire);
-            if before % 2 == 0 && self.moves.load(Ordering::Relaxed) == before {
+            if self.moves.validate(before) {
                 return live;
             }
         }
@@ -431,10 +408,8 @@ impl Shard {
     /// a hand-over, which advances that slot's generation. So a slot's generation moves only
     /// when its occupant changes, as with reuse (the ABA bound in `slot.rs`).
     fn compact(&self, array: &SlotArray, counts: &mut ShardCounts) {
-        // ordering: Relaxed increment, then a Release fence before the first slot write:
-        // a prober that reads any write below sees the odd count (`absent_for_sure`).
-        self.moves.fetch_add(1, Ordering::Relaxed);
-        fence(Ordering::Release);
+        // The `moves` seqlock's writer protocol: the slot writes below are its data.
+        self.moves.begin();
         let mut keys = Vec::with_capacity(counts.used);
         for (i, slot) in array.slots.iter().enumerate() {
             if let Some(word) = slot.freeze_unless(|_| false) {
@@ -457,9 +432,7 @@ impl Shard {
         debug_assert_eq!(keys.len(), counts.used);
         counts.tombstones = 0;
         counts.compactions += 1;
-        // ordering: Release, so a prober that reads the new, even count (Acquire) sees the
-        // placement finished.
-        self.moves.fetch_add(1, Ordering::Release);
+        self.moves.end();
     }
 
     /// Turns each tombstone directly before an `EMPTY` slot into `EMPTY`, repeatedly.
