@@ -868,3 +868,39 @@ fn direct_undo_vs_reset(roles: Roles) {
 fn undo_vs_reset_direct() {
     model("undo_vs_reset_direct", direct_undo_vs_reset);
 }
+
+/// An undo racing a reset and the re-admission after it, on a direct limiter (burst 1). One
+/// thread checks and then undoes its admission; the other resets and checks again. If the
+/// second check was admitted and its cell is not held afterwards, the undo handed it back:
+/// it took the new incarnation's TAT for its own write's. That is what the epoch's first
+/// bump prevents: the reset's store of 0 is the new incarnation, and an undo that loads any
+/// TAT after it must see the epoch moved, so a single bump *after* the store is not enough
+/// (the undo can run between the store and that bump). [`undo_vs_reset_direct`] undoes only
+/// after both threads finish, so it cannot see this.
+fn direct_undo_during_reset(roles: Roles) {
+    let l = DirectLimiter::with_clock(quota(1), ManualClock::new());
+    let (l1, l2) = (l.clone(), l.clone());
+    let ((first, undone), second) = race(
+        roles,
+        move || {
+            let first = l1.check_at(at(0));
+            let undone = first.is_ok_and(|ok| l1.undo(ok));
+            (first, undone)
+        },
+        move || {
+            l2.reset();
+            l2.check_at(at(0))
+        },
+    );
+    if second.is_ok() {
+        assert!(
+            l.check_at(at(0)).is_err(),
+            "the second check's cell was handed back: {first:?} undone {undone} {second:?}"
+        );
+    }
+}
+
+#[test]
+fn undo_during_reset_direct() {
+    model("undo_during_reset_direct", direct_undo_during_reset);
+}

@@ -138,6 +138,11 @@
 //! orders a writer's CAS after the removal's writes; loom cannot show it missing, because a
 //! loom RMW always reads the latest value, so no model can make that CAS land before them.
 //!
+//! The epoch alone does not protect an undo whose load and epoch check come before a whole
+//! reset and whose CAS comes after a re-admission to the same TAT: the CAS must tell the
+//! incarnations apart. A keyed slot's word carries a generation that re-insertion advances;
+//! the direct word carries one that `reset` advances (`direct::Shared::new_incarnation`).
+//! "undo during reset" (direct) fails without it.
 //! ## 7. Where a change goes
 //!
 //! | change | file |

@@ -27,6 +27,10 @@ use crate::table::{Full, Step};
 use crate::time::{Clock, MonotonicClock, Timestamp, saturating_nanos};
 use crate::wait::Waitlists;
 
+/// The TAT's bits in the direct word; the generation is above them.
+const TAT_BITS: u32 = 60;
+const TAT_MASK: u64 = (1 << TAT_BITS) - 1;
+
 /// An unkeyed rate limiter: one limit shared by every caller (a global request budget, one
 /// upstream's quota). Its whole state is one `AtomicU64` TAT; a check is one CAS.
 ///
@@ -49,7 +53,8 @@ pub struct DirectLimiter {
 /// The state every clone shares (the waiting futures use it directly).
 #[derive(Debug)]
 pub(crate) struct Shared {
-    /// The TAT in nanoseconds on `clock` (0: no information).
+    /// `{gen:4 | tat:60}`: the TAT in nanoseconds on `clock` (0: no information), and a
+    /// generation that each `reset` advances (see `new_incarnation`).
     tat: CachePadded<AtomicU64>,
     /// The removal epoch, bumped around every `reset` (see `resets`).
     resets: Epoch,
@@ -279,7 +284,7 @@ impl DirectLimiter {
         Stats {
             admitted,
             denied,
-            live_keys: usize::from(shared.tat.load(Ordering::Relaxed) > now),
+            live_keys: usize::from(shared.tat.load(Ordering::Relaxed) & TAT_MASK > now),
             keys_held: 1,
             bytes: std::mem::size_of::<Shared>()
                 + shared.counters.bytes()
@@ -306,7 +311,7 @@ impl DirectLimiter {
         // The removal epoch's protocol around the removal, the store of 0 (`Shared::resets`).
         self.shared.resets.begin();
         // ordering: Release: the new incarnation's first state, after `begin` (`Epoch`).
-        self.shared.tat.store(0, Ordering::Release);
+        self.shared.new_incarnation();
         self.shared.resets.end();
     }
 
@@ -382,23 +387,47 @@ impl Shared {
         self.resets.read()
     }
 
-    /// The CAS loop: `f` maps the TAT to `(write, out)`.
+    /// The CAS loop: `f` maps the TAT to `(write, out)`. The CAS compares the whole word,
+    /// generation included, so a write computed on one incarnation never lands on the next.
     #[inline]
     fn update<R>(&self, mut f: impl FnMut(u64) -> Step<R>) -> R {
-        let word = &self.tat;
+        let state = &self.tat;
         // ordering: for GCRA itself coherence on this one word suffices; Acquire (free on
-        // x86) lets a refund's `f` see a reset that preceded the TAT it read (`resets`).
-        let mut tat = word.load(Ordering::Acquire);
+        // x86) lets an undo's `f` see a reset that preceded the TAT it read (`resets`).
+        let mut word = state.load(Ordering::Acquire);
         loop {
-            let (write, out) = f(tat);
-            let Some(new) = write else { return out };
+            let (write, out) = f(word & TAT_MASK);
+            let Some(tat) = write else { return out };
+            debug_assert!(tat <= TAT_MASK, "GCRA keeps TATs below 2^60");
+            let new = (word & !TAT_MASK) | tat;
             // ordering: failure is Acquire for the same reason as the load above.
-            match word.compare_exchange_weak(tat, new, Ordering::Relaxed, Ordering::Acquire) {
+            match state.compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Acquire) {
                 Ok(_) => return out,
                 Err(current) => {
-                    tat = current;
+                    word = current;
                     cas_retry_hint();
                 }
+            }
+        }
+    }
+
+    /// `reset`'s removal: TAT 0 under the next generation (Release: the new incarnation's
+    /// first state). Without the generation, an undo that loaded the old TAT and checked the
+    /// epoch before the reset could CAS its old state back over a new incarnation that had
+    /// been checked back up to the same TAT (loom: `undo_during_reset_direct`). The
+    /// generation wraps after 16 resets; an undo's load-to-CAS window spanning 16 resets
+    /// (and a re-admission to the same TAT after each) is the only way left to fool it.
+    fn new_incarnation(&self) {
+        // ordering: Relaxed load; the CAS below is the removal and carries the Release.
+        let mut word = self.tat.load(Ordering::Relaxed);
+        loop {
+            let next = (word & !TAT_MASK).wrapping_add(1 << TAT_BITS);
+            match self
+                .tat
+                .compare_exchange_weak(word, next, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(current) => word = current,
             }
         }
     }
