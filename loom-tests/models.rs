@@ -855,7 +855,7 @@ fn undo_vs_reset_keyed() {
 fn direct_undo_vs_reset(roles: Roles) {
     let l = DirectLimiter::with_clock(quota(1), ManualClock::new());
     let (l1, l2) = (l.clone(), l.clone());
-    let (first, ()) = race(roles, move || l1.check_at(at(0)), move || l2.reset());
+    let (first, _) = race(roles, move || l1.check_at(at(0)), move || l2.reset());
     let second = l.check_at(at(0));
     let undone = first.is_ok_and(|ok| l.undo(ok));
     assert!(

@@ -294,7 +294,9 @@ impl DirectLimiter {
         }
     }
 
-    /// Forgets all history: the next request sees a full burst.
+    /// Forgets all history: the next request sees a full burst. Returns whether the state
+    /// still carried information (a TAT ahead of now), as
+    /// [`Limiter::reset`](crate::Limiter::reset) says whether the key was held.
     ///
     /// # Examples
     ///
@@ -302,20 +304,24 @@ impl DirectLimiter {
     /// use tollgate::{DirectLimiter, ManualClock, Quota};
     ///
     /// let limiter = DirectLimiter::with_clock(Quota::per_second(1), ManualClock::new());
+    /// assert!(!limiter.reset()); // nothing to forget
     /// assert!(limiter.check().is_ok());
     /// assert!(limiter.check().is_err());
-    /// limiter.reset();
+    /// assert!(limiter.reset());
     /// assert!(limiter.check().is_ok());
     /// ```
-    pub fn reset(&self) {
-        // The removal epoch's protocol around the removal, the store of 0 (`Shared::resets`).
+    pub fn reset(&self) -> bool {
+        let now = self.state().now();
+        // The removal epoch's protocol around the removal (`Shared::resets`).
         self.shared.resets.begin();
-        // ordering: Release: the new incarnation's first state, after `begin` (`Epoch`).
-        self.shared.new_incarnation();
+        let old = self.shared.new_incarnation();
         self.shared.resets.end();
+        old & TAT_MASK > now
     }
 
-    /// Pushes the next admission at least `delay` from now (keeping any later one).
+    /// Pushes the next admission at least `delay` from now (keeping any later one). Unlike
+    /// [`Limiter::penalize`](crate::Limiter::penalize) it cannot fail: there is no table
+    /// to fill.
     ///
     /// # Examples
     ///
@@ -417,7 +423,8 @@ impl Shared {
     /// been checked back up to the same TAT (loom: `undo_during_reset_direct`). The
     /// generation wraps after 16 resets; an undo's load-to-CAS window spanning 16 resets
     /// (and a re-admission to the same TAT after each) is the only way left to fool it.
-    fn new_incarnation(&self) {
+    /// Returns the word it replaced.
+    fn new_incarnation(&self) -> u64 {
         // ordering: Relaxed load; the CAS below is the removal and carries the Release.
         let mut word = self.tat.load(Ordering::Relaxed);
         loop {
@@ -426,7 +433,7 @@ impl Shared {
                 .tat
                 .compare_exchange_weak(word, next, Ordering::Release, Ordering::Relaxed)
             {
-                Ok(_) => return,
+                Ok(_) => return word,
                 Err(current) => word = current,
             }
         }
