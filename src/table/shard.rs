@@ -175,6 +175,7 @@ impl Shard {
     /// `end_removal`; a new incarnation of a forgotten key is written after it under the same
     /// lock, with a Release store (`Slot::hand_over`), and every later state of it comes from
     /// RMWs continuing that store's release sequence (Acquire loads in `Slot::update`).
+    #[inline]
     pub(crate) fn removals(&self) -> u64 {
         self.removals.read()
     }
