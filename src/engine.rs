@@ -43,6 +43,17 @@ pub(crate) trait Word {
     /// `now` is the caller's time; a keyed table may reclaim keys expired well before it. An
     /// absent key is inserted only if `f` writes.
     fn update<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full>;
+    /// [`update`](Word::update) with the removal epoch read before it, returned beside its
+    /// result: what a write that may be undone records.
+    #[inline]
+    fn update_recording<R>(
+        &self,
+        now: u64,
+        f: impl FnMut(u64) -> Step<R>,
+    ) -> Result<(R, u64), Full> {
+        let epoch = self.epoch();
+        Ok((self.update(now, f)?, epoch))
+    }
     /// Counts a decision in the limiter's statistics.
     fn count(&self, admitted: bool);
     /// The limiter's capacity in keys, for [`Error::TableFull`].
@@ -63,7 +74,6 @@ pub(crate) fn check(
         requested: n,
         burst,
     })?;
-    let epoch = word.epoch();
     // The state the admission replaces, from the last run of the step (the one whose write
     // landed). Kept beside the verdict rather than in it: a verdict of two words costs the
     // hot path a store-forwarding stall (measured in scenario A).
@@ -78,9 +88,11 @@ pub(crate) fn check(
             Decision::Deny { admit_at } => (None, Err(admit_at)),
         }
     };
-    let verdict = word.update(now, step).map_err(|Full| Error::TableFull {
-        capacity: word.capacity(),
-    })?;
+    let (verdict, epoch) = word
+        .update_recording(now, step)
+        .map_err(|Full| Error::TableFull {
+            capacity: word.capacity(),
+        })?;
     if write {
         word.count(verdict.is_ok());
     }

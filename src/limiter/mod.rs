@@ -718,6 +718,16 @@ where
     }
 
     #[inline]
+    fn update_recording<R>(
+        &self,
+        now: u64,
+        f: impl FnMut(u64) -> Step<R>,
+    ) -> Result<(R, u64), Full> {
+        let expired_by = now.saturating_sub(RECLAIM_GRACE);
+        (self.shared.table).update_recording(self.route, self.fp, expired_by, f)
+    }
+
+    #[inline]
     fn count(&self, admitted: bool) {
         if admitted {
             self.shared.counters.admitted();

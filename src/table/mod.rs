@@ -126,15 +126,42 @@ impl Table {
         expired_by: u64,
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Result<R, Full> {
+        self.update_in(self.shard(route), fp, expired_by, &mut f)
+    }
+
+    /// [`update`](Table::update), with `route`'s removal epoch read first (see
+    /// `Shard::removals`): what a write that may be undone records (`engine.rs`). One shard
+    /// lookup serves both, which the check hot path measurably needs.
+    #[inline]
+    pub(crate) fn update_recording<R>(
+        &self,
+        route: u64,
+        fp: u64,
+        expired_by: u64,
+        mut f: impl FnMut(u64) -> Step<R>,
+    ) -> Result<(R, u64), Full> {
         let shard = self.shard(route);
+        let epoch = shard.removals();
+        let out = self.update_in(shard, fp, expired_by, &mut f)?;
+        Ok((out, epoch))
+    }
+
+    #[inline]
+    fn update_in<R>(
+        &self,
+        shard: &Shard,
+        fp: u64,
+        expired_by: u64,
+        f: &mut impl FnMut(u64) -> Step<R>,
+    ) -> Result<R, Full> {
         while let Some(slot) = shard.array().find(fp) {
-            match slot.update(fp, &mut f) {
+            match slot.update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
                 Attempt::Moved => continue,
                 Attempt::Frozen => break,
             }
         }
-        shard.update_locked(fp, expired_by, self.policy, &mut f)
+        shard.update_locked(fp, expired_by, self.policy, f)
     }
 
     /// How many times keys sharing `route`'s shard were forgotten (see `Shard::removals`).
