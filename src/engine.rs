@@ -106,6 +106,18 @@ pub(crate) fn check(
     }
 }
 
+/// [`check`] on the word's own clock, under `quota` or, if `None`, the limiter's.
+#[inline]
+pub(crate) fn check_now(
+    word: &impl Word,
+    n: u32,
+    quota: Option<Gcra>,
+    write: bool,
+) -> Result<Admitted, Error> {
+    let gcra = quota.unwrap_or_else(|| word.quota());
+    check(word, n, gcra, word.now(), write)
+}
+
 /// Pushes the next admission at least `delay` past `now`, keeping any later one.
 pub(crate) fn penalize(word: &impl Word, gcra: Gcra, now: u64, delay: u64) -> Result<(), Full> {
     if delay == 0 {

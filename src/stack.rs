@@ -160,9 +160,7 @@ impl<K: ?Sized, S: std::hash::BuildHasher + 'static> Stackable for Limiter<K, S>
         n: u32,
         quota: Option<Gcra>,
     ) -> Result<Admitted, Error> {
-        let state = self.state_hashed(route, fp);
-        let gcra = quota.unwrap_or_else(|| engine::Word::quota(&state));
-        engine::check(&state, n, gcra, engine::Word::now(&state), true)
+        engine::check_now(&self.state_hashed(route, fp), n, quota, true)
     }
 
     fn undo_hashed(&self, route: u64, fp: u64, written: Written) -> bool {
@@ -178,9 +176,7 @@ impl Stackable for DirectLimiter {
         n: u32,
         quota: Option<Gcra>,
     ) -> Result<Admitted, Error> {
-        let state = self.state();
-        let gcra = quota.unwrap_or_else(|| engine::Word::quota(&state));
-        engine::check(&state, n, gcra, engine::Word::now(&state), true)
+        engine::check_now(&self.state(), n, quota, true)
     }
 
     fn undo_hashed(&self, _route: u64, _fp: u64, written: Written) -> bool {

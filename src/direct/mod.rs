@@ -242,8 +242,7 @@ impl DirectLimiter {
     /// assert!(limiter.peek().unwrap_err().is_rate_limited());
     /// ```
     pub fn peek(&self) -> Result<Admitted, Error> {
-        let state = self.state();
-        engine::check(&state, 1, state.quota(), state.now(), false)
+        engine::check_now(&self.state(), 1, None, false)
     }
 
     /// Gives back the cells of an admission that was not used, exactly if nothing else was

@@ -423,8 +423,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     where
         K: Hash,
     {
-        let state = self.state(key);
-        engine::check(&state, n, Gcra::new(quota), state.now(), true)
+        engine::check_now(&self.state(key), n, Some(Gcra::new(quota)), true)
     }
 
     /// What [`check`](Limiter::check) would answer now, consuming nothing and counting
@@ -452,8 +451,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     where
         K: Hash,
     {
-        let state = self.state(key);
-        engine::check(&state, 1, state.quota(), state.now(), false)
+        engine::check_now(&self.state(key), 1, None, false)
     }
 
     /// [`peek`](Limiter::peek) under `quota`, as [`check_with`](Limiter::check_with).
@@ -477,8 +475,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     where
         K: Hash,
     {
-        let state = self.state(key);
-        engine::check(&state, 1, Gcra::new(quota), state.now(), false)
+        engine::check_now(&self.state(key), 1, Some(Gcra::new(quota)), false)
     }
 
     /// Gives back the cells of an admission of `key` that was not used: for stacked limits,
