@@ -19,8 +19,10 @@
 //!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. The connection is a
 //!   [`redis::aio::ConnectionManager`], which reconnects by itself.
 //!
-//! Runtime: Tokio (the `redis` crate's `tokio-comp` and its connection manager). Requires
-//! Redis 6.2 or later (`SET … PXAT`).
+//! Runtime: Tokio only. The reconnecting [`redis::aio::ConnectionManager`] is built on the
+//! `redis` crate's Tokio support (`tokio-comp`), and the per-call timeout is
+//! `tokio::time::timeout`; under smol (`smol-comp`) both would need replacing. Requires Redis
+//! 6.2 or later (`SET … PXAT`); tested with Redis 7.0.
 //!
 //! # Examples
 //!

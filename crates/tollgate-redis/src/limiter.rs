@@ -39,7 +39,8 @@ pub enum FaultPolicy {
     /// Decide with a local `tollgate::Limiter` at `1/nodes` of the fleet's rate: interval
     /// `nodes × T`, burst `max(1, b / nodes)`. With `nodes` set to the fleet's size (and a
     /// burst of at least `nodes`) the fleet as a whole stays within the quota's bound while
-    /// Redis is away; the local state is not merged into Redis when it comes back.
+    /// Redis is away; the local state is not merged into Redis when it comes back. Its
+    /// admissions report the share's `limit`, `remaining` and `reset_after`.
     Local {
         /// How many nodes share the limit.
         nodes: u32,

@@ -252,15 +252,58 @@ async fn the_fast_path_costs_about_one_round_trip_per_interval() {
             trips as f64 * 1_000.0 / checks as f64
         );
         if name == "fast path" {
-            // 25 intervals in 500 ms: one admission each, one round trip each, plus a few
-            // refusals answered by Redis when a check lands just before the instant.
+            // 25 intervals in 500 ms: one round trip per admission, plus at most one refusal
+            // answered by Redis per admission (a check sent just before the instant: the
+            // node's bound is behind the server's TAT by the one-way latency).
             assert!(
                 trips <= 2 * ok + 2,
                 "{trips} round trips for {ok} admissions"
             );
-            assert!((24..=26).contains(&ok), "{ok}");
+            // The bound b + floor(W/T) = 1 + 25 caps admissions; how many come below it
+            // depends on scheduling (burst 1: a late check loses time), so only the cap is
+            // asserted.
+            assert!(ok <= 26, "{ok}");
         }
     }
+}
+
+#[tokio::test]
+async fn every_local_refusal_is_one_redis_would_make() {
+    let server = RedisServer::start();
+    let quota = Quota::per_second(50).allow_burst(2); // T = 20 ms
+    let fast = node(&server, quota).await;
+    let plain = FleetLimiter::builder(quota)
+        .local_cache(0)
+        .connect(server.client())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let (mut compared, mut checks) = (0, 0);
+    while start.elapsed() < Duration::from_millis(400) {
+        checks += 1;
+        let local = fast.stats().local_refusals;
+        let asked = Instant::now();
+        let Err(e) = fast.check("k").await else {
+            continue;
+        };
+        if fast.stats().local_refusals == local {
+            continue; // Redis itself refused
+        }
+        // Refused here without a round trip, as admissible only at or after `asked + wait`.
+        // Redis, asked now, must refuse too, if its answer comes back before that instant
+        // (it then read TIME before it).
+        let admissible = asked + e.retry_after().unwrap();
+        let redis = plain.peek("k").await;
+        if Instant::now() < admissible {
+            compared += 1;
+            assert!(
+                redis.unwrap_err().is_rate_limited(),
+                "the fast path refused what Redis admits"
+            );
+        }
+    }
+    println!("{compared} local refusals checked against Redis in {checks} checks");
+    assert!(compared > 50, "{compared}");
 }
 
 #[tokio::test]
