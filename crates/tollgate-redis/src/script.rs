@@ -34,7 +34,8 @@ use tollgate::Quota;
 /// the key's stored TAT is ahead of the server's `now` after the call (0 if not ahead).
 pub(crate) const GCRA_LUA: &str = r#"
 -- tollgate-redis: GCRA in integer microseconds (see src/script.rs for why it is exact).
-if redis.replicate_commands then redis.replicate_commands() end
+-- Replicated by effects (the default since Redis 5, the only mode since 7), so reading TIME
+-- before writing is allowed and replicas store the same TAT.
 local MAX_AHEAD = 1125899906842624 -- 2^50 us: how far ahead a TAT may be stored
 local MAX_DELAY = 562949953421312  -- 2^49 us: the longest penalty
 local t = redis.call('TIME')
