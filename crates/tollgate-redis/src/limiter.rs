@@ -9,7 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
 
-use crate::cache::LocalCache;
+use crate::cache::{LocalCache, Lookup};
 use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
 
 /// What to do when Redis does not answer in time, or answers with an error.
@@ -334,7 +334,10 @@ impl FleetBuilder {
     }
 
     /// The timeout of each call to Redis (default [`DEFAULT_TIMEOUT`](Self::DEFAULT_TIMEOUT)).
-    /// A call that times out is a fault; it may still have run on the server.
+    /// A call that times out is a fault; it may still have run on the server. A check of a
+    /// key the fast path holds may first wait up to this long for another task's call on the
+    /// same key (single flight), so while Redis does not answer, such a check can take up to
+    /// twice the timeout before its fault policy decides.
     ///
     /// # Examples
     ///
@@ -832,15 +835,34 @@ impl FleetLimiter {
         }
         let key = self.redis_key(key);
         let interval_us = interval_micros(quota);
-        let sent = Instant::now();
+        let name = if op == Op::Check { "check" } else { "peek" };
+        // The fast path: refuse here, or be the key's one probe, or wait for the probe in
+        // flight and look again (`cache.rs`); after waiting the call's timeout in all, ask
+        // Redis anyway.
+        let mut _probe = None;
         if let Some(cache) = &self.inner.cache
             && n > 0
-            && let Some(wait) = cache.refusal(&key, sent, n, interval_us, burst)
         {
-            bump(&self.inner.counters.local_refusals);
-            return Err(self.limited(wait, burst));
+            let give_up = Instant::now() + self.inner.timeout;
+            loop {
+                let now = Instant::now();
+                match cache.lookup(&key, now, n, interval_us, burst) {
+                    Lookup::Refuse(wait) => {
+                        bump(&self.inner.counters.local_refusals);
+                        return Err(self.limited(wait, burst));
+                    }
+                    Lookup::Probe(guard) => {
+                        _probe = Some(guard);
+                        break;
+                    }
+                    Lookup::Wait(probe) if now < give_up => {
+                        let _ = tokio::time::timeout(give_up - now, probe).await;
+                    }
+                    Lookup::Wait(_) | Lookup::Miss => break,
+                }
+            }
         }
-        let name = if op == Op::Check { "check" } else { "peek" };
+        let sent = Instant::now();
         match self.run_script(&key, name, quota, n, 0).await {
             Ok(reply) => {
                 let c = &self.inner.counters;
@@ -849,8 +871,11 @@ impl FleetLimiter {
                         bump(&c.admitted);
                         // The key's burst is spent: the next check would be refused, so it
                         // may as well be refused here (the TAT is a bound like a refusal's).
-                        if reply.remaining == 0 {
-                            self.remember(&key, sent, reply.tat_ahead_us);
+                        // With cells to spare, the key needs no fast path (nor a probe).
+                        match (reply.remaining, &self.inner.cache) {
+                            (0, _) => self.remember(&key, sent, reply.tat_ahead_us),
+                            (_, Some(cache)) => cache.remove(&key),
+                            (_, None) => {}
                         }
                     }
                     Ok(Admitted {

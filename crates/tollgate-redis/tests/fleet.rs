@@ -267,6 +267,44 @@ async fn the_fast_path_costs_about_one_round_trip_per_interval() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_on_a_node_send_one_probe_at_a_time() {
+    let server = RedisServer::start();
+    let quota = Quota::per_second(50).allow_burst(1); // T = 20 ms
+    let limiter = node(&server, quota).await;
+    limiter.peek("warm-up").await.unwrap();
+    let before = server.calls("evalsha");
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let l = limiter.clone();
+            tokio::spawn(async move {
+                let (mut checks, mut ok) = (0u64, 0u64);
+                while Instant::now() < deadline {
+                    checks += 1;
+                    ok += u64::from(l.check("hot").await.is_ok());
+                    tokio::task::yield_now().await;
+                }
+                (checks, ok)
+            })
+        })
+        .collect();
+    let (mut checks, mut ok) = (0, 0);
+    for t in tasks {
+        let (c, o) = t.await.unwrap();
+        (checks, ok) = (checks + c, ok + o);
+    }
+    let trips = server.calls("evalsha") - before;
+    println!("8 tasks: {checks} checks, {ok} admitted, {trips} round trips");
+    assert!(ok <= 26, "{ok}");
+    // Before the key is held, all 8 tasks may ask at once; after, one probe at a time: an
+    // admission, or a refusal that raises the bound.
+    assert!(
+        trips <= 2 * ok + 8,
+        "{trips} round trips for {ok} admissions"
+    );
+}
+
 #[tokio::test]
 async fn every_local_refusal_is_one_redis_would_make() {
     let server = RedisServer::start();
