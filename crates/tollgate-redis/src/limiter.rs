@@ -221,7 +221,7 @@ impl std::error::Error for Unavailable {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Script calls sent to Redis (answered or not).
+    /// Calls sent to Redis, answered or not: the script's, and `reset`'s `DEL`.
     pub round_trips: u64,
     /// Checks admitted by Redis.
     pub admitted: u64,
