@@ -1,0 +1,266 @@
+//! tollgate-redis against a local redis-server of its own, in one run:
+//!
+//! 1. latency of one check (p50/p99), one connection, beside a bare `PING` and a plain Lua
+//!    GCRA in the redis_rate style (float seconds, `EVALSHA`), the baseline;
+//! 2. throughput with one connection shared by many tasks and with one connection per task;
+//! 3. an abusive key hammered with and without the local fast path: round trips per 1,000
+//!    checks (`INFO commandstats`).
+//!
+//! `cargo bench -p tollgate-redis --bench redis`; `TOLLGATE_BENCH_QUICK=1` for a smoke run.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use tollgate::Quota;
+use tollgate_redis::FleetLimiter;
+
+/// The redis_rate approach: GCRA in float seconds since 2017 (go-redis/redis_rate's script,
+/// trimmed to one cell).
+const PLAIN_LUA: &str = r#"
+local key = KEYS[1]
+local burst = tonumber(ARGV[1])
+local rate = tonumber(ARGV[2])
+local period = tonumber(ARGV[3])
+local emission_interval = period / rate
+local burst_offset = emission_interval * burst
+local jan_1_2017 = 1483228800
+local now = redis.call("TIME")
+now = (now[1] - jan_1_2017) + (now[2] / 1000000)
+local tat = redis.call("GET", key)
+if not tat then tat = now else tat = tonumber(tat) end
+tat = math.max(tat, now)
+local new_tat = tat + emission_interval
+local allow_at = new_tat - burst_offset
+local diff = now - allow_at
+if diff < 0 then return {0, 0} end
+local reset_after = new_tat - now
+if reset_after > 0 then redis.call("SET", key, new_tat, "EX", math.ceil(reset_after)) end
+return {1, math.floor(diff / emission_interval)}
+"#;
+
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("tollgate-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("cannot start redis-server: `apt-get install redis-server`");
+        let s = Server { child, port, dir };
+        let client = redis::Client::open(s.url()).unwrap();
+        for _ in 0..500 {
+            if let Ok(mut c) = client.get_connection()
+                && redis::cmd("PING").query::<String>(&mut c).is_ok()
+            {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not come up");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn calls(&self, command: &str) -> u64 {
+        let mut c = redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .unwrap();
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or(0, |r| r.split(',').next().unwrap().parse().unwrap())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Latencies(Vec<Duration>);
+
+impl Latencies {
+    fn pct(&mut self, p: f64) -> Duration {
+        self.0.sort_unstable();
+        self.0[((self.0.len() - 1) as f64 * p) as usize]
+    }
+}
+
+async fn time_calls<F, Fut>(n: usize, mut f: F) -> Latencies
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for i in 0..n / 10 {
+        f(i).await; // warm-up
+    }
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        f(i).await;
+        v.push(t.elapsed());
+    }
+    Latencies(v)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let quick = std::env::var_os("TOLLGATE_BENCH_QUICK").is_some();
+    let n = if quick { 2_000 } else { 20_000 };
+    let server = Server::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    // A live quota that never denies: every check is a full admission on the server.
+    let live = Quota::per_minute(1).allow_burst(100_000);
+
+    // 1. Latency, one connection, sequential; keys cycle over 1,000 so GET finds state.
+    let conn = ConnectionManager::new(client.clone()).await.unwrap();
+    let mut ping = time_calls(n, |_| {
+        let mut c = conn.clone();
+        async move {
+            let _: String = redis::cmd("PING").query_async(&mut c).await.unwrap();
+        }
+    })
+    .await;
+    let plain = redis::Script::new(PLAIN_LUA);
+    let mut baseline = time_calls(n, |i| {
+        let (mut c, plain) = (conn.clone(), &plain);
+        async move {
+            let _: Vec<f64> = plain
+                .key(format!("plain:{}", i % 1_000))
+                .arg(100_000)
+                .arg(1)
+                .arg(60)
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    let limiter = FleetLimiter::builder(live)
+        .connect(client.clone())
+        .await
+        .unwrap();
+    let mut ours = time_calls(n, |i| {
+        let limiter = &limiter;
+        async move {
+            limiter.check(format!("live:{}", i % 1_000)).await.unwrap();
+        }
+    })
+    .await;
+    let (p50, p99) = (ping.pct(0.5), ping.pct(0.99));
+    println!("1. one check, one connection, {n} sequential calls (p50 / p99):");
+    println!("   PING                    {p50:>10.1?} {p99:>10.1?}");
+    let b = (baseline.pct(0.5), baseline.pct(0.99));
+    println!(
+        "   plain Lua GCRA          {:>10.1?} {:>10.1?}   p50 {:.2}x PING",
+        b.0,
+        b.1,
+        b.0.as_secs_f64() / p50.as_secs_f64()
+    );
+    let o = (ours.pct(0.5), ours.pct(0.99));
+    println!(
+        "   tollgate-redis check    {:>10.1?} {:>10.1?}   p50 {:.2}x PING, {:.2}x the plain script",
+        o.0,
+        o.1,
+        o.0.as_secs_f64() / p50.as_secs_f64(),
+        o.0.as_secs_f64() / b.0.as_secs_f64()
+    );
+
+    // 2. Throughput: 16 tasks on one shared connection, then one connection per task.
+    let tasks = 16;
+    let per_task = n / 4;
+    for shared in [true, false] {
+        let mut limiters: Vec<FleetLimiter> = Vec::new();
+        for _ in 0..tasks {
+            if shared && !limiters.is_empty() {
+                limiters.push(limiters[0].clone());
+            } else {
+                limiters.push(
+                    FleetLimiter::builder(live)
+                        .connect(client.clone())
+                        .await
+                        .unwrap(),
+                );
+            }
+        }
+        let start = Instant::now();
+        let handles: Vec<_> = limiters
+            .into_iter()
+            .enumerate()
+            .map(|(t, l)| {
+                tokio::spawn(async move {
+                    for i in 0..per_task {
+                        l.check(format!("live:{t}:{}", i % 100)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+        let rate = (tasks * per_task) as f64 / start.elapsed().as_secs_f64();
+        println!(
+            "2. {tasks} tasks, {}: {rate:>9.0} checks/s",
+            if shared {
+                "one shared connection "
+            } else {
+                "one connection per task"
+            }
+        );
+    }
+
+    // 3. An abusive key: 100/s burst 1, hammered by one task for a while.
+    let abusive = Quota::per_second(100).allow_burst(1);
+    let run = Duration::from_millis(if quick { 300 } else { 2_000 });
+    for cache in [true, false] {
+        let l = FleetLimiter::builder(abusive)
+            .local_cache(if cache { 1_024 } else { 0 })
+            .connect(client.clone())
+            .await
+            .unwrap();
+        l.peek("warm-up").await.unwrap();
+        let key = format!("abuser:{cache}");
+        let before = server.calls("evalsha");
+        let start = Instant::now();
+        let (mut checks, mut admitted) = (0u64, 0u64);
+        while start.elapsed() < run {
+            checks += 1;
+            admitted += u64::from(l.check(&key).await.is_ok());
+        }
+        let trips = server.calls("evalsha") - before;
+        let intervals = run.as_secs_f64() * 100.0;
+        println!(
+            "3. abusive key, fast path {}: {checks:>8} checks, {admitted} admitted, {trips} round trips = {:.2} per 1,000 checks, {:.2} per interval",
+            if cache { "on " } else { "off" },
+            trips as f64 * 1_000.0 / checks as f64,
+            trips as f64 / intervals
+        );
+    }
+}

@@ -1,0 +1,347 @@
+//! A fleet sharing one limit on Redis: several nodes, each with its own connection and
+//! tasks, hammer one key; the admitted counts per node and in total are printed against the
+//! quota's bound `b + floor(W / T)`. Then, unless REDIS_URL is set, the same run with Redis
+//! killed a third of the way in and restarted at two thirds, under each fault policy.
+//!
+//! ```sh
+//! cargo run --release -p tollgate-redis --example fleet                 # starts its own redis-server
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p tollgate-redis --example fleet
+//! cargo run -p tollgate-redis --example fleet -- --nodes 6 --tasks 4 --seconds 2 --rate 500
+//! ```
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use tollgate::Quota;
+use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
+
+struct Args {
+    nodes: usize,
+    tasks: usize,
+    seconds: f64,
+    rate: u32,
+    burst: u32,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        nodes: 4,
+        tasks: 8,
+        seconds: 3.0,
+        rate: 200,
+        burst: 20,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let v = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--nodes" => a.nodes = v.parse().unwrap(),
+            "--tasks" => a.tasks = v.parse().unwrap(),
+            "--seconds" => a.seconds = v.parse().unwrap(),
+            "--rate" => a.rate = v.parse().unwrap(),
+            "--burst" => a.burst = v.parse().unwrap(),
+            _ => panic!("unknown flag {flag} (--nodes, --tasks, --seconds, --rate, --burst)"),
+        }
+    }
+    a
+}
+
+/// A redis-server of our own, killed on drop.
+struct Server {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("tollgate-fleet-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut s = Server {
+            child: None,
+            port,
+            dir,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("cannot start redis-server: `apt-get install redis-server`, or set REDIS_URL");
+        self.child = Some(child);
+        let client = redis::Client::open(self.url()).unwrap();
+        for _ in 0..500 {
+            if let Ok(mut c) = client.get_connection()
+                && redis::cmd("PING").query::<String>(&mut c).is_ok()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not come up");
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn server_time_us(url: &str) -> Option<u64> {
+    let mut c = redis::Client::open(url).ok()?.get_connection().ok()?;
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).ok()?;
+    Some(s * 1_000_000 + us)
+}
+
+struct Tally {
+    redis: AtomicU64,
+    open: AtomicU64,
+    local: AtomicU64,
+    refused: AtomicU64,
+    /// The first and last local fallback admissions, in ns since `base`.
+    first_local: AtomicU64,
+    last_local: AtomicU64,
+    base: Instant,
+}
+
+impl Tally {
+    fn new(base: Instant) -> Tally {
+        Tally {
+            redis: AtomicU64::new(0),
+            open: AtomicU64::new(0),
+            local: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            first_local: AtomicU64::new(u64::MAX),
+            last_local: AtomicU64::new(0),
+            base,
+        }
+    }
+
+    fn local_admission(&self) {
+        let at = self.base.elapsed().as_nanos() as u64;
+        self.first_local.fetch_min(at, Relaxed);
+        self.last_local.fetch_max(at, Relaxed);
+        self.local.fetch_add(1, Relaxed);
+    }
+
+    /// How long this node's fallback admitted for (zero if it never did).
+    fn local_span(&self) -> Duration {
+        let (first, last) = (
+            self.first_local.load(Relaxed),
+            self.last_local.load(Relaxed),
+        );
+        Duration::from_nanos(last.saturating_sub(first))
+    }
+}
+
+/// Runs the fleet's nodes, each with its own connection and `a.tasks` tasks, on `key` for
+/// `run`.
+async fn run_fleet(
+    a: &Args,
+    url: &str,
+    quota: Quota,
+    policy: FaultPolicy,
+    key: &str,
+    run: Duration,
+) -> (Vec<Arc<Tally>>, Vec<FleetLimiter>) {
+    let mut nodes = Vec::new();
+    for _ in 0..a.nodes {
+        let client = redis::Client::open(url).unwrap();
+        let limiter = FleetLimiter::builder(quota)
+            .timeout(Duration::from_millis(50))
+            .fault_policy(policy)
+            .connect(client)
+            .await
+            .unwrap();
+        nodes.push(limiter);
+    }
+    let deadline = Instant::now() + run;
+    let base = Instant::now();
+    let tallies: Vec<_> = (0..a.nodes).map(|_| Arc::new(Tally::new(base))).collect();
+    let mut handles = Vec::new();
+    for (node, tally) in nodes.iter().zip(&tallies) {
+        for _ in 0..a.tasks {
+            let (node, tally, key) = (node.clone(), Arc::clone(tally), key.to_owned());
+            handles.push(tokio::spawn(async move {
+                while Instant::now() < deadline {
+                    match node.check(&key).await {
+                        Ok(ok) => match ok.source() {
+                            Source::Redis => {
+                                tally.redis.fetch_add(1, Relaxed);
+                            }
+                            Source::FailOpen => {
+                                tally.open.fetch_add(1, Relaxed);
+                            }
+                            _ => tally.local_admission(),
+                        },
+                        Err(_) => {
+                            tally.refused.fetch_add(1, Relaxed);
+                        }
+                    }
+                    // A client that retries at once: the worst case for round trips.
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    (tallies, nodes)
+}
+
+fn print_nodes(tallies: &[Arc<Tally>], nodes: &[FleetLimiter]) -> (u64, u64, u64) {
+    let (mut r, mut o, mut l) = (0, 0, 0);
+    println!(
+        "  {:>4} {:>9} {:>9} {:>9} {:>10} {:>11} {:>13} {:>7}",
+        "node",
+        "by redis",
+        "fail-open",
+        "local",
+        "refused",
+        "round trips",
+        "local refusals",
+        "faults"
+    );
+    for (i, (t, n)) in tallies.iter().zip(nodes).enumerate() {
+        let s = n.stats();
+        let (tr, to, tl) = (
+            t.redis.load(Relaxed),
+            t.open.load(Relaxed),
+            t.local.load(Relaxed),
+        );
+        println!(
+            "  {i:>4} {tr:>9} {to:>9} {tl:>9} {:>10} {:>11} {:>13} {:>7}",
+            t.refused.load(Relaxed),
+            s.round_trips,
+            s.local_refusals,
+            s.faults
+        );
+        (r, o, l) = (r + tr, o + to, l + tl);
+    }
+    (r, o, l)
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = args();
+    let quota = Quota::per_second(a.rate).allow_burst(a.burst);
+    let t_us = tollgate_redis::interval_micros(quota);
+    let (mut server, url) = match std::env::var("REDIS_URL") {
+        Ok(url) => (None, url),
+        Err(_) => {
+            let s = Server::start();
+            let url = s.url();
+            (Some(s), url)
+        }
+    };
+    let run = Duration::from_secs_f64(a.seconds);
+    println!(
+        "{} nodes x {} tasks, one key, {}/s burst {} (T = {} us), {:.1} s, Redis at {url}",
+        a.nodes, a.tasks, a.rate, a.burst, t_us, a.seconds
+    );
+
+    // 1. Redis up throughout: the fleet admits exactly the bound.
+    let key = format!("fleet-{}", std::process::id());
+    let t0 = server_time_us(&url).expect("Redis answers TIME");
+    let (tallies, nodes) = run_fleet(&a, &url, quota, FaultPolicy::FailOpen, &key, run).await;
+    let t1 = server_time_us(&url).unwrap();
+    let (total, _, _) = print_nodes(&tallies, &nodes);
+    let window = t1 - t0;
+    let bound = u64::from(a.burst) + window / t_us;
+    println!(
+        "  total admitted {total}; bound b + floor(W/T) = {} + floor({window} us / {t_us} us) = {bound}: {}",
+        a.burst,
+        if total <= bound { "kept" } else { "EXCEEDED" }
+    );
+    assert!(
+        total <= bound,
+        "the fleet admitted more than the quota allows"
+    );
+
+    // 2. Redis killed a third of the way in, restarted at two thirds, per policy.
+    let Some(server) = server.as_mut() else {
+        println!("(REDIS_URL given: not stopping someone else's Redis)");
+        return;
+    };
+    let policies = [
+        ("fail open", FaultPolicy::FailOpen),
+        (
+            "fail closed",
+            FaultPolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            },
+        ),
+        (
+            "local 1/N",
+            FaultPolicy::Local {
+                nodes: a.nodes as u32,
+            },
+        ),
+    ];
+    for (name, policy) in policies {
+        let key = format!("{key}-{name}");
+        let third = run / 3;
+        let fleet = run_fleet(&a, &url, quota, policy, &key, run);
+        let outage = async {
+            tokio::time::sleep(third).await;
+            server.kill();
+            tokio::time::sleep(third).await;
+            // Blocks this worker briefly while the server starts; the fleet runs on.
+            tokio::task::block_in_place(|| server.spawn());
+        };
+        let ((tallies, nodes), ()) = tokio::join!(fleet, outage);
+        println!(
+            "\nRedis down from {:.1} s to {:.1} s, policy {name}:",
+            third.as_secs_f64(),
+            2.0 * third.as_secs_f64()
+        );
+        let (r, o, l) = print_nodes(&tallies, &nodes);
+        // Each node's fallback keeps its share's bound over the time it admitted, which
+        // runs from the first fault until its connection is back (after the restart).
+        let n = a.nodes as u64;
+        let share_burst = (u64::from(a.burst) / n).max(1);
+        let spans: Vec<_> = tallies.iter().map(|t| t.local_span()).collect();
+        let share_bound: u64 = spans
+            .iter()
+            .map(|w| share_burst + w.as_micros() as u64 / (t_us * n))
+            .sum();
+        println!("  admitted by redis {r}, fail-open {o}, local {l}");
+        if l > 0 {
+            let longest = spans.iter().max().unwrap();
+            println!(
+                "  local fallback: sum over nodes of b/N + floor(W_node / (N·T)) = {share_bound} \
+                 (W_node up to {longest:.2?}): {}",
+                if l <= share_bound { "kept" } else { "EXCEEDED" }
+            );
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! One [`tollgate`] limit across a fleet of processes, on Redis (or Valkey, KeyDB,
+//! Dragonfly): exact GCRA in one Lua script, with a local fast path and faults as policy.
+//!
+//! * **Exact GCRA on the server.** One Lua script, run by `EVALSHA` and reloaded by
+//!   [`redis::Script`] when the server answers `NOSCRIPT` (after a restart or
+//!   `SCRIPT FLUSH`); integer microsecond arithmetic, exact below 2^53 (the argument is in
+//!   `src/script.rs`); the server's `TIME` as the clock, so the nodes' clocks never matter;
+//!   each key's expiry set to its reset time rounded up to the ms (`SET … PXAT`), so Redis
+//!   holds only live keys;
+//!   a quota per call. Semantics are the core's: over any window `W`, at most
+//!   `b + floor(W / T)` cells per key, fleet-wide (with `T` rounded up to whole µs,
+//!   [`interval_micros`]).
+//! * **A local fast path.** When Redis refuses a key (or admits its last cell), the node
+//!   remembers a lower bound on the key's state and refuses later checks locally, without a
+//!   round trip, while that bound says Redis would refuse too: an abusive client costs about
+//!   one round trip per interval, not one per request. The cache is bounded.
+//! * **Faults are a policy.** Each call has a timeout; when Redis fails or is late, a check
+//!   fails open, fails closed, or is decided by a local `tollgate::Limiter` at `1/N` of the
+//!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. The connection is a
+//!   [`redis::aio::ConnectionManager`], which reconnects by itself.
+//!
+//! Runtime: Tokio only. The reconnecting [`redis::aio::ConnectionManager`] is built on the
+//! `redis` crate's Tokio support (`tokio-comp`), and the per-call timeout is
+//! `tokio::time::timeout`; under smol (`smol-comp`) both would need replacing. Requires Redis
+//! 6.2 or later (`SET … PXAT`); tested with Redis 7.0.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> redis::RedisResult<()> {
+//! use tollgate::Quota;
+//! use tollgate_redis::{FaultPolicy, FleetLimiter};
+//!
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let limiter = FleetLimiter::builder(Quota::per_second(5))
+//!     .fault_policy(FaultPolicy::Local { nodes: 4 }) // 4 nodes: 1/4 each without Redis
+//!     .connect(client)
+//!     .await?;
+//! match limiter.check("203.0.113.9").await {
+//!     Ok(ok) => println!("200 OK ({} left)", ok.remaining()),
+//!     Err(e) => println!("429 Too Many Requests, Retry-After {:?}", e.retry_after()),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Limits
+//!
+//! * A call that times out may still run on the server: its cell is spent there while the
+//!   policy decided here.
+//! * The local fallback's admissions are not written to Redis when it comes back.
+//! * [`FleetLimiter::reset`] clears this node's fast path; other nodes' fast paths may refuse
+//!   the key until the bounds they cached pass.
+//! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
+//!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
+
+mod cache;
+mod limiter;
+mod script;
+
+pub use limiter::{Admitted, FaultPolicy, FleetBuilder, FleetLimiter, Source, Stats, Unavailable};
+pub use script::interval_micros;

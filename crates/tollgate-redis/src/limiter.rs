@@ -1,0 +1,1010 @@
+//! [`FleetLimiter`], its builder, the fault policy and what a check answers.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisError, Script};
+use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
+
+use crate::cache::{LocalCache, Lookup};
+use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
+
+/// What to do when Redis does not answer in time, or answers with an error.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate_redis::FaultPolicy;
+///
+/// // Ten nodes share the limit: each admits a tenth of it on its own while Redis is away.
+/// let policy = FaultPolicy::Local { nodes: 10 };
+/// let closed = FaultPolicy::FailClosed { retry_after: Duration::from_secs(1) };
+/// assert_ne!(policy, closed);
+/// assert_eq!(FaultPolicy::default(), FaultPolicy::Local { nodes: 1 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultPolicy {
+    /// Admit: availability first. [`Admitted::source`] is [`Source::FailOpen`].
+    FailOpen,
+    /// Refuse with [`Error::RateLimited`] and this `wait` as the retry hint.
+    FailClosed {
+        /// What to put in the refusal's `wait` (`Retry-After`).
+        retry_after: Duration,
+    },
+    /// Decide with a local `tollgate::Limiter` at `1/nodes` of the fleet's rate: interval
+    /// `nodes × T`, burst `max(1, b / nodes)`. With `nodes` set to the fleet's size (and a
+    /// burst of at least `nodes`) the fleet as a whole stays within the quota's bound while
+    /// Redis is away; the local state is not merged into Redis when it comes back. Its
+    /// admissions report the share's `limit`, `remaining` and `reset_after`.
+    Local {
+        /// How many nodes share the limit.
+        nodes: u32,
+    },
+}
+
+impl Default for FaultPolicy {
+    /// `Local { nodes: 1 }`: the whole quota per node (set `nodes` to your fleet's size).
+    fn default() -> FaultPolicy {
+        FaultPolicy::Local { nodes: 1 }
+    }
+}
+
+/// Who decided an admission.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_redis::Source;
+///
+/// assert_ne!(Source::Redis, Source::FailOpen);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// The script on the server: the fleet-wide decision.
+    Redis,
+    /// Redis was unavailable and the policy is [`FaultPolicy::FailOpen`].
+    FailOpen,
+    /// Redis was unavailable and the local fallback limiter admitted ([`FaultPolicy::Local`]).
+    Local,
+}
+
+/// An admitted check, with the values for rate-limit headers. The fleet's counterpart of
+/// [`tollgate::Admitted`] (which only the core can build).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate_redis::{Admitted, Source};
+///
+/// fn headers(ok: &Admitted) -> [(&'static str, String); 3] {
+///     [
+///         ("RateLimit-Limit", ok.limit().to_string()),
+///         ("RateLimit-Remaining", ok.remaining().to_string()),
+///         ("RateLimit-Reset", ok.reset_after().as_secs().to_string()),
+///     ]
+/// }
+/// # let _ = headers;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    limit: u32,
+    remaining: u32,
+    reset_after: Duration,
+    source: Source,
+}
+
+impl Admitted {
+    /// The burst: how many cells the key may use at once (the `limit` header).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// assert_eq!(ok.limit(), limiter.quota().burst());
+    /// # }
+    /// ```
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Single cells still admissible right now (the `remaining` header).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// println!("{} left", ok.remaining());
+    /// # }
+    /// ```
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+
+    /// How long until the key is back to a full burst (the `reset` header); also the key's
+    /// TTL in Redis after an admission.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// assert!(ok.reset_after() <= limiter.quota().interval() * limiter.quota().burst());
+    /// # }
+    /// ```
+    pub fn reset_after(&self) -> Duration {
+        self.reset_after
+    }
+
+    /// Who decided: Redis, or a fault policy.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use tollgate_redis::Source;
+    ///
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// if ok.source() != Source::Redis {
+    ///     eprintln!("degraded: Redis is unavailable");
+    /// }
+    /// # }
+    /// ```
+    pub fn source(&self) -> Source {
+        self.source
+    }
+}
+
+/// Why an operation without a fault policy (`reset`, `penalize`) did not reach Redis.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+/// use tollgate_redis::Unavailable;
+///
+/// match limiter.reset("alice").await {
+///     Ok(forgot) => println!("forgot state: {forgot}"),
+///     Err(Unavailable::Timeout(t)) => eprintln!("no answer within {t:?}"),
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Unavailable {
+    /// No answer within the per-call timeout.
+    Timeout(Duration),
+    /// The connection or the server failed.
+    Redis(RedisError),
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unavailable::Timeout(t) => write!(f, "Redis did not answer within {t:?}"),
+            Unavailable::Redis(e) => write!(f, "Redis failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Unavailable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unavailable::Redis(e) => Some(e),
+            Unavailable::Timeout(_) => None,
+        }
+    }
+}
+
+/// Counters of one [`FleetLimiter`] (and its clones) since it was built.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+/// let s = limiter.stats();
+/// println!(
+///     "{} round trips, {} refused locally, {} faults",
+///     s.round_trips, s.local_refusals, s.faults
+/// );
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Calls sent to Redis, answered or not: the script's, and `reset`'s `DEL`.
+    pub round_trips: u64,
+    /// Checks admitted by Redis.
+    pub admitted: u64,
+    /// Checks refused by Redis.
+    pub limited: u64,
+    /// Checks refused by the local fast path, without a round trip.
+    pub local_refusals: u64,
+    /// Calls that failed: errors and timeouts together.
+    pub faults: u64,
+    /// Of the faults, timeouts.
+    pub timeouts: u64,
+    /// Checks admitted by [`FaultPolicy::FailOpen`].
+    pub failed_open: u64,
+    /// Checks refused by [`FaultPolicy::FailClosed`].
+    pub failed_closed: u64,
+    /// Checks decided by the local fallback ([`FaultPolicy::Local`]), admitted or not.
+    pub fell_back: u64,
+    /// Keys in the fast path's cache now.
+    pub cached_keys: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    round_trips: AtomicU64,
+    admitted: AtomicU64,
+    limited: AtomicU64,
+    local_refusals: AtomicU64,
+    faults: AtomicU64,
+    timeouts: AtomicU64,
+    failed_open: AtomicU64,
+    failed_closed: AtomicU64,
+    fell_back: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Relaxed);
+}
+
+/// Builds a [`FleetLimiter`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> redis::RedisResult<()> {
+/// use std::time::Duration;
+/// use tollgate::Quota;
+/// use tollgate_redis::{FaultPolicy, FleetLimiter};
+///
+/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+/// let limiter = FleetLimiter::builder(Quota::per_second(100))
+///     .prefix("api:rl:")
+///     .timeout(Duration::from_millis(50))
+///     .fault_policy(FaultPolicy::Local { nodes: 8 })
+///     .local_cache(10_000)
+///     .connect(client)
+///     .await?;
+/// # let _ = limiter; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct FleetBuilder {
+    quota: Quota,
+    prefix: Vec<u8>,
+    timeout: Duration,
+    policy: FaultPolicy,
+    cache: usize,
+    manager: Option<ConnectionManagerConfig>,
+}
+
+impl FleetBuilder {
+    /// The per-call timeout if none is set: 100 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate_redis::FleetBuilder;
+    ///
+    /// assert_eq!(FleetBuilder::DEFAULT_TIMEOUT, Duration::from_millis(100));
+    /// ```
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+    /// The fast path's capacity in keys if none is set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate_redis::FleetBuilder::DEFAULT_CACHE, 65_536);
+    /// ```
+    pub const DEFAULT_CACHE: usize = 65_536;
+
+    /// The prefix of every Redis key (default `"tollgate:"`). A key `k` is stored as
+    /// `prefix + k`, bytes as given. On Redis Cluster, each call touches one key, so any
+    /// prefix works; put a hash tag in the *key* (`"{tenant}:user"`) to keep keys together.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> redis::RedisResult<()> {
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5)).prefix("rl:").connect(client).await?;
+    /// assert_eq!(limiter.redis_key("alice"), b"rl:alice".to_vec());
+    /// # Ok(()) }
+    /// ```
+    pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
+        self.prefix = prefix.as_ref().to_vec();
+        self
+    }
+
+    /// The timeout of each call to Redis (default [`DEFAULT_TIMEOUT`](Self::DEFAULT_TIMEOUT)).
+    /// A call that times out is a fault; it may still have run on the server. A check of a
+    /// key the fast path holds may first wait up to this long for another task's call on the
+    /// same key (single flight), so while Redis does not answer, such a check can take up to
+    /// twice the timeout before its fault policy decides.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let builder = FleetLimiter::builder(Quota::per_second(5)).timeout(Duration::from_millis(20));
+    /// # let _ = builder;
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What a check does when Redis is unavailable (default [`FaultPolicy::default`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter};
+    ///
+    /// let builder = FleetLimiter::builder(Quota::per_second(5)).fault_policy(FaultPolicy::FailOpen);
+    /// # let _ = builder;
+    /// ```
+    pub fn fault_policy(mut self, policy: FaultPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The fast path's capacity in keys (default [`DEFAULT_CACHE`](Self::DEFAULT_CACHE)); 0
+    /// turns the fast path off, so every check is a round trip.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let every_check_asks_redis = FleetLimiter::builder(Quota::per_second(5)).local_cache(0);
+    /// # let _ = every_check_asks_redis;
+    /// ```
+    pub fn local_cache(mut self, keys: usize) -> Self {
+        self.cache = keys;
+        self
+    }
+
+    /// The connection manager's configuration (reconnection back-off and so on). By default
+    /// its response and connection timeouts are the per-call timeout, and it retries a
+    /// reconnection a few times with a back-off capped at one second; later calls start a new
+    /// reconnection.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redis::aio::ConnectionManagerConfig;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let config = ConnectionManagerConfig::new().set_max_delay(Duration::from_millis(200));
+    /// let builder = FleetLimiter::builder(Quota::per_second(5)).connection_manager(config);
+    /// # let _ = builder;
+    /// ```
+    pub fn connection_manager(mut self, config: ConnectionManagerConfig) -> Self {
+        self.manager = Some(config);
+        self
+    }
+
+    /// Builds the limiter on `client`, with a connection of its own (clones of the limiter
+    /// share it). Connects lazily: Redis need not be up yet, and until it is, checks follow
+    /// the fault policy. Must run inside a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// A [`RedisError`] if the client's configuration is refused.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> redis::RedisResult<()> {
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
+    /// # let _ = limiter; Ok(()) }
+    /// ```
+    pub async fn connect(self, client: Client) -> Result<FleetLimiter, RedisError> {
+        let config = self.manager.unwrap_or_else(|| {
+            ConnectionManagerConfig::new()
+                .set_response_timeout(Some(self.timeout))
+                .set_connection_timeout(Some(self.timeout))
+                .set_number_of_retries(3)
+                .set_min_delay(Duration::from_millis(10))
+                .set_max_delay(Duration::from_secs(1))
+        });
+        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+        let fallback = match self.policy {
+            FaultPolicy::Local { .. } => Some(Limiter::keyed(self.quota)),
+            _ => None,
+        };
+        Ok(FleetLimiter {
+            inner: Arc::new(Inner {
+                conn,
+                script: Script::new(GCRA_LUA),
+                quota: self.quota,
+                prefix: self.prefix,
+                timeout: self.timeout,
+                policy: self.policy,
+                cache: (self.cache > 0).then(|| LocalCache::new(self.cache)),
+                fallback,
+                clock: MonotonicClock::new(),
+                counters: Counters::default(),
+            }),
+        })
+    }
+}
+
+/// One rate limit shared by a fleet: exact GCRA in a Lua script on Redis (or Valkey), with
+/// a local fast path for keys Redis has refused, and a policy for when Redis is away.
+///
+/// Semantics are the core's ([`tollgate::Quota`]): over any window `W`, at most
+/// `b + floor(W / T)` cells per key, fleet-wide, with `T` rounded up to whole microseconds
+/// ([`interval_micros`](crate::interval_micros)). The clock is the server's `TIME`, so the
+/// nodes' clocks never matter. A cheap `Clone`; clones share the connection, counters and
+/// cache.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> redis::RedisResult<()> {
+/// use tollgate::Quota;
+/// use tollgate_redis::FleetLimiter;
+///
+/// let client = redis::Client::open("redis://127.0.0.1/")?;
+/// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
+/// match limiter.check("203.0.113.9").await {
+///     Ok(ok) => println!("200 OK ({} left)", ok.remaining()),
+///     Err(e) => println!("429, Retry-After {:?}", e.retry_after()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct FleetLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: ConnectionManager,
+    script: Script,
+    quota: Quota,
+    prefix: Vec<u8>,
+    timeout: Duration,
+    policy: FaultPolicy,
+    cache: Option<LocalCache>,
+    fallback: Option<Limiter<[u8]>>,
+    clock: MonotonicClock,
+    counters: Counters,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetLimiter")
+            .field("quota", &self.quota)
+            .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .field("timeout", &self.timeout)
+            .field("policy", &self.policy)
+            .field("cache", &self.cache.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Check,
+    Peek,
+}
+
+impl FleetLimiter {
+    /// A builder for a limiter with `quota` as its default quota.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> redis::RedisResult<()> {
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let limiter = FleetLimiter::builder(Quota::per_minute(60)).connect(client).await?;
+    /// # let _ = limiter; Ok(()) }
+    /// ```
+    pub fn builder(quota: Quota) -> FleetBuilder {
+        FleetBuilder {
+            quota,
+            prefix: b"tollgate:".to_vec(),
+            timeout: FleetBuilder::DEFAULT_TIMEOUT,
+            policy: FaultPolicy::default(),
+            cache: FleetBuilder::DEFAULT_CACHE,
+            manager: None,
+        }
+    }
+
+    /// The default quota.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// println!("{} per {:?}", limiter.quota().burst(), limiter.quota().interval());
+    /// # }
+    /// ```
+    pub fn quota(&self) -> Quota {
+        self.inner.quota
+    }
+
+    /// The Redis key that holds `key`'s state: the prefix, then `key`'s bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// assert_eq!(limiter.redis_key("alice"), b"tollgate:alice".to_vec()); // default prefix
+    /// # }
+    /// ```
+    pub fn redis_key(&self, key: impl AsRef<[u8]>) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.inner.prefix.len() + key.as_ref().len());
+        k.extend_from_slice(&self.inner.prefix);
+        k.extend_from_slice(key.as_ref());
+        k
+    }
+
+    /// Admits one cell for `key` under the default quota, or refuses.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RateLimited`] when the fleet is over the key's rate (or the local fast path
+    /// knows it is, or Redis is away under [`FaultPolicy::FailClosed`] or an exhausted
+    /// [`FaultPolicy::Local`]). `earliest` is on [`tollgate::MonotonicClock`]'s timeline.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// match limiter.check("alice").await {
+    ///     Ok(ok) => println!("{} left", ok.remaining()),
+    ///     Err(e) => println!("retry after {:?}", e.retry_after()),
+    /// }
+    /// # }
+    /// ```
+    pub async fn check(&self, key: impl AsRef<[u8]>) -> Result<Admitted, Error> {
+        self.decide(key.as_ref(), 1, self.inner.quota, Op::Check)
+            .await
+    }
+
+    /// Admits `n` cells for `key` at once, or none.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check), and [`Error::InsufficientCapacity`] (without a round trip)
+    /// if `n` exceeds the burst. `n = 0` is admitted and spends nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let too_many = limiter.quota().burst() + 1;
+    /// assert!(limiter.check_n("alice", too_many).await.unwrap_err().is_insufficient_capacity());
+    /// # }
+    /// ```
+    pub async fn check_n(&self, key: impl AsRef<[u8]>, n: u32) -> Result<Admitted, Error> {
+        self.decide(key.as_ref(), n, self.inner.quota, Op::Check)
+            .await
+    }
+
+    /// [`check`](Self::check) under `quota` for this call: one limiter for keys with
+    /// different rates. The key's state carries over between quotas as time, as in the core.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use tollgate::Quota;
+    ///
+    /// let paid = Quota::per_second(100);
+    /// let ok = limiter.check_with("customer-42", paid).await.unwrap();
+    /// assert_eq!(ok.limit(), 100);
+    /// # }
+    /// ```
+    pub async fn check_with(&self, key: impl AsRef<[u8]>, quota: Quota) -> Result<Admitted, Error> {
+        self.decide(key.as_ref(), 1, quota, Op::Check).await
+    }
+
+    /// [`check_n`](Self::check_n) under `quota` for this call.
+    ///
+    /// # Errors
+    ///
+    /// As [`check_n`](Self::check_n).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use tollgate::Quota;
+    ///
+    /// let upload = Quota::per_second(1_000); // bytes/s, say
+    /// limiter.check_n_with("uploader", 512, upload).await.unwrap();
+    /// # }
+    /// ```
+    pub async fn check_n_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        n: u32,
+        quota: Quota,
+    ) -> Result<Admitted, Error> {
+        self.decide(key.as_ref(), n, quota, Op::Check).await
+    }
+
+    /// Answers as [`check`](Self::check) would, spending nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let before = limiter.peek("alice").await.unwrap().remaining();
+    /// assert_eq!(limiter.peek("alice").await.unwrap().remaining(), before);
+    /// # }
+    /// ```
+    pub async fn peek(&self, key: impl AsRef<[u8]>) -> Result<Admitted, Error> {
+        self.decide(key.as_ref(), 1, self.inner.quota, Op::Peek)
+            .await
+    }
+
+    /// [`peek`](Self::peek) under `quota` for this call.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use tollgate::Quota;
+    ///
+    /// let ok = limiter.peek_with("alice", Quota::per_minute(10)).await;
+    /// # let _ = ok;
+    /// # }
+    /// ```
+    pub async fn peek_with(&self, key: impl AsRef<[u8]>, quota: Quota) -> Result<Admitted, Error> {
+        self.decide(key.as_ref(), 1, quota, Op::Peek).await
+    }
+
+    /// Forgets `key` in Redis (its next request is its first), in this node's fast path and
+    /// in its local fallback. Returns whether Redis held state for it. Another node's fast
+    /// path may still refuse the key until the bound it cached passes (at most the key's
+    /// wait at the time that node cached it).
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] if Redis did not answer in time or failed.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// limiter.reset("alice").await.unwrap();
+    /// assert!(limiter.check("alice").await.is_ok());
+    /// # }
+    /// ```
+    pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<bool, Unavailable> {
+        let key = self.redis_key(key);
+        if let Some(cache) = &self.inner.cache {
+            cache.remove(&key);
+        }
+        if let Some(fallback) = &self.inner.fallback {
+            fallback.reset(&key);
+        }
+        let mut conn = self.inner.conn.clone();
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(&key);
+        bump(&self.inner.counters.round_trips);
+        let deleted: i64 = self.call(cmd.query_async(&mut conn)).await?;
+        Ok(deleted > 0)
+    }
+
+    /// Pushes `key`'s next admission at least `delay` from now (on the server's clock),
+    /// keeping any later one, under the default quota: for abuse escalation, or to honour an
+    /// upstream's `Retry-After`. Delays beyond 2^49 µs (about 17 years) saturate.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] if Redis did not answer in time or failed.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use std::time::Duration;
+    ///
+    /// limiter.penalize("abuser", Duration::from_secs(30)).await.unwrap();
+    /// let wait = limiter.check("abuser").await.unwrap_err().retry_after().unwrap();
+    /// assert!(wait > Duration::from_secs(29));
+    /// # }
+    /// ```
+    pub async fn penalize(
+        &self,
+        key: impl AsRef<[u8]>,
+        delay: Duration,
+    ) -> Result<(), Unavailable> {
+        self.penalize_with(key, delay, self.inner.quota).await
+    }
+
+    /// [`penalize`](Self::penalize) under `quota`: the TAT is set so that a single cell under
+    /// `quota` waits `delay`.
+    ///
+    /// # Errors
+    ///
+    /// As [`penalize`](Self::penalize).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    ///
+    /// let tier = Quota::per_second(50);
+    /// limiter.penalize_with("abuser", Duration::from_secs(5), tier).await.unwrap();
+    /// # }
+    /// ```
+    pub async fn penalize_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        delay: Duration,
+        quota: Quota,
+    ) -> Result<(), Unavailable> {
+        let key = self.redis_key(key);
+        if let Some(fallback) = &self.inner.fallback {
+            let _ = fallback.penalize(&key, delay);
+        }
+        let sent = Instant::now();
+        let reply = self
+            .run_script(&key, "penalize", quota, 1, micros_ceil(delay))
+            .await?;
+        self.remember(&key, sent, reply.tat_ahead_us);
+        Ok(())
+    }
+
+    /// The counters since the limiter was built.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let before = limiter.stats().round_trips;
+    /// let _ = limiter.check("alice").await;
+    /// assert!(limiter.stats().round_trips <= before + 1);
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        Stats {
+            round_trips: c.round_trips.load(Relaxed),
+            admitted: c.admitted.load(Relaxed),
+            limited: c.limited.load(Relaxed),
+            local_refusals: c.local_refusals.load(Relaxed),
+            faults: c.faults.load(Relaxed),
+            timeouts: c.timeouts.load(Relaxed),
+            failed_open: c.failed_open.load(Relaxed),
+            failed_closed: c.failed_closed.load(Relaxed),
+            fell_back: c.fell_back.load(Relaxed),
+            cached_keys: self.inner.cache.as_ref().map_or(0, |c| c.len() as u64),
+        }
+    }
+
+    async fn decide(&self, key: &[u8], n: u32, quota: Quota, op: Op) -> Result<Admitted, Error> {
+        let burst = quota.burst();
+        if n > burst {
+            return Err(Error::InsufficientCapacity {
+                requested: n,
+                burst,
+            });
+        }
+        let key = self.redis_key(key);
+        let interval_us = interval_micros(quota);
+        let name = if op == Op::Check { "check" } else { "peek" };
+        // The fast path: refuse here, or be the key's one probe, or wait for the probe in
+        // flight and look again (`cache.rs`); after waiting the call's timeout in all, ask
+        // Redis anyway.
+        let mut _probe = None;
+        if let Some(cache) = &self.inner.cache
+            && n > 0
+        {
+            let give_up = Instant::now() + self.inner.timeout;
+            loop {
+                let now = Instant::now();
+                match cache.lookup(&key, now, n, interval_us, burst) {
+                    Lookup::Refuse(wait) => {
+                        bump(&self.inner.counters.local_refusals);
+                        return Err(self.limited(wait, burst));
+                    }
+                    Lookup::Probe(guard) => {
+                        _probe = Some(guard);
+                        break;
+                    }
+                    Lookup::Wait(probe) if now < give_up => {
+                        let _ = tokio::time::timeout(give_up - now, probe).await;
+                    }
+                    Lookup::Wait(_) | Lookup::Miss => break,
+                }
+            }
+        }
+        let sent = Instant::now();
+        match self.run_script(&key, name, quota, n, 0).await {
+            Ok(reply) => {
+                let c = &self.inner.counters;
+                if reply.admitted {
+                    if op == Op::Check {
+                        bump(&c.admitted);
+                        // The key's burst is spent: the next check would be refused, so it
+                        // may as well be refused here (the TAT is a bound like a refusal's).
+                        // With cells to spare, the key needs no fast path (nor a probe).
+                        match (reply.remaining, &self.inner.cache) {
+                            (0, _) => self.remember(&key, sent, reply.tat_ahead_us),
+                            (_, Some(cache)) => cache.remove(&key),
+                            (_, None) => {}
+                        }
+                    }
+                    Ok(Admitted {
+                        limit: burst,
+                        remaining: reply.remaining,
+                        reset_after: Duration::from_micros(reply.after_us),
+                        source: Source::Redis,
+                    })
+                } else {
+                    if op == Op::Check {
+                        bump(&c.limited);
+                    }
+                    self.remember(&key, sent, reply.tat_ahead_us);
+                    Err(self.limited(Duration::from_micros(reply.after_us), burst))
+                }
+            }
+            Err(_) => self.on_fault(&key, n, quota, op),
+        }
+    }
+
+    fn on_fault(&self, key: &[u8], n: u32, quota: Quota, op: Op) -> Result<Admitted, Error> {
+        let c = &self.inner.counters;
+        match self.inner.policy {
+            FaultPolicy::FailOpen => {
+                bump(&c.failed_open);
+                Ok(Admitted {
+                    limit: quota.burst(),
+                    remaining: quota.burst() - n,
+                    reset_after: quota.interval().saturating_mul(n),
+                    source: Source::FailOpen,
+                })
+            }
+            FaultPolicy::FailClosed { retry_after } => {
+                bump(&c.failed_closed);
+                Err(self.limited(retry_after, quota.burst()))
+            }
+            FaultPolicy::Local { nodes } => {
+                bump(&c.fell_back);
+                let Some(share) = share(quota, nodes) else {
+                    // The share is not a valid quota (a window beyond 18 years): refuse.
+                    return Err(self.limited(quota.interval(), quota.burst()));
+                };
+                let fallback = self.inner.fallback.as_ref().expect("built with the policy");
+                let r = match op {
+                    Op::Check => fallback.check_n_with(key, n, share),
+                    Op::Peek => fallback.peek_with(key, share),
+                };
+                r.map(|ok| Admitted {
+                    limit: ok.limit(),
+                    remaining: ok.remaining(),
+                    reset_after: ok.reset_after(),
+                    source: Source::Local,
+                })
+            }
+        }
+    }
+
+    fn limited(&self, wait: Duration, limit: u32) -> Error {
+        Error::RateLimited {
+            earliest: self.inner.clock.now() + wait,
+            wait,
+            limit,
+        }
+    }
+
+    fn remember(&self, key: &[u8], sent: Instant, tat_ahead_us: u64) {
+        if let Some(cache) = &self.inner.cache
+            && tat_ahead_us > 0
+        {
+            cache.raise(key, sent + Duration::from_micros(tat_ahead_us), sent);
+        }
+    }
+
+    async fn run_script(
+        &self,
+        key: &[u8],
+        op: &str,
+        quota: Quota,
+        n: u32,
+        delay_us: u64,
+    ) -> Result<Reply, Unavailable> {
+        let mut conn = self.inner.conn.clone();
+        let mut invocation = self.inner.script.key(key);
+        invocation
+            .arg(op)
+            .arg(interval_micros(quota))
+            .arg(quota.burst())
+            .arg(n)
+            .arg(delay_us);
+        bump(&self.inner.counters.round_trips);
+        let values: Vec<i64> = self.call(invocation.invoke_async(&mut conn)).await?;
+        Reply::from_values(&values).ok_or_else(|| {
+            bump(&self.inner.counters.faults);
+            Unavailable::Redis(RedisError::from((
+                redis::ErrorKind::Parse,
+                "unexpected reply from the tollgate script",
+            )))
+        })
+    }
+
+    async fn call<T>(
+        &self,
+        fut: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, Unavailable> {
+        let c = &self.inner.counters;
+        match tokio::time::timeout(self.inner.timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                bump(&c.faults);
+                if e.is_timeout() {
+                    bump(&c.timeouts);
+                }
+                Err(Unavailable::Redis(e))
+            }
+            Err(_) => {
+                bump(&c.faults);
+                bump(&c.timeouts);
+                Err(Unavailable::Timeout(self.inner.timeout))
+            }
+        }
+    }
+}
+
+/// The fallback's share of `quota` for one of `nodes` nodes.
+fn share(quota: Quota, nodes: u32) -> Option<Quota> {
+    let nodes = nodes.max(1);
+    let interval = quota.interval().checked_mul(nodes)?;
+    Quota::try_with_period(interval)
+        .ok()?
+        .try_allow_burst((quota.burst() / nodes).max(1))
+        .ok()
+}

@@ -1,0 +1,166 @@
+//! The GCRA as one Lua script on the server, and the integer quota it takes.
+//!
+//! # Exactness
+//!
+//! Lua 5.1 (Redis, Valkey) has only doubles, which hold every integer below 2^53 exactly;
+//! a sum, difference or product of such integers whose result is also below 2^53 is exact.
+//! The script therefore works in integer **microseconds** (the resolution of the server's
+//! `TIME`) and keeps every value below 2^53:
+//!
+//! * `now` is the Unix time in µs: about 1.8·10^15 in 2026, below 2^53 (9.0·10^15) until
+//!   the year 2255, and below the script's own ceiling of `2^53 - 2^52` (so that a TAT may
+//!   run `2^51` ahead) until the year 2112;
+//! * a quota's window `burst × interval` is at most 2^59 ns (`tollgate::Quota` validates it),
+//!   5.8·10^14 µs < 2^50 µs, so `tau` and `n·T` are below 2^50;
+//! * a stored TAT is clamped to `now + 2^50` on every read and write (35 years ahead, like the
+//!   core's saturating TAT), and a penalty to 2^49 µs; so `tat0 + (n-1)·T` is below
+//!   `now + 2^51`, and every intermediate value is below 2^53;
+//! * the one division (`floor(slack / T)` for `remaining`, and `ceil(tat / 1000)` for the
+//!   expiry in ms) is done as `math.floor(a / b)` and then corrected by one step up or down
+//!   against exact products, so it is the exact integer quotient;
+//! * numbers go to Redis and back as decimal strings written with `%.0f` (exact for integers
+//!   below 2^53), never through Lua's `tostring` (14 significant digits).
+//!
+//! A quota's interval is in whole nanoseconds; the script's is its ceiling in whole
+//! microseconds ([`interval_micros`]), so rounding never admits more than asked for.
+
+use std::time::Duration;
+
+use tollgate::Quota;
+
+/// The script. KEYS\[1\] is the key; ARGV is `op, interval_us, burst, n, delay_us` with `op`
+/// one of `check`, `peek`, `penalize`. It answers `{admitted, remaining, after_us, tat_ahead_us}`:
+/// `after_us` is the reset time if admitted and the wait if not; `tat_ahead_us` is how far
+/// the key's stored TAT is ahead of the server's `now` after the call (0 if not ahead).
+pub(crate) const GCRA_LUA: &str = r#"
+-- tollgate-redis: GCRA in integer microseconds (see src/script.rs for why it is exact).
+-- Replicated by effects (the default since Redis 5, the only mode since 7), so reading TIME
+-- before writing is allowed and replicas store the same TAT.
+local MAX_AHEAD = 1125899906842624 -- 2^50 us: how far ahead a TAT may be stored
+local MAX_DELAY = 562949953421312  -- 2^49 us: the longest penalty
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local op = ARGV[1]
+local T = tonumber(ARGV[2])
+local b = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local tau = (b - 1) * T
+
+-- floor(a / c) for integers 0 <= a, 0 < c with a + c < 2^53: the double quotient is within
+-- one of the truth, and the products that correct it are exact.
+local function idiv(a, c)
+  local q = math.floor(a / c)
+  if q * c > a then
+    q = q - 1
+  elseif (q + 1) * c <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local tat = 0
+local v = redis.call('GET', KEYS[1])
+if v then tat = tonumber(v) or 0 end
+if tat > now + MAX_AHEAD then tat = now + MAX_AHEAD end
+
+local function store(x)
+  if x > now + MAX_AHEAD then x = now + MAX_AHEAD end
+  redis.call('SET', KEYS[1], string.format('%.0f', x),
+    'PXAT', string.format('%.0f', idiv(x + 999, 1000)))
+  return x
+end
+
+-- Single cells admissible at now once x is stored.
+local function remaining(x)
+  local slack = now + tau - x
+  if slack < 0 then return 0 end
+  if slack >= tau then return b end
+  local k = idiv(slack, T) + 1
+  if k > b then k = b end
+  return k
+end
+
+local function ahead(x)
+  if x > now then return x - now end
+  return 0
+end
+
+if op == 'penalize' then
+  local d = tonumber(ARGV[5])
+  if d > MAX_DELAY then d = MAX_DELAY end
+  local target = now + d + tau
+  if target > tat then tat = store(target) end
+  return {1, remaining(tat), ahead(tat), ahead(tat)}
+end
+
+if n == 0 then
+  return {1, remaining(tat), ahead(tat), ahead(tat)}
+end
+
+local tat0 = tat
+if tat0 < now then tat0 = now end
+local admit_at = tat0 + (n - 1) * T - tau
+if admit_at <= now then
+  local new = tat0 + n * T
+  if new > now + MAX_AHEAD then new = now + MAX_AHEAD end
+  if op == 'check' then
+    store(new)
+    return {1, remaining(new), new - now, new - now}
+  end
+  return {1, remaining(new), new - now, ahead(tat)}
+end
+return {0, 0, admit_at - now, ahead(tat)}
+"#;
+
+/// A quota's interval in whole microseconds, rounded up (at least 1 µs): the interval the
+/// server's script enforces. Intervals that are whole microseconds are kept exactly; others
+/// are rounded up, so rounding never admits more than the quota asks for.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::Quota;
+/// use tollgate_redis::interval_micros;
+///
+/// assert_eq!(interval_micros(Quota::per_second(100)), 10_000);
+/// assert_eq!(interval_micros(Quota::per_second(3)), 333_334); // 333_333_334 ns, rounded up
+/// assert_eq!(interval_micros(Quota::per_second(2_000_000)), 1); // 500 ns: at most 1/µs
+/// ```
+pub fn interval_micros(quota: Quota) -> u64 {
+    let nanos = quota.interval().as_nanos();
+    u64::try_from(nanos.div_ceil(1_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// `d` in whole microseconds, rounded up, capped where the script caps it anyway.
+pub(crate) fn micros_ceil(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000))
+        .unwrap_or(u64::MAX)
+        .min(1 << 49)
+}
+
+/// The script's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reply {
+    pub(crate) admitted: bool,
+    pub(crate) remaining: u32,
+    /// Reset time if admitted, wait if refused.
+    pub(crate) after_us: u64,
+    /// How far the stored TAT is ahead of the server's `now`.
+    pub(crate) tat_ahead_us: u64,
+}
+
+impl Reply {
+    pub(crate) fn from_values(v: &[i64]) -> Option<Reply> {
+        match *v {
+            [admitted, remaining, after, ahead] => Some(Reply {
+                admitted: admitted == 1,
+                remaining: u32::try_from(remaining).ok()?,
+                after_us: u64::try_from(after).ok()?,
+                tat_ahead_us: u64::try_from(ahead).ok()?,
+            }),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! A real `redis-server` per test: started on a free port in a temporary directory, with
+//! persistence off, and killed (and its directory removed) on drop.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A running `redis-server` of our own.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+fn binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free port")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl RedisServer {
+    /// Starts a server, or fails the test saying what to install.
+    pub fn start() -> RedisServer {
+        let dir = std::env::temp_dir().join(format!(
+            "tollgate-redis-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create the server's directory");
+        let mut server = RedisServer {
+            child: None,
+            port: free_port(),
+            dir,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(binary())
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start `{}` ({e}): these tests need a real Redis. \
+                     Install it with `apt-get install redis-server` \
+                     (or set REDIS_SERVER to the binary's path)",
+                    binary()
+                )
+            });
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(client) = redis::Client::open(self.url())
+                && let Ok(mut c) = client.get_connection()
+                && redis::cmd("PING").query::<String>(&mut c).is_ok()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not answer on port {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).unwrap()
+    }
+
+    /// A plain synchronous connection for the test's own commands.
+    pub fn conn(&self) -> redis::Connection {
+        self.client().get_connection().unwrap()
+    }
+
+    /// Kills the server (SIGKILL: no goodbye to the clients).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// How many times Redis ran `command` (from `INFO commandstats`).
+    pub fn calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
+
+    /// The server's clock, in µs.
+    pub fn time_us(&self) -> u64 {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut self.conn()).unwrap();
+        s * 1_000_000 + us
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
