@@ -51,20 +51,20 @@ pub(crate) fn window_secs(quota: Quota) -> u64 {
     u64::try_from(secs).unwrap_or(u64::MAX).max(1)
 }
 
-/// The fields to add to a response.
+/// The fields to add to a response: one list item per policy in each IETF field.
 #[derive(Debug, Clone)]
 pub(crate) struct Fields {
-    policy: HeaderValue,
-    ratelimit: HeaderValue,
-    retry_after: Option<HeaderValue>,
+    policy: String,
+    ratelimit: String,
+    retry_after: Option<u64>,
 }
 
 impl Fields {
     /// After an admission: `remaining` cells left, the burst back in full after `reset`.
     pub(crate) fn admitted(name: &str, quota: Quota, remaining: u32, reset: Duration) -> Fields {
         Fields {
-            policy: policy_value(name, quota),
-            ratelimit: ratelimit_value(name, remaining, ceil_secs(reset)),
+            policy: policy_item(name, quota),
+            ratelimit: ratelimit_item(name, remaining, ceil_secs(reset)),
             retry_after: None,
         }
     }
@@ -76,36 +76,50 @@ impl Fields {
         let reset = ceil_secs(wait.saturating_add(tolerance));
         let retry = retry_after_secs(wait);
         Fields {
-            policy: policy_value(name, quota),
-            ratelimit: ratelimit_value(name, 0, reset.max(retry)),
-            retry_after: Some(HeaderValue::from(retry)),
+            policy: policy_item(name, quota),
+            ratelimit: ratelimit_item(name, 0, reset.max(retry)),
+            retry_after: Some(retry),
         }
+    }
+
+    /// Adds another policy's items (stacked limits).
+    pub(crate) fn append(&mut self, other: Fields) {
+        self.policy.push_str(", ");
+        self.policy.push_str(&other.policy);
+        self.ratelimit.push_str(", ");
+        self.ratelimit.push_str(&other.ratelimit);
+        self.retry_after = self.retry_after.max(other.retry_after);
     }
 
     /// Only `Retry-After`, if any (the rate-limit fields switched off).
     pub(crate) fn insert_retry_after_into(self, headers: &mut HeaderMap) {
         if let Some(retry) = self.retry_after {
-            headers.insert(RETRY_AFTER, retry);
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
         }
     }
 
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
-        headers.insert(RATELIMIT_POLICY, self.policy);
-        headers.insert(RATELIMIT, self.ratelimit);
+        let ascii = "a structured field of printable ASCII";
+        headers.insert(
+            RATELIMIT_POLICY,
+            HeaderValue::try_from(self.policy).expect(ascii),
+        );
+        headers.insert(
+            RATELIMIT,
+            HeaderValue::try_from(self.ratelimit).expect(ascii),
+        );
         if let Some(retry) = self.retry_after {
-            headers.insert(RETRY_AFTER, retry);
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
         }
     }
 }
 
-fn policy_value(name: &str, quota: Quota) -> HeaderValue {
-    let value = format!("{name};q={};w={}", quota.burst(), window_secs(quota));
-    HeaderValue::try_from(value).expect("a structured field of printable ASCII")
+fn policy_item(name: &str, quota: Quota) -> String {
+    format!("{name};q={};w={}", quota.burst(), window_secs(quota))
 }
 
-fn ratelimit_value(name: &str, remaining: u32, reset_secs: u64) -> HeaderValue {
-    let value = format!("{name};r={remaining};t={reset_secs}");
-    HeaderValue::try_from(value).expect("a structured field of printable ASCII")
+fn ratelimit_item(name: &str, remaining: u32, reset_secs: u64) -> String {
+    format!("{name};r={remaining};t={reset_secs}")
 }
 
 #[cfg(test)]
@@ -145,5 +159,21 @@ mod tests {
         assert_eq!(h[RATELIMIT_POLICY], "\"default\";q=10;w=1");
         assert_eq!(h[RATELIMIT], "\"default\";r=0;t=1");
         assert_eq!(h[RETRY_AFTER], "1");
+
+        let mut f = Fields::admitted(&name, Quota::per_second(10), 9, Duration::from_millis(100));
+        f.append(Fields::admitted(
+            &sf_string("global"),
+            Quota::per_minute(100),
+            50,
+            Duration::from_secs(30),
+        ));
+        let mut h = HeaderMap::new();
+        f.insert_into(&mut h);
+        assert_eq!(
+            h[RATELIMIT_POLICY],
+            "\"default\";q=10;w=1, \"global\";q=100;w=60"
+        );
+        assert_eq!(h[RATELIMIT], "\"default\";r=9;t=1, \"global\";r=50;t=30");
+        assert!(h.get(RETRY_AFTER).is_none());
     }
 }

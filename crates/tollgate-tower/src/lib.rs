@@ -71,6 +71,7 @@
 mod fields;
 mod future;
 mod key;
+mod stack;
 
 pub use future::ResponseFuture;
 pub use key::{
@@ -91,6 +92,7 @@ use tower_service::Service;
 
 use crate::fields::{Fields, sf_string};
 use crate::future::{BoxWait, Rejection};
+use crate::stack::{Checked, Extra, StackedLimit, Undo};
 
 /// What to do with a request whose key cannot be found (no peer address, no API key).
 ///
@@ -185,6 +187,8 @@ struct Config<E: KeyExtractor> {
     /// The policy's name as a structured-field String, quotes included.
     policy_name: String,
     missing_key: MissingKey,
+    /// Stacked limits, checked after this one, in order.
+    extras: Vec<Box<dyn StackedLimit>>,
 }
 
 /// How a request goes on, once keyed.
@@ -193,8 +197,9 @@ enum Decision<K> {
     Respond(Rejection),
     /// Call the service, adding these fields.
     Call(Option<Fields>),
-    /// Delay mode: wait for `key` under `quota`.
-    Wait(K, Option<Quota>),
+    /// Delay mode: wait for `key` under `quota`; the stacked limits admitted the request
+    /// with these fields, and are given back with these undos if the wait fails.
+    Wait(K, Option<Quota>, Option<Fields>, Vec<Undo>),
 }
 
 impl<E: KeyExtractor> Config<E> {
@@ -222,11 +227,16 @@ impl<E: KeyExtractor> Config<E> {
     }
 
     fn refusal(&self, quota: Option<Quota>, error: Error) -> Rejection {
+        let quota = quota.unwrap_or_else(|| self.limiter.quota());
+        self.refusal_by(&self.policy_name, quota, error)
+    }
+
+    /// A refusal by the policy `name` (a structured-field String) under `quota`.
+    fn refusal_by(&self, name: &str, quota: Quota, error: Error) -> Rejection {
         let mut headers = HeaderMap::new();
         let status = match error {
             Error::RateLimited { wait, .. } => {
-                let quota = quota.unwrap_or_else(|| self.limiter.quota());
-                let fields = Fields::refused(&self.policy_name, quota, wait);
+                let fields = Fields::refused(name, quota, wait);
                 if self.headers {
                     fields.insert_into(&mut headers);
                 } else {
@@ -256,12 +266,61 @@ impl<E: KeyExtractor> Config<E> {
         };
         let quota = self.quota(parts);
         if delay {
-            return Decision::Wait(key, quota);
+            // The wait cannot be given back (it returns no `Admitted`), so the stacked
+            // limits go first, and are given back if the wait fails.
+            return match self.check_extras(parts) {
+                Ok((fields, undos)) => Decision::Wait(key, quota, fields, undos),
+                Err(rejection) => Decision::Respond(rejection),
+            };
         }
-        match self.check(&key, quota) {
-            Ok(admitted) => Decision::Call(self.admitted_fields(quota, &admitted)),
-            Err(error) => Decision::Respond(self.refusal(quota, error)),
+        let admitted = match self.check(&key, quota) {
+            Ok(admitted) => admitted,
+            Err(error) => return Decision::Respond(self.refusal(quota, error)),
+        };
+        let mut fields = self.admitted_fields(quota, &admitted);
+        if self.extras.is_empty() {
+            return Decision::Call(fields);
         }
+        match self.check_extras(parts) {
+            Ok((extra_fields, _)) => {
+                if let (Some(fields), Some(extra)) = (&mut fields, extra_fields) {
+                    fields.append(extra);
+                }
+                Decision::Call(fields)
+            }
+            Err(rejection) => {
+                self.limiter.undo(&key, admitted);
+                Decision::Respond(rejection)
+            }
+        }
+    }
+
+    /// Checks the stacked limits in order. All admit (or do not apply): their fields and
+    /// undos. One refuses: those before it are given back, and its refusal is the answer.
+    fn check_extras(&self, parts: &Parts) -> Result<(Option<Fields>, Vec<Undo>), Rejection> {
+        let mut fields: Option<Fields> = None;
+        let mut undos = Vec::new();
+        for extra in &self.extras {
+            match extra.check(parts) {
+                Checked::NoKey => {}
+                Checked::Admitted(f, undo) => {
+                    undos.push(undo);
+                    if self.headers {
+                        match &mut fields {
+                            Some(fields) => fields.append(f),
+                            None => fields = Some(f),
+                        }
+                    }
+                }
+                Checked::Refused(error) => {
+                    for undo in undos.into_iter().rev() {
+                        undo();
+                    }
+                    return Err(self.refusal_by(extra.name(), extra.quota(), error));
+                }
+            }
+        }
+        Ok((fields, undos))
     }
 }
 
@@ -342,6 +401,7 @@ impl<E: KeyExtractor> RateLimitLayer<E> {
                 headers: true,
                 policy_name: sf_string("default"),
                 missing_key: MissingKey::Reject,
+                extras: Vec::new(),
             },
             mode: Reject,
         }
@@ -517,6 +577,54 @@ impl<E: KeyExtractor, M> Builder<E, M> {
         F: Fn(&Parts) -> Quota + Send + Sync + 'static,
     {
         self.config.quota_for = Some(Arc::new(f));
+        self
+    }
+
+    /// Stacks another limit, with its own key source, after the layer's own (and after those
+    /// stacked before it): per IP, then per API key, then a global budget. A request is
+    /// served only if every limit admits it; a refusal by any of them gives back what the
+    /// others admitted ([`Limiter::undo`], as [`tollgate::check_all`] does), so a client
+    /// refused by the global budget keeps its own allowance. A request without a key for a
+    /// stacked limit is not limited by it. The IETF fields list every policy that admitted
+    /// the request; a `429` carries the refusing policy's fields.
+    ///
+    /// In delay mode, only the layer's own limit waits; the stacked limits are checked
+    /// first and given back if the wait fails.
+    ///
+    /// `name` is the policy's name in the IETF fields; names should be distinct.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not printable ASCII.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, HeaderKey, PeerIp, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
+    ///     .policy_name("per-ip")
+    ///     .stack(
+    ///         "per-key",
+    ///         Limiter::keyed(Quota::per_second(50)),
+    ///         HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    ///     )
+    ///     .stack("global", Limiter::keyed(Quota::per_second(1000)), Global)
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn stack<E2: KeyExtractor>(
+        mut self,
+        name: &str,
+        limiter: Limiter<E2::Key>,
+        key: E2,
+    ) -> Self {
+        self.config.extras.push(Box::new(Extra {
+            name: sf_string(name),
+            limiter,
+            extractor: key,
+        }));
         self
     }
 
@@ -710,12 +818,13 @@ where
                 let fut = self.inner.call(Request::from_parts(parts, body));
                 ResponseFuture::call(fut, fields)
             }
-            Decision::Wait(key, quota) => {
+            Decision::Wait(key, quota, extra_fields, undos) => {
                 // The service `poll_ready` readied goes with the request; this one gets a
                 // fresh clone, to be readied before its next call.
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
-                let wait = delayed(Arc::clone(&self.config), key, quota, self.mode.max);
+                let config = Arc::clone(&self.config);
+                let wait = delayed(config, key, quota, self.mode.max, extra_fields, undos);
                 ResponseFuture::wait(wait, ready, Request::from_parts(parts, body))
             }
         }
@@ -728,6 +837,8 @@ fn delayed<E: KeyExtractor>(
     key: E::Key,
     quota: Option<Quota>,
     max: Duration,
+    extra_fields: Option<Fields>,
+    undos: Vec<Undo>,
 ) -> BoxWait {
     Box::pin(async move {
         let limiter = &config.limiter;
@@ -736,8 +847,12 @@ fn delayed<E: KeyExtractor>(
             None => limiter.until_ready(&key).within(max).await,
         };
         if let Err(error) = waited {
+            for undo in undos.into_iter().rev() {
+                undo();
+            }
             return Err(config.refusal(quota, error));
         }
+        drop(undos);
         if !config.headers {
             return Ok(None);
         }
@@ -748,7 +863,7 @@ fn delayed<E: KeyExtractor>(
             None => limiter.peek(&key),
         };
         let quota = quota.unwrap_or_else(|| limiter.quota());
-        let fields = match after {
+        let mut fields = match after {
             Ok(admitted) => Fields::admitted(
                 &config.policy_name,
                 quota,
@@ -759,8 +874,11 @@ fn delayed<E: KeyExtractor>(
                 let tolerance = quota.interval() * quota.burst().saturating_sub(1);
                 Fields::admitted(&config.policy_name, quota, 0, wait + tolerance)
             }
-            Err(_) => return Ok(None),
+            Err(_) => return Ok(extra_fields),
         };
+        if let Some(extra) = extra_fields {
+            fields.append(extra);
+        }
         Ok(Some(fields))
     })
 }
