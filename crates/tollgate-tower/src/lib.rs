@@ -21,6 +21,8 @@
 //!   tier), checked with [`tollgate::Limiter::check_with`] in the one limiter.
 //! * **Delay mode**: [`Builder::delay`] queues a request up to a bound (nginx's `burst` with
 //!   `delay`), then refuses it.
+//! * **Stacked limits**: [`Builder::stack`] adds limits with their own keys (per API key,
+//!   global); a refusal by one gives back what the others admitted.
 //! * A full table under `FullPolicy::RefuseNewKeys` answers `503 Service Unavailable` with
 //!   `Retry-After: 1`.
 //!
@@ -56,10 +58,36 @@
 //! });
 //! ```
 //!
+//! Behind a load balancer, in a `ServiceBuilder` stack:
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use tollgate::Quota;
+//! use tollgate_tower::{ClientIp, RateLimitLayer};
+//!
+//! # fn main() -> Result<(), tollgate_tower::CidrError> {
+//! let app = tower::service_fn(|_: http::Request<()>| async {
+//!     Ok::<_, Infallible>(http::Response::new(String::from("hello")))
+//! });
+//! // 5 requests per second per client, bursts of 10, behind a load balancer in 10.0.0.0/8.
+//! let layer = RateLimitLayer::new(
+//!     Quota::per_second(5).allow_burst(10),
+//!     ClientIp::trusting(["10.0.0.0/8"])?,
+//! );
+//! let svc = tower::ServiceBuilder::new().layer(layer).service(app);
+//! # let _ = svc;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! With hyper, insert the peer address into each request's extensions when you accept the
 //! connection (see the `server` example); with axum, serve with
 //! `into_make_service_with_connect_info::<SocketAddr>()` and key with a closure reading
 //! `ConnectInfo<SocketAddr>`.
+//!
+//! # Features
+//!
+//! * `foldhash` (default): tollgate's `foldhash` feature, its faster identity hash.
 
 #![warn(
     missing_docs,
