@@ -51,8 +51,9 @@ where
 }
 
 /// The peer address of the connection a request came on: a [`SocketAddr`] in the request's
-/// extensions (insert it when you accept the connection; hyper leaves that to you), or an
-/// [`IpAddr`] extension.
+/// extensions (insert it when you accept the connection; hyper leaves that to you), an
+/// [`IpAddr`] extension, or, with the `axum` feature, axum's `ConnectInfo<SocketAddr>` (serve
+/// with `into_make_service_with_connect_info::<SocketAddr>()`).
 ///
 /// # Examples
 ///
@@ -68,6 +69,10 @@ where
 pub fn peer_addr(extensions: &http::Extensions) -> Option<IpAddr> {
     if let Some(addr) = extensions.get::<SocketAddr>() {
         return Some(addr.ip());
+    }
+    #[cfg(feature = "axum")]
+    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0.ip());
     }
     extensions.get::<IpAddr>().copied()
 }

@@ -81,13 +81,16 @@
 //! ```
 //!
 //! With hyper, insert the peer address into each request's extensions when you accept the
-//! connection (see the `server` example); with axum, serve with
-//! `into_make_service_with_connect_info::<SocketAddr>()` and key with a closure reading
-//! `ConnectInfo<SocketAddr>`.
+//! connection (see the `server` example). With axum, turn on the `axum` feature and serve
+//! with `into_make_service_with_connect_info::<SocketAddr>()`: [`PeerIp`] and [`ClientIp`]
+//! read axum's `ConnectInfo<SocketAddr>` (see the `axum` example: per-IP and per-API-key
+//! tiers, stacked).
 //!
 //! # Features
 //!
 //! * `foldhash` (default): tollgate's `foldhash` feature, its faster identity hash.
+//! * `axum`: the peer address from axum's `ConnectInfo<SocketAddr>` (axum without its
+//!   default features: no runtime is pulled in by this crate).
 
 #![warn(
     missing_docs,
@@ -145,7 +148,8 @@ pub enum MissingKey {
     /// Answer `400 Bad Request` without calling the service (the default).
     #[default]
     Reject,
-    /// Call the service, unlimited and without rate-limit fields.
+    /// Call the service, not limited by the layer's own limit (nor described in the
+    /// fields); limits stacked with [`Builder::stack`] still apply.
     Allow,
 }
 
@@ -285,7 +289,11 @@ impl<E: KeyExtractor> Config<E> {
     fn decide(&self, parts: &Parts, delay: bool) -> Decision<E::Key> {
         let Some(key) = self.extractor.extract(parts) else {
             return match self.missing_key {
-                MissingKey::Allow => Decision::Call(None),
+                // Not limited by this limit; the stacked ones still apply.
+                MissingKey::Allow => match self.check_extras(parts) {
+                    Ok((fields, _)) => Decision::Call(fields),
+                    Err(rejection) => Decision::Respond(rejection),
+                },
                 MissingKey::Reject => Decision::Respond(Rejection {
                     status: StatusCode::BAD_REQUEST,
                     headers: HeaderMap::new(),
