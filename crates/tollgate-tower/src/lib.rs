@@ -876,6 +876,9 @@ fn delayed<E: KeyExtractor>(
     extra_fields: Option<Fields>,
     undos: Vec<Undo>,
 ) -> BoxWait {
+    // If the wait fails, or its future is dropped (the client hung up), the stacked limits
+    // get their cells back.
+    let undos = UndoOnDrop(undos);
     Box::pin(async move {
         let limiter = &config.limiter;
         let waited = match quota {
@@ -883,12 +886,10 @@ fn delayed<E: KeyExtractor>(
             None => limiter.until_ready(&key).within(max).await,
         };
         if let Err(error) = waited {
-            for undo in undos.into_iter().rev() {
-                undo();
-            }
+            drop(undos);
             return Err(config.refusal(quota, error));
         }
-        drop(undos);
+        undos.disarm();
         if !config.headers {
             return Ok(None);
         }
@@ -908,7 +909,8 @@ fn delayed<E: KeyExtractor>(
             ),
             Err(Error::RateLimited { wait, .. }) => {
                 let tolerance = quota.interval() * quota.burst().saturating_sub(1);
-                Fields::admitted(&config.policy_name, quota, 0, wait + tolerance)
+                let reset = wait.saturating_add(tolerance);
+                Fields::admitted(&config.policy_name, quota, 0, reset)
             }
             Err(_) => return Ok(extra_fields),
         };
@@ -917,4 +919,21 @@ fn delayed<E: KeyExtractor>(
         }
         Ok(Some(fields))
     })
+}
+
+/// Runs its undos (latest first) when dropped, unless disarmed.
+struct UndoOnDrop(Vec<Undo>);
+
+impl UndoOnDrop {
+    fn disarm(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for UndoOnDrop {
+    fn drop(&mut self) {
+        while let Some(undo) = self.0.pop() {
+            undo();
+        }
+    }
 }

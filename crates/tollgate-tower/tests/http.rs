@@ -717,3 +717,34 @@ fn layers_services_and_futures_are_send_and_sync() {
     shared::<RateLimit<HelloService, Global, Delay>>();
     send::<ResponseFuture<HelloService, Incoming>>();
 }
+
+#[tokio::test]
+async fn a_delayed_request_dropped_while_waiting_gives_stacked_cells_back() {
+    let clock = ManualClock::new();
+    let per_ip: Limiter<std::net::IpAddr> = Limiter::builder(Quota::per_second(1).allow_burst(1))
+        .clock(clock.clone())
+        .build();
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(10))
+        .clock(clock.clone())
+        .build();
+    let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
+        .stack("global", global.clone(), Global)
+        .delay(Duration::from_secs(5))
+        .build();
+    let svc = layer.layer(service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(String::from("hello")))
+    }));
+    let request = || {
+        let mut req = Request::new(());
+        req.extensions_mut()
+            .insert("192.0.2.1:1".parse::<SocketAddr>().unwrap());
+        req
+    };
+    use tower::ServiceExt;
+    let ok = svc.clone().oneshot(request()).await.unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    // The next waits 1 s of manual time, which never passes: the client gives up.
+    let gave_up = tokio::time::timeout(Duration::from_millis(20), svc.clone().oneshot(request()));
+    assert!(gave_up.await.is_err());
+    assert_eq!(global.peek(&()).unwrap().remaining(), 8); // only the served request's cell
+}
