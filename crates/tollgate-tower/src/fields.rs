@@ -1,0 +1,179 @@
+//! The response fields: `Retry-After` and the IETF `RateLimit-Policy` / `RateLimit` fields
+//! (draft-ietf-httpapi-ratelimit-headers-10, structured-field lists of items whose value is
+//! the policy's name as a String, with the parameters `q`, `w` and `r`, `t`).
+
+use std::time::Duration;
+
+use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use tollgate::Quota;
+
+/// `RateLimit-Policy`.
+pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`.
+pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// Whole seconds, rounded up.
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// `Retry-After` in whole seconds: rounded up, and at least 1 (a 0 invites an instant retry
+/// that would be refused again).
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
+    ceil_secs(wait).max(1)
+}
+
+/// The policy's name as a structured-field String: printable ASCII, with `"` and `\`
+/// escaped.
+pub(crate) fn sf_string(name: &str) -> String {
+    assert!(
+        name.bytes().all(|b| (0x20..=0x7e).contains(&b)),
+        "a RateLimit policy name must be printable ASCII, got {name:?}"
+    );
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// The window a quota advertises: the time to refill its whole burst (`burst` cells at one
+/// per interval), in whole seconds rounded up, at least 1. A client that spends at most
+/// `q` per `w` seconds is never refused.
+pub(crate) fn window_secs(quota: Quota) -> u64 {
+    let nanos = quota.interval().as_nanos() * u128::from(quota.burst());
+    let secs = nanos.div_ceil(1_000_000_000);
+    u64::try_from(secs).unwrap_or(u64::MAX).max(1)
+}
+
+/// The fields to add to a response: one list item per policy in each IETF field.
+#[derive(Debug, Clone)]
+pub(crate) struct Fields {
+    policy: String,
+    ratelimit: String,
+    retry_after: Option<u64>,
+}
+
+impl Fields {
+    /// After an admission: `remaining` cells left, the burst back in full after `reset`.
+    pub(crate) fn admitted(name: &str, quota: Quota, remaining: u32, reset: Duration) -> Fields {
+        Fields {
+            policy: policy_item(name, quota),
+            ratelimit: ratelimit_item(name, remaining, ceil_secs(reset)),
+            retry_after: None,
+        }
+    }
+
+    /// After a refusal: the next cell comes in `wait`.
+    pub(crate) fn refused(name: &str, quota: Quota, wait: Duration) -> Fields {
+        // The burst is back in full `(burst - 1)` intervals after the next cell.
+        let tolerance = quota.interval() * quota.burst().saturating_sub(1);
+        let reset = ceil_secs(wait.saturating_add(tolerance));
+        let retry = retry_after_secs(wait);
+        Fields {
+            policy: policy_item(name, quota),
+            ratelimit: ratelimit_item(name, 0, reset.max(retry)),
+            retry_after: Some(retry),
+        }
+    }
+
+    /// Adds another policy's items (stacked limits).
+    pub(crate) fn append(&mut self, other: Fields) {
+        self.policy.push_str(", ");
+        self.policy.push_str(&other.policy);
+        self.ratelimit.push_str(", ");
+        self.ratelimit.push_str(&other.ratelimit);
+        self.retry_after = self.retry_after.max(other.retry_after);
+    }
+
+    /// Only `Retry-After`, if any (the rate-limit fields switched off).
+    pub(crate) fn insert_retry_after_into(self, headers: &mut HeaderMap) {
+        if let Some(retry) = self.retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
+        }
+    }
+
+    pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
+        let ascii = "a structured field of printable ASCII";
+        headers.insert(
+            RATELIMIT_POLICY,
+            HeaderValue::try_from(self.policy).expect(ascii),
+        );
+        headers.insert(
+            RATELIMIT,
+            HeaderValue::try_from(self.ratelimit).expect(ascii),
+        );
+        if let Some(retry) = self.retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
+        }
+    }
+}
+
+fn policy_item(name: &str, quota: Quota) -> String {
+    format!("{name};q={};w={}", quota.burst(), window_secs(quota))
+}
+
+fn ratelimit_item(name: &str, remaining: u32, reset_secs: u64) -> String {
+    format!("{name};r={remaining};t={reset_secs}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1000)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(window_secs(Quota::per_second(10)), 1);
+        assert_eq!(window_secs(Quota::per_minute(10)), 60);
+        assert_eq!(window_secs(Quota::per_second(5).allow_burst(1)), 1);
+        assert_eq!(window_secs(Quota::per_second(2).allow_burst(5)), 3);
+    }
+
+    #[test]
+    fn names_are_sf_strings() {
+        assert_eq!(sf_string("default"), "\"default\"");
+        assert_eq!(sf_string(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
+
+    #[test]
+    #[should_panic(expected = "printable ASCII")]
+    fn non_ascii_name_panics() {
+        sf_string("défaut");
+    }
+
+    #[test]
+    fn values() {
+        let name = sf_string("default");
+        let mut h = HeaderMap::new();
+        Fields::refused(&name, Quota::per_second(10), Duration::from_millis(100))
+            .insert_into(&mut h);
+        assert_eq!(h[RATELIMIT_POLICY], "\"default\";q=10;w=1");
+        assert_eq!(h[RATELIMIT], "\"default\";r=0;t=1");
+        assert_eq!(h[RETRY_AFTER], "1");
+
+        let mut f = Fields::admitted(&name, Quota::per_second(10), 9, Duration::from_millis(100));
+        f.append(Fields::admitted(
+            &sf_string("global"),
+            Quota::per_minute(100),
+            50,
+            Duration::from_secs(30),
+        ));
+        let mut h = HeaderMap::new();
+        f.insert_into(&mut h);
+        assert_eq!(
+            h[RATELIMIT_POLICY],
+            "\"default\";q=10;w=1, \"global\";q=100;w=60"
+        );
+        assert_eq!(h[RATELIMIT], "\"default\";r=9;t=1, \"global\";r=50;t=30");
+        assert!(h.get(RETRY_AFTER).is_none());
+    }
+}

@@ -1,0 +1,149 @@
+//! [`ResponseFuture`]: the inner service's future with the rate-limit fields added, a
+//! refusal answered at once, or (in delay mode) a bounded wait before the inner call.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use http::{HeaderMap, Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use crate::fields::Fields;
+
+/// A response decided without the inner service: a refusal or a bad request.
+#[derive(Debug)]
+pub(crate) struct Rejection {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+}
+
+impl Rejection {
+    fn into_response<B: Default>(self) -> Response<B> {
+        let mut response = Response::new(B::default());
+        *response.status_mut() = self.status;
+        *response.headers_mut() = self.headers;
+        response
+    }
+}
+
+/// What a delay-mode wait ends in: the fields for the response, or a rejection.
+pub(crate) type WaitOutcome = Result<Option<Fields>, Rejection>;
+
+/// A delay-mode wait (boxed: it borrows the limiter it owns).
+pub(crate) type BoxWait = Pin<Box<dyn Future<Output = WaitOutcome> + Send + 'static>>;
+
+pin_project! {
+    /// The response future of [`RateLimit`](crate::RateLimit): the inner service's response
+    /// with the rate-limit fields added, or a refusal (`429`, `400`, `503`) made without
+    /// calling it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::Quota;
+    /// use tollgate_tower::{Global, RateLimitLayer, ResponseFuture};
+    /// use tower::{Layer, Service, service_fn};
+    ///
+    /// let hello = service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::from("hello")))
+    /// });
+    /// let mut svc = RateLimitLayer::new(Quota::per_minute(1), Global).layer(hello);
+    /// let fut: ResponseFuture<_, ()> = svc.call(http::Request::new(()));
+    /// let response = futures_executor::block_on(fut).unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// ```
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S, B>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        Call { #[pin] fut: S::Future, fields: Option<Fields> },
+        Respond { rejection: Option<Rejection> },
+        Wait { wait: BoxWait, service: Option<S>, req: Option<Request<B>> },
+    }
+}
+
+impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
+    pub(crate) fn call(fut: S::Future, fields: Option<Fields>) -> Self {
+        ResponseFuture {
+            state: State::Call { fut, fields },
+        }
+    }
+
+    pub(crate) fn respond(rejection: Rejection) -> Self {
+        ResponseFuture {
+            state: State::Respond {
+                rejection: Some(rejection),
+            },
+        }
+    }
+
+    pub(crate) fn wait(wait: BoxWait, service: S, req: Request<B>) -> Self {
+        ResponseFuture {
+            state: State::Wait {
+                wait,
+                service: Some(service),
+                req: Some(req),
+            },
+        }
+    }
+}
+
+impl<S, B, ResBody> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+    ResBody: Default,
+{
+    type Output = Result<Response<ResBody>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Call { fut, fields } => {
+                    let mut response = ready!(fut.poll(cx))?;
+                    if let Some(fields) = fields.take() {
+                        fields.insert_into(response.headers_mut());
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Respond { rejection } => {
+                    let rejection = rejection.take().expect("polled after completion");
+                    return Poll::Ready(Ok(rejection.into_response()));
+                }
+                StateProj::Wait { wait, service, req } => {
+                    let fields = match ready!(wait.as_mut().poll(cx)) {
+                        Ok(fields) => fields,
+                        Err(rejection) => {
+                            this.state.set(State::Respond { rejection: None });
+                            return Poll::Ready(Ok(rejection.into_response()));
+                        }
+                    };
+                    let mut service = service.take().expect("polled after completion");
+                    let req = req.take().expect("polled after completion");
+                    let fut = service.call(req);
+                    this.state.set(State::Call { fut, fields });
+                }
+            }
+        }
+    }
+}
+
+impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,683 @@
+//! Who is the client: [`KeyExtractor`] and the built-in key sources ([`PeerIp`],
+//! [`ClientIp`], [`HeaderKey`], [`Global`], closures), and the [`Cidr`]s that name trusted
+//! proxies.
+
+use std::fmt;
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::str::FromStr;
+
+use http::HeaderValue;
+use http::header::HeaderName;
+use http::request::Parts;
+
+/// Finds the key a request is limited by: its client's address, an API key, anything
+/// hashable. `None` means the request carries no key; the layer then follows its
+/// [`MissingKey`](crate::MissingKey) policy (a 400 by default), never a 500.
+///
+/// Implemented by the built-in sources and by every closure
+/// `Fn(&http::request::Parts) -> Option<K>`.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_tower::KeyExtractor;
+///
+/// // A custom key: the tenant named in the path, `/t/{tenant}/...`.
+/// let tenant = |parts: &http::request::Parts| {
+///     parts.uri.path().strip_prefix("/t/")?.split('/').next().map(str::to_owned)
+/// };
+/// let (parts, ()) = http::Request::get("/t/acme/orders").body(()).unwrap().into_parts();
+/// assert_eq!(tenant.extract(&parts), Some("acme".to_owned()));
+/// ```
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The key type the limiter is keyed by.
+    type Key: Hash + Send + Sync + 'static;
+
+    /// The request's key, or `None` if it has none.
+    fn extract(&self, parts: &Parts) -> Option<Self::Key>;
+}
+
+impl<F, K> KeyExtractor for F
+where
+    F: Fn(&Parts) -> Option<K> + Send + Sync + 'static,
+    K: Hash + Send + Sync + 'static,
+{
+    type Key = K;
+
+    fn extract(&self, parts: &Parts) -> Option<K> {
+        self(parts)
+    }
+}
+
+/// The peer address of the connection a request came on: a [`SocketAddr`] in the request's
+/// extensions (insert it when you accept the connection; hyper leaves that to you), an
+/// [`IpAddr`] extension, or, with the `axum` feature, axum's `ConnectInfo<SocketAddr>` (serve
+/// with `into_make_service_with_connect_info::<SocketAddr>()`).
+///
+/// # Examples
+///
+/// ```
+/// use std::net::SocketAddr;
+///
+/// let mut req = http::Request::new(());
+/// assert_eq!(tollgate_tower::peer_addr(req.extensions()), None);
+/// let peer: SocketAddr = "192.0.2.7:50000".parse().unwrap();
+/// req.extensions_mut().insert(peer);
+/// assert_eq!(tollgate_tower::peer_addr(req.extensions()), Some(peer.ip()));
+/// ```
+pub fn peer_addr(extensions: &http::Extensions) -> Option<IpAddr> {
+    if let Some(addr) = extensions.get::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    #[cfg(feature = "axum")]
+    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0.ip());
+    }
+    extensions.get::<IpAddr>().copied()
+}
+
+/// The key of a client address: IPv4-mapped IPv6 addresses as the IPv4 address they map,
+/// IPv4 addresses masked to `v4_prefix` bits and IPv6 addresses to `v6_prefix` bits (a
+/// host usually holds a whole IPv6 /64, so keying by full address would give it 2^64
+/// limits).
+///
+/// # Examples
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate_tower::ip_key;
+///
+/// let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+/// let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+/// assert_eq!(ip_key(a, 32, 64), ip_key(b, 32, 64)); // one /64, one key
+/// assert_eq!(ip_key(a, 32, 64), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+/// let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+/// assert_eq!(ip_key(mapped, 32, 64), "192.0.2.7".parse::<IpAddr>().unwrap());
+/// ```
+pub fn ip_key(ip: IpAddr, v4_prefix: u8, v6_prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(mask_u32(v4.into(), v4_prefix))),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(mask_u128(v6.into(), v6_prefix))),
+    }
+}
+
+fn mask_u32(bits: u32, prefix: u8) -> u32 {
+    match prefix {
+        0 => 0,
+        p if p >= 32 => bits,
+        p => bits & (u32::MAX << (32 - p)),
+    }
+}
+
+fn mask_u128(bits: u128, prefix: u8) -> u128 {
+    match prefix {
+        0 => 0,
+        p if p >= 128 => bits,
+        p => bits & (u128::MAX << (128 - p)),
+    }
+}
+
+/// The prefixes client addresses are keyed by (see [`ip_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Prefixes {
+    v4: u8,
+    v6: u8,
+}
+
+impl Default for Prefixes {
+    fn default() -> Self {
+        Prefixes { v4: 32, v6: 64 }
+    }
+}
+
+/// Keys requests by the connection's peer address ([`peer_addr`]), IPv6 by its /64. Use it
+/// when clients connect directly; behind a proxy or load balancer every request would share
+/// the proxy's key: use [`ClientIp`] there.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::{IpAddr, SocketAddr};
+/// use tollgate_tower::{KeyExtractor, PeerIp};
+///
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert("[2001:db8::1]:443".parse::<SocketAddr>().unwrap());
+/// let (parts, ()) = req.into_parts();
+/// let key = PeerIp::new().ipv6_prefix(48).extract(&parts);
+/// assert_eq!(key, Some("2001:db8::".parse::<IpAddr>().unwrap()));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeerIp {
+    prefixes: Prefixes,
+}
+
+impl PeerIp {
+    /// Keys by peer address: IPv4 addresses whole, IPv6 addresses by their /64.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let layer = tollgate_tower::RateLimitLayer::new(
+    ///     tollgate::Quota::per_second(10),
+    ///     tollgate_tower::PeerIp::new(),
+    /// );
+    /// # let _ = layer;
+    /// ```
+    pub fn new() -> PeerIp {
+        PeerIp::default()
+    }
+
+    /// Keys IPv6 clients by their first `bits` bits (64 by default; 128 keys each address).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_site = tollgate_tower::PeerIp::new().ipv6_prefix(48);
+    /// # let _ = per_site;
+    /// ```
+    pub fn ipv6_prefix(mut self, bits: u8) -> PeerIp {
+        self.prefixes.v6 = bits.min(128);
+        self
+    }
+
+    /// Keys IPv4 clients by their first `bits` bits (32 by default: each address).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_slash24 = tollgate_tower::PeerIp::new().ipv4_prefix(24);
+    /// # let _ = per_slash24;
+    /// ```
+    pub fn ipv4_prefix(mut self, bits: u8) -> PeerIp {
+        self.prefixes.v4 = bits.min(32);
+        self
+    }
+}
+
+impl KeyExtractor for PeerIp {
+    type Key = IpAddr;
+
+    fn extract(&self, parts: &Parts) -> Option<IpAddr> {
+        let peer = peer_addr(&parts.extensions)?;
+        Some(ip_key(peer, self.prefixes.v4, self.prefixes.v6))
+    }
+}
+
+/// The client address behind trusted proxies, as nginx's `set_real_ip_from` with
+/// `real_ip_recursive on`: starting from the peer address, while the address in hand is a
+/// trusted proxy, step to the next `X-Forwarded-For` entry from the right. The first
+/// address that is not a trusted proxy is the client. Entries left of it were written by
+/// the client itself, so a client cannot choose its key by sending `X-Forwarded-For`.
+///
+/// * A peer that is not trusted is the client, whatever the headers say.
+/// * If every address is trusted, the leftmost one is the client.
+/// * A malformed entry (not an address, `unknown`, non-ASCII) ends the walk: the last
+///   address reached (a trusted proxy) is the key, so garbage never yields a key of the
+///   client's choosing, nor an error.
+/// * Several `X-Forwarded-For` fields are read as one list, in order.
+///
+/// Entries may carry a port (`192.0.2.1:4711`, `[2001:db8::1]:4711`) or brackets. Keys are
+/// masked as [`ip_key`] says (IPv6 by /64 by default).
+///
+/// # Examples
+///
+/// ```
+/// use std::net::{IpAddr, SocketAddr};
+/// use tollgate_tower::{ClientIp, KeyExtractor};
+///
+/// let client_ip = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
+/// let mut req = http::Request::get("/")
+///     .header("x-forwarded-for", "6.6.6.6, 198.51.100.4, 10.1.1.1")
+///     .body(())
+///     .unwrap();
+/// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+/// let (parts, ()) = req.into_parts();
+/// // 10.0.0.2 and 10.1.1.1 are proxies; 6.6.6.6 was written by the client: ignored.
+/// assert_eq!(client_ip.extract(&parts), Some("198.51.100.4".parse::<IpAddr>().unwrap()));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ClientIp {
+    trusted: Vec<Cidr>,
+    prefixes: Prefixes,
+}
+
+impl ClientIp {
+    /// Trusts the proxies in `cidrs` (`"10.0.0.0/8"`, `"2001:db8::/32"`, or a bare address).
+    ///
+    /// # Errors
+    ///
+    /// [`CidrError`] for the first entry that does not parse.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::ClientIp;
+    ///
+    /// assert!(ClientIp::trusting(["127.0.0.1", "10.0.0.0/8", "fd00::/8"]).is_ok());
+    /// assert!(ClientIp::trusting(["10.0.0.0/33"]).is_err());
+    /// ```
+    pub fn trusting<I>(cidrs: I) -> Result<ClientIp, CidrError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let trusted = cidrs
+            .into_iter()
+            .map(|c| c.as_ref().parse())
+            .collect::<Result<_, _>>()?;
+        Ok(ClientIp::from_cidrs(trusted))
+    }
+
+    /// Trusts the proxies in `cidrs`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Cidr, ClientIp};
+    ///
+    /// let lb: Cidr = "192.168.0.0/16".parse().unwrap();
+    /// let client_ip = ClientIp::from_cidrs(vec![lb]);
+    /// # let _ = client_ip;
+    /// ```
+    pub fn from_cidrs(cidrs: Vec<Cidr>) -> ClientIp {
+        ClientIp {
+            trusted: cidrs,
+            prefixes: Prefixes::default(),
+        }
+    }
+
+    /// Keys IPv6 clients by their first `bits` bits (64 by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client_ip = tollgate_tower::ClientIp::trusting(["10.0.0.0/8"]).unwrap().ipv6_prefix(56);
+    /// # let _ = client_ip;
+    /// ```
+    pub fn ipv6_prefix(mut self, bits: u8) -> ClientIp {
+        self.prefixes.v6 = bits.min(128);
+        self
+    }
+
+    /// Keys IPv4 clients by their first `bits` bits (32 by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client_ip = tollgate_tower::ClientIp::trusting(["10.0.0.0/8"]).unwrap().ipv4_prefix(24);
+    /// # let _ = client_ip;
+    /// ```
+    pub fn ipv4_prefix(mut self, bits: u8) -> ClientIp {
+        self.prefixes.v4 = bits.min(32);
+        self
+    }
+
+    /// Whether `ip` is a trusted proxy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client_ip = tollgate_tower::ClientIp::trusting(["10.0.0.0/8"]).unwrap();
+    /// assert!(client_ip.is_trusted("10.9.9.9".parse().unwrap()));
+    /// assert!(client_ip.is_trusted("::ffff:10.9.9.9".parse().unwrap())); // IPv4-mapped
+    /// assert!(!client_ip.is_trusted("11.0.0.1".parse().unwrap()));
+    /// ```
+    pub fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted.iter().any(|c| c.contains(ip))
+    }
+
+    /// The client's full address (unmasked), or `None` without a peer address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    ///
+    /// let client_ip = tollgate_tower::ClientIp::trusting(["127.0.0.1"]).unwrap();
+    /// let mut req = http::Request::get("/").header("x-forwarded-for", "not-an-ip").body(()).unwrap();
+    /// req.extensions_mut().insert("127.0.0.1:9999".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// // A malformed entry ends the walk at the proxy.
+    /// assert_eq!(client_ip.client_addr(&parts), Some("127.0.0.1".parse::<IpAddr>().unwrap()));
+    /// ```
+    pub fn client_addr(&self, parts: &Parts) -> Option<IpAddr> {
+        let mut current = peer_addr(&parts.extensions)?.to_canonical();
+        if !self.is_trusted(current) {
+            return Some(current);
+        }
+        let mut entries = Vec::new();
+        for value in parts.headers.get_all(X_FORWARDED_FOR) {
+            let Ok(text) = value.to_str() else {
+                // Non-ASCII: nothing in this field or left of it can be trusted.
+                entries.clear();
+                entries.push(None);
+                continue;
+            };
+            entries.extend(text.split(',').map(parse_forwarded_addr));
+        }
+        for entry in entries.into_iter().rev() {
+            let Some(ip) = entry else { break };
+            current = ip;
+            if !self.is_trusted(current) {
+                break;
+            }
+        }
+        Some(current)
+    }
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// One `X-Forwarded-For` entry: an address, maybe bracketed, maybe with a port.
+fn parse_forwarded_addr(entry: &str) -> Option<IpAddr> {
+    let entry = entry.trim();
+    if let Ok(ip) = entry.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    if let Ok(addr) = entry.parse::<SocketAddr>() {
+        return Some(addr.ip().to_canonical());
+    }
+    let inner = entry.strip_prefix('[')?.strip_suffix(']')?;
+    inner
+        .parse::<Ipv6Addr>()
+        .ok()
+        .map(|v6| IpAddr::V6(v6).to_canonical())
+}
+
+impl KeyExtractor for ClientIp {
+    type Key = IpAddr;
+
+    fn extract(&self, parts: &Parts) -> Option<IpAddr> {
+        let ip = self.client_addr(parts)?;
+        Some(ip_key(ip, self.prefixes.v4, self.prefixes.v6))
+    }
+}
+
+/// Keys requests by the value of a header (an API key, a token). A request without it, or
+/// with an empty value, has no key. With several fields of that name, the first counts.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_tower::{HeaderKey, KeyExtractor};
+///
+/// let api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+/// let (parts, ()) = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap().into_parts();
+/// assert_eq!(api_key.extract(&parts).unwrap(), "k-123");
+/// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(api_key.extract(&parts), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct HeaderKey {
+    name: HeaderName,
+}
+
+impl HeaderKey {
+    /// Keys by the header `name`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let by_token = tollgate_tower::HeaderKey::new(http::header::AUTHORIZATION);
+    /// # let _ = by_token;
+    /// ```
+    pub fn new(name: HeaderName) -> HeaderKey {
+        HeaderKey { name }
+    }
+}
+
+impl KeyExtractor for HeaderKey {
+    type Key = HeaderValue;
+
+    fn extract(&self, parts: &Parts) -> Option<HeaderValue> {
+        parts
+            .headers
+            .get(&self.name)
+            .filter(|v| !v.is_empty())
+            .cloned()
+    }
+}
+
+/// One key for every request: a global limit on the service.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_tower::{Global, KeyExtractor};
+///
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// assert_eq!(Global.extract(&parts), Some(()));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Global;
+
+impl KeyExtractor for Global {
+    type Key = ();
+
+    fn extract(&self, _: &Parts) -> Option<()> {
+        Some(())
+    }
+}
+
+/// An address range: `10.0.0.0/8`, `2001:db8::/32`, or one address (`/32` or `/128`
+/// implied). IPv4-mapped IPv6 addresses are matched as the IPv4 addresses they map.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_tower::Cidr;
+///
+/// let net: Cidr = "192.168.0.0/16".parse().unwrap();
+/// assert!(net.contains("192.168.44.1".parse().unwrap()));
+/// assert!(!net.contains("192.169.0.1".parse().unwrap()));
+/// assert!("2001:db8::/129".parse::<Cidr>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is in the range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let lo: tollgate_tower::Cidr = "::1".parse().unwrap();
+    /// assert!(lo.contains("::1".parse().unwrap()));
+    /// assert!(!lo.contains("::2".parse().unwrap()));
+    /// ```
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => mask_u32(ip.into(), self.prefix) == u32::from(net),
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                mask_u128(ip.into(), self.prefix) == u128::from(net)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = CidrError;
+
+    fn from_str(s: &str) -> Result<Cidr, CidrError> {
+        let err = || CidrError {
+            input: s.to_owned(),
+        };
+        let (addr, prefix) = match s.trim().split_once('/') {
+            Some((addr, prefix)) => (addr, Some(prefix)),
+            None => (s.trim(), None),
+        };
+        let raw = addr.parse::<IpAddr>().map_err(|_| err())?;
+        let max = if raw.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p.parse::<u8>().ok().filter(|&p| p <= max).ok_or_else(err)?,
+        };
+        let addr = raw.to_canonical();
+        // A mapped IPv6 range (`::ffff:10.0.0.0/104`) is the IPv4 range it maps.
+        let prefix = if raw.is_ipv6() && addr.is_ipv4() {
+            prefix.checked_sub(96).ok_or_else(err)?
+        } else {
+            prefix
+        };
+        let addr = ip_key(addr, prefix, prefix);
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// A trusted-proxy range that does not parse.
+///
+/// # Examples
+///
+/// ```
+/// let err = "10.0.0.0/99".parse::<tollgate_tower::Cidr>().unwrap_err();
+/// assert_eq!(err.to_string(), "not an address range: \"10.0.0.0/99\"");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CidrError {
+    input: String,
+}
+
+impl fmt::Display for CidrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not an address range: {:?}", self.input)
+    }
+}
+
+impl std::error::Error for CidrError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(peer: &str, xff: &[&str]) -> Parts {
+        let mut req = http::Request::get("/");
+        for v in xff {
+            req = req.header("x-forwarded-for", *v);
+        }
+        let mut req = req.body(()).unwrap();
+        req.extensions_mut()
+            .insert(peer.parse::<SocketAddr>().unwrap());
+        req.into_parts().0
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn cidr_parsing() {
+        let c: Cidr = "10.1.2.3/8".parse().unwrap();
+        assert_eq!(c.to_string(), "10.0.0.0/8");
+        assert!(c.contains(ip("10.200.0.1")));
+        assert!(c.contains(ip("::ffff:10.200.0.1")));
+        assert!(!c.contains(ip("2001:db8::1")));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains(ip("1.2.3.4")));
+        let mapped: Cidr = "::ffff:10.0.0.0/104".parse().unwrap();
+        assert_eq!(mapped, c);
+        for bad in [
+            "",
+            "10.0.0.0/",
+            "10.0.0.0/33",
+            "::/129",
+            "x",
+            "10.0.0.0/-1",
+            "1.2.3/8",
+        ] {
+            assert!(bad.parse::<Cidr>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ipv6_keyed_by_prefix() {
+        let a = ip("2001:db8:aa:bb:1::1");
+        let b = ip("2001:db8:aa:bb:ffff:ffff:ffff:ffff");
+        let c = ip("2001:db8:aa:bc::1");
+        assert_eq!(ip_key(a, 32, 64), ip_key(b, 32, 64));
+        assert_ne!(ip_key(a, 32, 64), ip_key(c, 32, 64));
+        assert_eq!(ip_key(a, 32, 48), ip_key(c, 32, 48));
+        assert_ne!(ip_key(a, 32, 128), ip_key(b, 32, 128));
+        assert_eq!(ip_key(ip("::ffff:1.2.3.4"), 32, 64), ip("1.2.3.4"));
+        assert_eq!(ip_key(ip("1.2.3.4"), 24, 64), ip("1.2.3.0"));
+
+        let peer = PeerIp::new();
+        let key = |p: &str| peer.extract(&parts(p, &[]));
+        assert_eq!(
+            key("[2001:db8:aa:bb:1::1]:1"),
+            key("[2001:db8:aa:bb:2::2]:2")
+        );
+        assert_ne!(key("[2001:db8:aa:bb::1]:1"), key("[2001:db8:aa:bc::1]:1"));
+        assert_eq!(key("[::ffff:192.0.2.1]:1"), key("192.0.2.1:2"));
+    }
+
+    #[test]
+    fn trusted_proxy_walk() {
+        let c = ClientIp::trusting(["10.0.0.0/8", "2001:db8:ffff::/48"]).unwrap();
+        let addr = |peer, xff: &[&str]| c.client_addr(&parts(peer, xff)).unwrap();
+        // Untrusted peer: headers ignored.
+        assert_eq!(addr("1.1.1.1:1", &["2.2.2.2"]), ip("1.1.1.1"));
+        // Trusted peer without a header: the peer.
+        assert_eq!(addr("10.0.0.1:1", &[]), ip("10.0.0.1"));
+        // Right to left, skipping trusted hops; leftmost spoof ignored.
+        assert_eq!(
+            addr("10.0.0.1:1", &["9.9.9.9, 3.3.3.3, 10.2.2.2"]),
+            ip("3.3.3.3")
+        );
+        // Several fields are one list.
+        assert_eq!(
+            addr("10.0.0.1:1", &["9.9.9.9, 3.3.3.3", "10.2.2.2"]),
+            ip("3.3.3.3")
+        );
+        // All trusted: the leftmost.
+        assert_eq!(addr("10.0.0.1:1", &["10.3.3.3, 10.2.2.2"]), ip("10.3.3.3"));
+        // Ports, brackets, IPv6, mapped.
+        assert_eq!(addr("10.0.0.1:1", &["3.3.3.3:80"]), ip("3.3.3.3"));
+        assert_eq!(addr("10.0.0.1:1", &["[2001:db8::5]:80"]), ip("2001:db8::5"));
+        assert_eq!(addr("10.0.0.1:1", &["[2001:db8::5]"]), ip("2001:db8::5"));
+        assert_eq!(addr("10.0.0.1:1", &["::ffff:3.3.3.3"]), ip("3.3.3.3"));
+        assert_eq!(addr("[::ffff:10.0.0.1]:1", &["3.3.3.3"]), ip("3.3.3.3"));
+        // Malformed: the walk stops at the last trusted address.
+        assert_eq!(addr("10.0.0.1:1", &["3.3.3.3, garbage"]), ip("10.0.0.1"));
+        assert_eq!(
+            addr("10.0.0.1:1", &["3.3.3.3, 10.5.5.5, unknown"]),
+            ip("10.0.0.1")
+        );
+        assert_eq!(addr("10.0.0.1:1", &["garbage, 10.5.5.5"]), ip("10.5.5.5"));
+        assert_eq!(addr("10.0.0.1:1", &[""]), ip("10.0.0.1"));
+        assert_eq!(addr("10.0.0.1:1", &[",,,"]), ip("10.0.0.1"));
+        assert_eq!(
+            addr("10.0.0.1:1", &["3.3.3.3, 4.4.4.4:99999"]),
+            ip("10.0.0.1")
+        );
+        // No peer address at all: no key.
+        let (no_peer, ()) = http::Request::new(()).into_parts();
+        assert_eq!(c.client_addr(&no_peer), None);
+        // Keys are masked.
+        let key = c.extract(&parts("10.0.0.1:1", &["2001:db8:1:2:3::4"]));
+        assert_eq!(key, Some(ip("2001:db8:1:2::")));
+    }
+
+    #[test]
+    fn non_ascii_forwarded_for_is_malformed() {
+        let c = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
+        let mut req = http::Request::new(());
+        req.headers_mut().append(
+            X_FORWARDED_FOR,
+            HeaderValue::from_bytes(b"3.3.3.3, \xff").unwrap(),
+        );
+        req.extensions_mut()
+            .insert("10.0.0.1:1".parse::<SocketAddr>().unwrap());
+        assert_eq!(c.client_addr(&req.into_parts().0), Some(ip("10.0.0.1")));
+    }
+}

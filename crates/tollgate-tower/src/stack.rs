@@ -1,0 +1,67 @@
+//! Stacked limits: further limiters, each with its own key source, checked after the
+//! layer's own; a refusal by any of them gives back what the others admitted.
+
+use http::request::Parts;
+use tollgate::{Error, Limiter};
+
+use crate::KeyExtractor;
+use crate::fields::Fields;
+
+/// Gives an admission back (with [`Limiter::undo`]).
+pub(crate) type Undo = Box<dyn FnOnce() + Send>;
+
+/// What one stacked limit said about a request.
+pub(crate) enum Checked {
+    /// The request has no key for this limit: it does not apply.
+    NoKey,
+    /// Admitted: the fields to add, and how to give the admission back.
+    Admitted(Fields, Undo),
+    /// Refused.
+    Refused(Error),
+}
+
+/// A stacked limit with its key type erased.
+pub(crate) trait StackedLimit: Send + Sync + 'static {
+    fn check(&self, parts: &Parts) -> Checked;
+    /// The policy's name, as a structured-field String.
+    fn name(&self) -> &str;
+    fn quota(&self) -> tollgate::Quota;
+}
+
+pub(crate) struct Extra<E: KeyExtractor> {
+    pub(crate) name: String,
+    pub(crate) limiter: Limiter<E::Key>,
+    pub(crate) extractor: E,
+}
+
+impl<E: KeyExtractor> StackedLimit for Extra<E> {
+    fn check(&self, parts: &Parts) -> Checked {
+        let Some(key) = self.extractor.extract(parts) else {
+            return Checked::NoKey;
+        };
+        match self.limiter.check(&key) {
+            Ok(admitted) => {
+                let fields = Fields::admitted(
+                    &self.name,
+                    self.limiter.quota(),
+                    admitted.remaining(),
+                    admitted.reset_after(),
+                );
+                let limiter = self.limiter.clone();
+                let undo = Box::new(move || {
+                    limiter.undo(&key, admitted);
+                });
+                Checked::Admitted(fields, undo)
+            }
+            Err(error) => Checked::Refused(error),
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn quota(&self) -> tollgate::Quota {
+        self.limiter.quota()
+    }
+}

@@ -1,0 +1,91 @@
+//! The layer in an axum `Router` served by `axum::serve` with `ConnectInfo`, asked by a real
+//! HTTP client: the peer address comes from axum's `ConnectInfo<SocketAddr>`.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::routing::get;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use tollgate::{Limiter, ManualClock, Quota};
+use tollgate_tower::{HeaderKey, MissingKey, PeerIp, RateLimitLayer};
+
+async fn get_status(addr: SocketAddr, api_key: Option<&str>) -> (StatusCode, http::HeaderMap) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::get("/").header("host", "test");
+    if let Some(key) = api_key {
+        req = req.header("x-api-key", key);
+    }
+    let res = sender
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = res.into_parts();
+    body.collect().await.unwrap();
+    (parts.status, parts.headers)
+}
+
+#[tokio::test]
+async fn axum_connect_info_tiers_and_a_stacked_per_ip_limit() {
+    let clock = ManualClock::new();
+    let per_key = Limiter::builder(Quota::per_minute(1))
+        .clock(clock.clone())
+        .build();
+    let per_ip = Limiter::builder(Quota::per_minute(4))
+        .clock(clock.clone())
+        .build();
+    let layer = RateLimitLayer::builder(
+        per_key,
+        HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    )
+    .policy_name("per-key")
+    .quota_for(|parts| match parts.headers.get("x-api-key") {
+        Some(k) if k.as_bytes().starts_with(b"paid-") => Quota::per_minute(3),
+        _ => Quota::per_minute(1),
+    })
+    .on_missing_key(MissingKey::Allow)
+    .stack("per-ip", per_ip, PeerIp::new())
+    .build();
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+
+    // The free key: 1 a minute.
+    assert_eq!(get_status(addr, Some("free-1")).await.0, StatusCode::OK);
+    let (status, h) = get_status(addr, Some("free-1")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(h["ratelimit-policy"], "\"per-key\";q=1;w=60");
+    // The paid key: 3 a minute, but the per-IP limit (4, one used) ends it at 3 more.
+    for _ in 0..3 {
+        let (status, h) = get_status(addr, Some("paid-1")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            h["ratelimit-policy"]
+                .to_str()
+                .unwrap()
+                .contains("\"per-ip\";q=4;w=60")
+        );
+    }
+    // Anonymous: not limited per key, but the IP's 4 are used (the refused free-key
+    // request cost the IP nothing).
+    let (status, h) = get_status(addr, None).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(h["ratelimit-policy"], "\"per-ip\";q=4;w=60");
+    assert_eq!(h["retry-after"], "15");
+}
