@@ -32,6 +32,8 @@
 //!
 //! * `out` is the number of permits of the key that exist (granted to a future or held as
 //!   [`Permit`](super::Permit)s), `out <= ` the largest limit any of them was granted under.
+//! * `waiters` is `Some` exactly while the queue is not empty (a key with permits out and
+//!   nobody waiting, the common busy key, is 16 bytes and allocates nothing).
 //! * The front of `queue`, if any, is `QUEUED`, and `out >= front.max`: a waiter is never
 //!   left queued while there is room for it (the grant loop runs after every operation that
 //!   frees room or unlinks the front). So a new arrival or a `try_acquire` may take a permit
@@ -120,10 +122,20 @@ impl Node {
 }
 
 /// One key's permits and waiters. Only touched under its shard's lock.
+///
+/// 16 bytes: most busy keys have permits out and nobody waiting, so the queue is boxed and
+/// made only when someone waits (and dropped when the queue empties).
 #[derive(Debug, Default)]
 struct KeyState {
     /// Permits out.
     out: usize,
+    /// `Some` exactly while someone waits: then its queue is not empty.
+    waiters: Option<Box<Waiters>>,
+}
+
+/// A key's FIFO of waiters.
+#[derive(Debug, Default)]
+struct Waiters {
     /// Waiters in arrival order, cancelled ones not yet unlinked (the front never is).
     queue: VecDeque<Arc<Node>>,
     /// Cancelled nodes still linked.
@@ -132,28 +144,37 @@ struct KeyState {
 
 impl KeyState {
     /// The grant loop: unlinks cancelled nodes at the front and grants each front node in
-    /// turn while there is room for it. Restores the module's invariants.
+    /// turn while there is room for it; drops the queue once it empties. Restores the
+    /// module's invariants.
     fn grant(&mut self, woken: &mut Vec<Waker>) {
-        while let Some(front) = self.queue.front() {
+        let Some(waiters) = &mut self.waiters else {
+            return;
+        };
+        while let Some(front) = waiters.queue.front() {
             match front.state() {
                 CANCELLED => {
-                    self.queue.pop_front();
-                    self.cancelled -= 1;
+                    waiters.queue.pop_front();
+                    waiters.cancelled -= 1;
                 }
                 _ if self.out < front.max => {
                     self.out += 1;
-                    let front = self.queue.pop_front().expect("a front node");
+                    let front = waiters.queue.pop_front().expect("a front node");
                     woken.extend(front.grant());
                 }
                 _ => return,
             }
         }
+        self.waiters = None;
     }
 
     fn waiting(&self) -> usize {
-        self.queue.len() - self.cancelled
+        self.waiters
+            .as_ref()
+            .map_or(0, |w| w.queue.len() - w.cancelled)
     }
+}
 
+impl Waiters {
     /// Unlinks cancelled nodes once they are more than half the queue (module docs).
     fn compact(&mut self) {
         if self.cancelled >= COMPACT_MIN && 2 * self.cancelled > self.queue.len() {
@@ -217,7 +238,7 @@ impl Table {
             };
             let out = f(state, &mut woken);
             if state.out == 0 {
-                debug_assert!(state.queue.is_empty());
+                debug_assert!(state.waiters.is_none());
                 keys.remove(&key);
                 let (len, cap) = (keys.len(), keys.capacity());
                 if cap > KEEP_CAPACITY && len * 8 < cap {
@@ -236,12 +257,13 @@ impl Table {
     /// node (with `waker` registered before anyone can grant it).
     pub(crate) fn arrive(&self, key: u64, max: usize, waker: &Waker) -> Arrival {
         self.with_key(key, true, |state, _| {
-            if state.queue.is_empty() && state.out < max {
+            if state.waiters.is_none() && state.out < max {
                 state.out += 1;
                 Arrival::Permit
             } else {
                 let node = Arc::new(Node::new(max, waker));
-                state.queue.push_back(Arc::clone(&node));
+                let waiters = state.waiters.get_or_insert_with(Box::default);
+                waiters.queue.push_back(Arc::clone(&node));
                 Arrival::Queued(node)
             }
         })
@@ -251,7 +273,7 @@ impl Table {
     /// A permit if nobody waits and fewer than `max` are out; never queues.
     pub(crate) fn try_take(&self, key: u64, max: usize) -> bool {
         self.with_key(key, true, |state, _| {
-            let ok = state.queue.is_empty() && state.out < max;
+            let ok = state.waiters.is_none() && state.out < max;
             state.out += usize::from(ok);
             ok
         })
@@ -277,8 +299,12 @@ impl Table {
                 // ordering: under the lock, like every write of `state` (module docs); no
                 // grant reads it without the lock.
                 node.state.store(CANCELLED, Ordering::Relaxed);
-                state.cancelled += 1;
-                state.compact();
+                let waiters = state
+                    .waiters
+                    .as_mut()
+                    .expect("a queued node is in the queue");
+                waiters.cancelled += 1;
+                waiters.compact();
             }
             // A freed permit goes to the next waiter; a cancelled front may have held back
             // a waiter behind it that asked under a higher limit.
