@@ -19,12 +19,9 @@
 //! | --- | --- | --- |
 //! | poll vs release | a queued future re-polled with a new waker vs the permit's drop that grants it | the poll does not re-check the state after registering its waker; the grant takes the waker before it stores `GRANTED` (both a lost wake-up) |
 //! | cancel vs release | a queued future's drop vs the permit's drop that grants it | the drop of a granted, unpolled future does not give its permit back |
-//! | two acquirers | two threads each blocking on `acquire`, holding, releasing (N = 1) | a first poll takes a permit when `out <= max` (both hold one) |
-//! | acquirer vs try_acquire | `acquire` vs `try_acquire` on a held key | as above |
+//! | two acquirers | two threads each blocking on `acquire`, holding, releasing (N = 1) | a first poll takes a permit when `out <= max` (both hold one); either lost wake-up fault above (loom reports a deadlock: a first poll registers its waker after unlocking, so it races the grant too) |
+//! | acquirer vs try_acquire | `acquire` vs `try_acquire` on a held key | `out <= max`, as above |
 //!
-//! (The first poll registers its waker under the lock, before the node is visible to any
-//! grant, so only a *re*-poll races a grant: the two-acquirer models, whose `block_on`
-//! re-polls only after a wake, do not see the lost wake-up faults; "poll vs release" does.)
 //! Each fault was applied to `src/inflight/table.rs` by hand, run, and reverted.
 //!
 //! The `cfg` below empties this file in every other build; it comes after this comment so

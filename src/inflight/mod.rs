@@ -336,6 +336,10 @@ impl<K: Hash + ?Sized> InFlight<K> {
 ///
 /// It joins its key's queue at its first poll. See [`InFlight::acquire`] for cancel safety.
 ///
+/// # Panics
+///
+/// If polled again after it returned its permit.
+///
 /// # Examples
 ///
 /// ```
@@ -419,11 +423,17 @@ impl Future for Acquire<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Permit> {
         let this = self.get_mut();
         match &this.state {
-            State::New => match this.shared.table.arrive(this.key, this.max, cx.waker()) {
+            State::New => match this.shared.table.arrive(this.key, this.max) {
                 Arrival::Permit => Poll::Ready(this.permit()),
                 Arrival::Queued(node) => {
+                    // Queued without a waker: register it now, as a later poll does.
+                    let granted = node.poll(cx);
                     this.state = State::Queued(node);
-                    Poll::Pending
+                    if granted {
+                        Poll::Ready(this.permit())
+                    } else {
+                        Poll::Pending
+                    }
                 }
             },
             State::Queued(node) => {

@@ -26,7 +26,9 @@
 //! on drop), so under the lock it is exact. The future reads it lock-free on each poll.
 //! The future registers its waker, then re-reads `state`; a grant stores `state`, then
 //! takes the waker: so a poll either sees `GRANTED` or has its waker taken and woken
-//! (`Node::poll`, `Node::grant`). This is the race the loom model "poll vs release" checks.
+//! (`Node::poll`, `Node::grant`). This is the race the loom model "poll vs release" checks;
+//! a first poll runs the same protocol right after it queues (it registers only once the
+//! lock is released), so every poll races grants the same way.
 //!
 //! # Invariants, between operations (under the lock)
 //!
@@ -82,14 +84,12 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn new(max: usize, waker: &Waker) -> Node {
-        let node = Node {
+    fn new(max: usize) -> Node {
+        Node {
             max,
             state: AtomicUsize::new(QUEUED),
             waker: AtomicWaker::new(),
-        };
-        node.waker.register(waker);
-        node
+        }
     }
 
     fn state(&self) -> usize {
@@ -188,7 +188,8 @@ impl Waiters {
 pub(crate) enum Arrival {
     /// A permit, taken at once.
     Permit,
-    /// Queued behind others, or at the limit.
+    /// Queued behind others, or at the limit, with no waker yet: the caller registers it
+    /// with [`Node::poll`] once the lock is released (a grant may already have come).
     Queued(Arc<Node>),
 }
 
@@ -254,14 +255,15 @@ impl Table {
     }
 
     /// A first poll: a permit if nobody waits and fewer than `max` are out, else a queued
-    /// node (with `waker` registered before anyone can grant it).
-    pub(crate) fn arrive(&self, key: u64, max: usize, waker: &Waker) -> Arrival {
+    /// node. The node's waker is registered after unlocking: cloning a waker runs the
+    /// executor's code, which never runs under the lock.
+    pub(crate) fn arrive(&self, key: u64, max: usize) -> Arrival {
         self.with_key(key, true, |state, _| {
             if state.waiters.is_none() && state.out < max {
                 state.out += 1;
                 Arrival::Permit
             } else {
-                let node = Arc::new(Node::new(max, waker));
+                let node = Arc::new(Node::new(max));
                 let waiters = state.waiters.get_or_insert_with(Box::default);
                 waiters.queue.push_back(Arc::clone(&node));
                 Arrival::Queued(node)
