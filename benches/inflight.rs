@@ -12,8 +12,11 @@
 //! map, get or insert the key's semaphore, clone its `Arc`, unlock, `acquire_owned()` polled
 //! once, drop the permit. It never removes a semaphore (removing one safely needs the
 //! reference count checked under the map lock, which such code rarely does), so it keeps
-//! every key it has seen; tollgate keeps a key only while a permit is out. The *keys held
-//! after* column shows it.
+//! every key it has seen; tollgate keeps a key only while a permit is out. A third subject,
+//! *reclaiming*, is the same map whose permit's drop removes the key's semaphore under the
+//! map lock once its reference count says nobody holds or waits on it: bounded memory like
+//! tollgate's. The *keys held after* column shows the difference. Throughputs are also given
+//! relative to tollgate's (tollgate = 1; below 1, the other is slower).
 //!
 //! Scenarios, each reported as the median over rounds with min–max, in million pairs per
 //! second:
@@ -37,6 +40,7 @@ use futures_util::FutureExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use common::fmt::{plain_summary, table_header, thousands};
+use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
 use common::{Rng, Size, Summary, run_threads};
 use tollgate::{InFlight, Permit};
 
@@ -76,6 +80,52 @@ impl Subject for Semaphores {
             )
         };
         sem.acquire_owned().now_or_never().expect("free").unwrap()
+    }
+    fn keys(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+/// The same map, but a permit's drop removes its key's semaphore once nobody holds or
+/// waits on it (the reference count, checked under the map lock): bounded memory, as
+/// tollgate's, at the price of a map lookup per release.
+#[derive(Default)]
+struct Reclaiming(Arc<Mutex<HashMap<u64, Arc<Semaphore>>>>);
+
+struct ReclaimingPermit {
+    permit: Option<OwnedSemaphorePermit>,
+    map: Arc<Mutex<HashMap<u64, Arc<Semaphore>>>>,
+    key: u64,
+}
+
+impl Drop for ReclaimingPermit {
+    fn drop(&mut self) {
+        let mut map = self.map.lock().unwrap();
+        drop(self.permit.take()); // drops this permit's reference to the semaphore
+        if map
+            .get(&self.key)
+            .is_some_and(|sem| Arc::strong_count(sem) == 1)
+        {
+            map.remove(&self.key);
+        }
+    }
+}
+
+impl Subject for Reclaiming {
+    type Permit = ReclaimingPermit;
+    fn acquire(&self, key: u64) -> ReclaimingPermit {
+        let sem = {
+            let mut map = self.0.lock().unwrap();
+            Arc::clone(
+                map.entry(key)
+                    .or_insert_with(|| Arc::new(Semaphore::new(LIMIT))),
+            )
+        };
+        ReclaimingPermit {
+            permit: Some(sem.acquire_owned().now_or_never().expect("free").unwrap()),
+            map: Arc::clone(&self.0),
+            key,
+        }
     }
     fn keys(&self) -> usize {
         self.0.lock().unwrap().len()
@@ -150,17 +200,22 @@ fn main() {
         },
     };
     println!(
-        "inflight bench ({} run, {} rounds, limit {LIMIT} per key, {} keys)\n",
+        "inflight bench ({} run, {} rounds, limit {LIMIT} per key, {} keys), {}, {} CPUs ({})\n",
         size.name(),
         sizes.rounds,
-        thousands(sizes.keys)
+        thousands(sizes.keys),
+        today(),
+        cpus(),
+        cpu_model()
     );
+    let before = loadavg();
     table_header(&[
         "scenario",
         "tollgate InFlight (M pairs/s)",
         "Mutex<HashMap<_, Arc<Semaphore>>> (M pairs/s)",
-        "ratio of medians",
-        "keys held after (tollgate / semaphores)",
+        "the same, reclaiming (M pairs/s)",
+        "tollgate / semaphores / reclaiming (ratio of medians)",
+        "keys held after (tollgate / semaphores / reclaiming)",
     ]);
     let mut rng = Rng::new(11);
     let keys = rng.keys(sizes.keys);
@@ -168,10 +223,12 @@ fn main() {
         &'static str,
         Box<dyn Fn(&Tollgate) -> f64 + 'k>,
         Box<dyn Fn(&Semaphores) -> f64 + 'k>,
+        Box<dyn Fn(&Reclaiming) -> f64 + 'k>,
     );
     let scenarios: Vec<Scenario<'_>> = vec![
         (
             "hot: 1 thread, 1 key",
+            Box::new(|s| hot(s, sizes.hot_pairs)),
             Box::new(|s| hot(s, sizes.hot_pairs)),
             Box::new(|s| hot(s, sizes.hot_pairs)),
         ),
@@ -179,9 +236,11 @@ fn main() {
             "1M keys: 1 thread, one pair per key, random order",
             Box::new(|s| spread(s, &keys)),
             Box::new(|s| spread(s, &keys)),
+            Box::new(|s| spread(s, &keys)),
         ),
         (
             "1M held: 1 thread, every key held, then released",
+            Box::new(|s| held(s, &keys)),
             Box::new(|s| held(s, &keys)),
             Box::new(|s| held(s, &keys)),
         ),
@@ -189,32 +248,38 @@ fn main() {
             "2 threads, 1 key",
             Box::new(|s| two_threads(s, sizes.threads_pairs)),
             Box::new(|s| two_threads(s, sizes.threads_pairs)),
+            Box::new(|s| two_threads(s, sizes.threads_pairs)),
         ),
     ];
-    for (name, ours, theirs) in &scenarios {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        let (mut held_a, mut held_b) = (0, 0);
+    for (name, ours, theirs, reclaiming) in &scenarios {
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        let mut held = (0, 0, 0);
         for round in 0..sizes.rounds {
-            // A fresh pair of subjects per round, run in alternating order.
+            // Fresh subjects per round, run in a rotating order.
             let t = Tollgate(InFlight::new(LIMIT));
             let s = Semaphores::default();
-            if round % 2 == 0 {
-                a.push(ours(&t));
-                b.push(theirs(&s));
-            } else {
-                b.push(theirs(&s));
-                a.push(ours(&t));
+            let r = Reclaiming::default();
+            for i in 0..3 {
+                match (round + i) % 3 {
+                    0 => a.push(ours(&t)),
+                    1 => b.push(theirs(&s)),
+                    _ => c.push(reclaiming(&r)),
+                }
             }
-            (held_a, held_b) = (t.keys(), s.keys());
+            held = (t.keys(), s.keys(), r.keys());
         }
-        let (sa, sb) = (Summary::of(&a), Summary::of(&b));
+        let (sa, sb, sc) = (Summary::of(&a), Summary::of(&b), Summary::of(&c));
         println!(
-            "| {name} | {} | {} | {:.2}x | {} / {} |",
+            "| {name} | {} | {} | {} | 1 / {:.2} / {:.2} | {} / {} / {} |",
             plain_summary(sa, ""),
             plain_summary(sb, ""),
-            sa.median / sb.median,
-            thousands(held_a),
-            thousands(held_b),
+            plain_summary(sc, ""),
+            sb.median / sa.median,
+            sc.median / sa.median,
+            thousands(held.0),
+            thousands(held.1),
+            thousands(held.2),
         );
     }
+    println!("\n{}", loadavg_line(&before));
 }
