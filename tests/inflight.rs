@@ -341,6 +341,82 @@ fn tasks_on_a_runtime_never_exceed_the_limit() {
     assert_eq!(conc.keys(), 0);
 }
 
+/// A waker that calls back into the limiter's table: woken under a shard lock, it would
+/// deadlock (std's mutex is not reentrant): with the wakes moved under the lock, the test
+/// below hangs.
+struct Reentrant(InFlight<str>, AtomicUsize);
+
+impl Wake for Reentrant {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let _ = self.0.in_flight("k");
+        let _ = self.0.try_acquire("k");
+        self.1.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn wakers_run_after_the_lock_is_released() {
+    let conc: InFlight<str> = InFlight::new(1);
+    let held = conc.try_acquire("k").unwrap();
+    let reentrant = Arc::new(Reentrant(conc.clone(), AtomicUsize::new(0)));
+    let waker = Waker::from(Arc::clone(&reentrant));
+    let mut fut = conc.acquire("k");
+    assert!(
+        Pin::new(&mut fut)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    drop(held); // grants `fut` and wakes it: the wake takes the shard lock again
+    assert_eq!(reentrant.1.load(Ordering::SeqCst), 1);
+    drop(fut); // granted, unpolled: the permit goes back
+    assert_eq!(conc.keys(), 0);
+}
+
+#[test]
+fn timeouts_racing_grants_lose_no_permit() {
+    const N: usize = 2;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let conc = InFlight::new(N);
+    let now = Arc::new(AtomicUsize::new(0));
+    let max = Arc::new(AtomicUsize::new(0));
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..32u64)
+            .map(|t| {
+                let (conc, now, max) = (conc.clone(), now.clone(), max.clone());
+                tokio::spawn(async move {
+                    for i in 0..40u64 {
+                        // Timeouts of 0 to 199 µs: many expire while queued, some just as
+                        // the permit is granted.
+                        let limit = std::time::Duration::from_micros((t * 37 + i * 11) % 200);
+                        if let Ok(_p) = tokio::time::timeout(limit, conc.acquire("k")).await {
+                            let inside = now.fetch_add(1, Ordering::SeqCst) + 1;
+                            max.fetch_max(inside, Ordering::SeqCst);
+                            tokio::task::yield_now().await;
+                            now.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    assert!(max.load(Ordering::SeqCst) <= N);
+    // Every permit came back: the key is idle and all N are free.
+    assert_eq!(conc.keys(), 0);
+    let all: Vec<Permit> = (0..N).map(|_| conc.try_acquire("k").unwrap()).collect();
+    assert!(conc.try_acquire("k").is_none());
+    drop(all);
+}
+
 #[test]
 fn auto_traits() {
     fn send_sync<T: Send + Sync>() {}
