@@ -1,9 +1,10 @@
 //! [`InFlight`]: at most N permits out per key, FIFO, released on drop.
 //!
 //! The public types are thin: [`InFlight`] hashes the key once (with its own seeded
-//! [`RandomState`], as a [`Limiter`](crate::Limiter) does) and the table in `table.rs` does the
-//! rest under a shard's mutex; that file holds the design essay. [`Acquire`] is the future's
-//! state machine (not yet queued, queued, done) and [`Permit`] gives its permit back on drop.
+//! [`RandomState`](crate::hash::RandomState), as a [`Limiter`](crate::Limiter) does) and
+//! the table in `table.rs` does the rest under a shard's mutex; that file holds the design
+//! essay. [`Acquire`] is the future's state machine (not yet queued, queued, done) and
+//! [`Permit`] gives its permit back on drop.
 
 mod table;
 
