@@ -19,10 +19,13 @@
 //! | --- | --- | --- |
 //! | poll vs release | a queued future re-polled with a new waker vs the permit's drop that grants it | the poll does not re-check the state after registering its waker; the grant takes the waker before it stores `GRANTED` (both a lost wake-up) |
 //! | cancel vs release | a queued future's drop vs the permit's drop that grants it | the drop of a granted, unpolled future does not give its permit back |
+//! | cancel head vs release, a waiter behind | as above, with a second waiter that must get the permit, woken once, either way | the drop of a granted, unpolled future does not give its permit back; it frees the permit but does not pass it on (runs no grant) |
 //! | two acquirers | two threads each blocking on `acquire`, holding, releasing (N = 1) | a first poll takes a permit when `out <= max` (both hold one); either lost wake-up fault above (loom reports a deadlock: a first poll registers its waker after unlocking, so it races the grant too) |
 //! | acquirer vs try_acquire | `acquire` vs `try_acquire` on a held key | `out <= max`, as above |
 //!
-//! Each fault was applied to `src/inflight/table.rs` by hand, run, and reverted.
+//! Each fault was applied to `src/inflight/table.rs` by hand, run, and reverted. The suite
+//! takes well under a second at the default bound of 2, and passes effectively unbounded
+//! (`LOOM_MAX_PREEMPTIONS=100`, about 12,000 interleavings, under a second in release).
 //!
 //! The `cfg` below empties this file in every other build; it comes after this comment so
 //! that the empty test crate still has its docs.
@@ -197,6 +200,48 @@ fn cancel_vs_release() {
                 Outcome::CancelledGranted
             } else {
                 Outcome::CancelledQueued
+            }
+        },
+    );
+}
+
+#[test]
+fn cancel_head_vs_release_with_a_waiter_behind() {
+    #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+    enum Outcome {
+        HeadCancelledQueued,
+        HeadCancelledGranted,
+    }
+    model(
+        "cancel head vs release, a waiter behind",
+        &[Outcome::HeadCancelledQueued, Outcome::HeadCancelledGranted],
+        || {
+            let conc = InFlight::new(1);
+            let held = conc.try_acquire(&KEY).unwrap();
+            let (head_woken, head_waker) = counting();
+            let (next_woken, next_waker) = counting();
+            let mut head = conc.acquire(&KEY);
+            let mut next = conc.acquire(&KEY);
+            assert!(poll(&mut head, &head_waker).is_none());
+            assert!(poll(&mut next, &next_waker).is_none());
+            let gate = Arc::new(AtomicUsize::new(0));
+            let g = gate.clone();
+            let releaser = thread::spawn(move || {
+                pass(&g);
+                drop(held);
+            });
+            pass(&gate);
+            drop(head);
+            releaser.join().unwrap();
+            // Whichever came first, the permit reaches the waiter behind, woken once.
+            assert_eq!(next_woken.0.load(StdOrdering::SeqCst), 1, "next not woken");
+            drop(poll(&mut next, &next_waker).expect("granted"));
+            drop(next);
+            assert_eq!(conc.keys(), 0);
+            if head_woken.0.load(StdOrdering::SeqCst) == 1 {
+                Outcome::HeadCancelledGranted
+            } else {
+                Outcome::HeadCancelledQueued
             }
         },
     );
