@@ -266,6 +266,25 @@ fn a_limit_of_zero_panics() {
 }
 
 #[test]
+#[should_panic(expected = "admits nothing")]
+fn a_per_call_limit_of_zero_panics() {
+    let conc = InFlight::new(1);
+    drop(conc.acquire_with("k", 0));
+}
+
+#[test]
+#[should_panic(expected = "polled after")]
+fn polling_after_the_permit_panics() {
+    let conc = InFlight::new(1);
+    let mut fut = Polled {
+        fut: conc.acquire("k"),
+        wakes: Arc::default(),
+    };
+    let _permit = fut.poll().unwrap();
+    let _ = fut.poll();
+}
+
+#[test]
 fn borrowed_keys_share_the_limit() {
     let conc: InFlight<String> = InFlight::new(1);
     let _p = conc.try_acquire(&"host".to_owned()).unwrap();
