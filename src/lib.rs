@@ -103,3 +103,7 @@ pub use timer::__loom;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// Per-key concurrency limits: at most N permits out per key, FIFO, released on drop.
+mod inflight;
+pub use inflight::{Acquire, InFlight, Permit};
