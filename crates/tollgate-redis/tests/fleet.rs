@@ -130,10 +130,13 @@ async fn ttl_is_the_reset_time() {
         .unwrap();
     assert_eq!(exists, 0, "peek stores nothing");
 
+    // Time from before the check is sent: the server ran the script at some point after this,
+    // so its clock has moved by at most `since` when PTTL answers (however slow the reply and
+    // the scheduling of this test are on a loaded machine).
+    let asked = Instant::now();
     let ok = limiter.check_n("ttl", 3).await.unwrap();
-    let answered = Instant::now();
     let ttl = pttl(&server, &key);
-    let since = answered.elapsed().as_millis() as i64;
+    let since = asked.elapsed().as_millis() as i64;
     let reset = ok.reset_after().as_millis() as i64;
     assert_eq!(reset, 300);
     // The expiry is the reset instant rounded up to a whole ms (never before it); PTTL
