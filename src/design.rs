@@ -161,7 +161,13 @@
 //! | stacked limits | `src/stack.rs` |
 //! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
 //! | per-key concurrency limits: who gets a permit, when a key's state goes | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
+//! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` |
+//! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
+//!
+//! Integration crates live in `crates/`, one folder each, as members of the workspace and
+//! of its default members (so the README's `cargo test` runs their tests), each with the
+//! dependencies its field expects. They use the core only through its public API.
 //!
 //! ## 8. Figures to beat
 //!
