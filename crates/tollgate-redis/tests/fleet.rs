@@ -71,7 +71,10 @@ async fn two_nodes_on_one_key_admit_exactly_the_bound() {
     // machine (a task descheduled for longer than the burst's 50 ms loses cells), so below
     // it the test only asks that most cells were used, which a limiter refusing wrongly fails.
     assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
-    assert!(admitted * 4 >= bound * 3, "admitted {admitted}, bound {bound}");
+    assert!(
+        admitted * 4 >= bound * 3,
+        "admitted {admitted}, bound {bound}"
+    );
     let s: Vec<_> = nodes.iter().map(|n| n.stats()).collect();
     assert_eq!(s[0].admitted + s[1].admitted, admitted);
     assert_eq!(s[0].faults + s[1].faults, 0);
