@@ -165,9 +165,11 @@
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
 //!
-//! Integration crates live in `crates/`, one folder each, as members of the workspace and
-//! of its default members (so the README's `cargo test` runs their tests), each with the
-//! dependencies its field expects. They use the core only through its public API.
+//! Integration crates live in `crates/`, one folder each, as members of the workspace (the
+//! README's `cargo test --workspace` runs their tests), each with the dependencies its field
+//! expects; commands at the root act on the core alone, whose dependency tree stays
+//! crossbeam-utils, atomic-waker, futures-core and foldhash. They use the core only through
+//! its public API.
 //!
 //! ## 8. Figures to beat
 //!
