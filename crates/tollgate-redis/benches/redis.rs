@@ -8,11 +8,13 @@
 //!
 //! `cargo bench -p tollgate-redis --bench redis`; `TOLLGATE_BENCH_QUICK=1` for a smoke run.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+// The redis-server harness the tests use: one copy, started and killed the same way.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::RedisServer;
 use redis::aio::ConnectionManager;
 use tollgate::Quota;
 use tollgate_redis::FleetLimiter;
@@ -40,69 +42,6 @@ local reset_after = new_tat - now
 if reset_after > 0 then redis.call("SET", key, new_tat, "EX", math.ceil(reset_after)) end
 return {1, math.floor(diff / emission_interval)}
 "#;
-
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Server {
-    fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!("tollgate-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("cannot start redis-server: `apt-get install redis-server`");
-        let s = Server { child, port, dir };
-        let client = redis::Client::open(s.url()).unwrap();
-        for _ in 0..500 {
-            if let Ok(mut c) = client.get_connection()
-                && redis::cmd("PING").query::<String>(&mut c).is_ok()
-            {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not come up");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn calls(&self, command: &str) -> u64 {
-        let mut c = redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut c)
-            .unwrap();
-        let prefix = format!("cmdstat_{command}:calls=");
-        info.lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .map_or(0, |r| r.split(',').next().unwrap().parse().unwrap())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 struct Latencies(Vec<Duration>);
 
@@ -134,7 +73,7 @@ where
 async fn main() {
     let quick = std::env::var_os("TOLLGATE_BENCH_QUICK").is_some();
     let n = if quick { 2_000 } else { 20_000 };
-    let server = Server::start();
+    let server = RedisServer::start();
     let client = redis::Client::open(server.url()).unwrap();
     // A live quota that never denies: every check is a full admission on the server.
     let live = Quota::per_minute(1).allow_burst(100_000);

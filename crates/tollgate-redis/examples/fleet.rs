@@ -9,13 +9,15 @@
 //! cargo run -p tollgate-redis --example fleet -- --nodes 6 --tasks 4 --seconds 2 --rate 500
 //! ```
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+// The redis-server harness the tests use: one copy, started and killed the same way.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use common::RedisServer;
 use tollgate::Quota;
 use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
 
@@ -48,71 +50,6 @@ fn args() -> Args {
         }
     }
     a
-}
-
-/// A redis-server of our own, killed on drop.
-struct Server {
-    child: Option<Child>,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Server {
-    fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!("tollgate-fleet-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut s = Server {
-            child: None,
-            port,
-            dir,
-        };
-        s.spawn();
-        s
-    }
-
-    fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("cannot start redis-server: `apt-get install redis-server`, or set REDIS_URL");
-        self.child = Some(child);
-        let client = redis::Client::open(self.url()).unwrap();
-        for _ in 0..500 {
-            if let Ok(mut c) = client.get_connection()
-                && redis::cmd("PING").query::<String>(&mut c).is_ok()
-            {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not come up");
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn server_time_us(url: &str) -> Option<u64> {
@@ -258,7 +195,7 @@ async fn main() {
     let (mut server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
         Err(_) => {
-            let s = Server::start();
+            let s = RedisServer::start();
             let url = s.url();
             (Some(s), url)
         }

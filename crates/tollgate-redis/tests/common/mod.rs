@@ -1,5 +1,6 @@
-//! A real `redis-server` per test: started on a free port in a temporary directory, with
-//! persistence off, and killed (and its directory removed) on drop.
+//! A real `redis-server` of our own: started on a free port in a temporary directory, with
+//! persistence off, and killed (and its directory removed) on drop. Shared by the tests,
+//! the `fleet` example and the bench (`#[path]`).
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -49,7 +50,8 @@ impl RedisServer {
         server
     }
 
-    fn spawn(&mut self) {
+    /// Starts the server (again, after [`kill`](RedisServer::kill)) on its port, empty.
+    pub fn spawn(&mut self) {
         let child = Command::new(binary())
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
