@@ -8,6 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
 
 use http::HeaderValue;
+
+use crate::forwarded::ForwardedHeader;
 use http::header::HeaderName;
 use http::request::Parts;
 
@@ -216,6 +218,9 @@ impl KeyExtractor for PeerIp {
 ///   address reached (a trusted proxy) is the key, so garbage never yields a key of the
 ///   client's choosing, nor an error.
 /// * Several `X-Forwarded-For` fields are read as one list, in order.
+/// * [`ClientIp::header`] walks RFC 7239 `Forwarded` or `X-Real-IP` instead (see
+///   [`ForwardedHeader`]); only one header is read, so a client cannot slip an address in
+///   through a header your proxies do not write.
 ///
 /// Entries may carry a port (`192.0.2.1:4711`, `[2001:db8::1]:4711`) or brackets. Keys are
 /// masked as [`ip_key`] says (IPv6 by /64 by default).
@@ -240,6 +245,7 @@ impl KeyExtractor for PeerIp {
 pub struct ClientIp {
     trusted: Vec<Cidr>,
     prefixes: Prefixes,
+    header: ForwardedHeader,
 }
 
 impl ClientIp {
@@ -284,7 +290,23 @@ impl ClientIp {
         ClientIp {
             trusted: cidrs,
             prefixes: Prefixes::default(),
+            header: ForwardedHeader::default(),
         }
+    }
+
+    /// Which forwarding header to walk ([`ForwardedHeader::XForwardedFor`] by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{ClientIp, ForwardedHeader};
+    ///
+    /// let behind_nginx = ClientIp::trusting(["127.0.0.1"]).unwrap().header(ForwardedHeader::XRealIp);
+    /// # let _ = behind_nginx;
+    /// ```
+    pub fn header(mut self, header: ForwardedHeader) -> ClientIp {
+        self.header = header;
+        self
     }
 
     /// Keys IPv6 clients by their first `bits` bits (64 by default).
@@ -346,16 +368,7 @@ impl ClientIp {
         if !self.is_trusted(current) {
             return Some(current);
         }
-        let mut entries = Vec::new();
-        for value in parts.headers.get_all(X_FORWARDED_FOR) {
-            let Ok(text) = value.to_str() else {
-                // Non-ASCII: nothing in this field or left of it can be trusted.
-                entries.clear();
-                entries.push(None);
-                continue;
-            };
-            entries.extend(text.split(',').map(parse_forwarded_addr));
-        }
+        let entries = self.header.hops(&parts.headers);
         for entry in entries.into_iter().rev() {
             let Some(ip) = entry else { break };
             current = ip;
@@ -365,24 +378,6 @@ impl ClientIp {
         }
         Some(current)
     }
-}
-
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-
-/// One `X-Forwarded-For` entry: an address, maybe bracketed, maybe with a port.
-fn parse_forwarded_addr(entry: &str) -> Option<IpAddr> {
-    let entry = entry.trim();
-    if let Ok(ip) = entry.parse::<IpAddr>() {
-        return Some(ip.to_canonical());
-    }
-    if let Ok(addr) = entry.parse::<SocketAddr>() {
-        return Some(addr.ip().to_canonical());
-    }
-    let inner = entry.strip_prefix('[')?.strip_suffix(']')?;
-    inner
-        .parse::<Ipv6Addr>()
-        .ok()
-        .map(|v6| IpAddr::V6(v6).to_canonical())
 }
 
 impl KeyExtractor for ClientIp {
@@ -673,7 +668,7 @@ mod tests {
         let c = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
         let mut req = http::Request::new(());
         req.headers_mut().append(
-            X_FORWARDED_FOR,
+            HeaderName::from_static("x-forwarded-for"),
             HeaderValue::from_bytes(b"3.3.3.3, \xff").unwrap(),
         );
         req.extensions_mut()

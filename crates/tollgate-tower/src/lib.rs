@@ -100,10 +100,12 @@
 )]
 
 mod fields;
+mod forwarded;
 mod future;
 mod key;
 mod stack;
 
+pub use forwarded::ForwardedHeader;
 pub use future::ResponseFuture;
 pub use key::{
     Cidr, CidrError, ClientIp, Global, HeaderKey, KeyExtractor, PeerIp, ip_key, peer_addr,

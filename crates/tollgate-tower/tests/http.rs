@@ -16,7 +16,9 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, ManualClock, Quota};
-use tollgate_tower::{ClientIp, Global, HeaderKey, MissingKey, PeerIp, RateLimitLayer};
+use tollgate_tower::{
+    ClientIp, ForwardedHeader, Global, HeaderKey, MissingKey, PeerIp, RateLimitLayer,
+};
 use tower::{Layer, Service, ServiceBuilder, service_fn};
 
 type Body = Full<Bytes>;
@@ -353,9 +355,18 @@ async fn fields_can_be_switched_off_and_renamed() {
 }
 
 fn behind_proxy(quota: Quota) -> (ManualClock, RateLimitLayer<ClientIp>) {
+    behind_proxy_reading(quota, ForwardedHeader::XForwardedFor)
+}
+
+fn behind_proxy_reading(
+    quota: Quota,
+    header: ForwardedHeader,
+) -> (ManualClock, RateLimitLayer<ClientIp>) {
     let clock = ManualClock::new();
     let limiter = Limiter::builder(quota).clock(clock.clone()).build();
-    let key = ClientIp::trusting(["127.0.0.0/8", "10.0.0.0/8"]).unwrap();
+    let key = ClientIp::trusting(["127.0.0.0/8", "10.0.0.0/8", "2001:db8:ffff::/48"])
+        .unwrap()
+        .header(header);
     (clock, RateLimitLayer::builder(limiter, key).build())
 }
 
@@ -747,4 +758,109 @@ async fn a_delayed_request_dropped_while_waiting_gives_stacked_cells_back() {
     let gave_up = tokio::time::timeout(Duration::from_millis(20), svc.clone().oneshot(request()));
     assert!(gave_up.await.is_err());
     assert_eq!(global.peek(&()).unwrap().remaining(), 8); // only the served request's cell
+}
+
+/// Sends each `Forwarded` value (one field, or several fields where split by `|`) on a
+/// fresh connection from 127.0.0.1 (a trusted proxy): the statuses.
+async fn statuses_for(addr: SocketAddr, name: &str, values: &[&[u8]]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for value in values {
+        let fields: Vec<(&str, &[u8])> = value.split(|&b| b == b'|').map(|v| (name, v)).collect();
+        let (status, h) = get_once(addr, &fields).await;
+        if status == StatusCode::OK {
+            ratelimit(&h); // the fields parse
+        }
+        statuses.push(status.as_u16());
+    }
+    statuses
+}
+
+#[tokio::test]
+async fn forwarded_is_walked_right_to_left() {
+    let (_clock, layer) = behind_proxy_reading(Quota::per_minute(2), ForwardedHeader::Forwarded);
+    let addr = serve(layer).await;
+    // One client, 203.0.113.5, behind up to two trusted proxies, whatever it puts in front
+    // (the leftmost entries are its own), in every spelling RFC 7239 allows.
+    let same_client: [&[u8]; 6] = [
+        b"for=203.0.113.5",
+        b"for=1.1.1.1, For=\"203.0.113.5:4711\";proto=https",
+        b"for=\"[2001:db8::1]\", for=203.0.113.5;by=10.0.0.1, for=10.0.0.7",
+        b"for=unknown|for=203.0.113.5",
+        b"for=_spoof;proto=http, for=203.0.113.5 ; host=example.com",
+        b"for=203.0.113.5, for=203.0.113.6", // another client
+    ];
+    assert_eq!(
+        statuses_for(addr, "forwarded", &same_client).await,
+        [200, 200, 429, 429, 429, 200]
+    );
+    // IPv6 clients in quoted brackets, keyed by their /64: two addresses, one key.
+    let v6: [&[u8]; 3] = [
+        b"for=\"[2001:db8:1:2::a]:4711\"",
+        b"for=\"[2001:db8:1:2::b]\"",
+        b"for=\"[2001:db8:1:2::c]\", for=\"[2001:db8:ffff::1]:80\"",
+    ];
+    assert_eq!(statuses_for(addr, "forwarded", &v6).await, [200, 200, 429]);
+    // X-Forwarded-For is not read when Forwarded is: it cannot choose a key.
+    let xff: [&[u8]; 1] = [b"198.51.100.77"];
+    assert_eq!(statuses_for(addr, "x-forwarded-for", &xff).await, [200]);
+    assert_eq!(statuses_for(addr, "x-forwarded-for", &xff).await, [200]);
+    // ... those two were the proxy's own two cells: the third is refused.
+    assert_eq!(statuses_for(addr, "x-forwarded-for", &xff).await, [429]);
+}
+
+#[tokio::test]
+async fn malformed_forwarded_fields_key_by_the_proxy() {
+    let (_clock, layer) = behind_proxy_reading(Quota::per_minute(3), ForwardedHeader::Forwarded);
+    let addr = serve(layer).await;
+    // Each names no address right of the proxy: the key is 127.0.0.1's.
+    let malformed: [&[u8]; 9] = [
+        b"for=unknown",
+        b"for=_hidden",
+        b"proto=https",
+        b"for=\"203.0.113.9",
+        b"for=[2001:db8::1]",
+        b"for=2001:db8::1",
+        b"for=203.0.113.9;for=203.0.113.10",
+        b"for=203.0.113.9, =x",
+        b"for=203.0.113.9|for=\xff",
+    ];
+    assert_eq!(
+        statuses_for(addr, "forwarded", &malformed).await,
+        [200, 200, 200, 429, 429, 429, 429, 429, 429]
+    );
+    // A well-formed client right of a malformed field is still its own key.
+    let fine: [&[u8]; 2] = [b"for=203.0.113.9", b"garbage=\"|for=203.0.113.9"];
+    assert_eq!(statuses_for(addr, "forwarded", &fine).await, [200, 200]);
+}
+
+#[tokio::test]
+async fn x_real_ip_from_a_trusted_proxy() {
+    let (_clock, layer) = behind_proxy_reading(Quota::per_minute(1), ForwardedHeader::XRealIp);
+    let addr = serve(layer).await;
+    let clients: [&[u8]; 4] = [
+        b"198.51.100.1",
+        b"198.51.100.2",
+        b"198.51.100.1",
+        b" 198.51.100.2 ",
+    ];
+    assert_eq!(
+        statuses_for(addr, "x-real-ip", &clients).await,
+        [200, 200, 429, 429]
+    );
+    // Malformed, or two fields: the proxy's key (one cell, then refused).
+    let malformed: [&[u8]; 3] = [b"nope", b"198.51.100.3|198.51.100.4", b""];
+    assert_eq!(
+        statuses_for(addr, "x-real-ip", &malformed).await,
+        [200, 429, 429]
+    );
+    // From a peer that is not trusted, X-Real-IP is ignored.
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let key = ClientIp::trusting(["10.0.0.0/8"])
+        .unwrap()
+        .header(ForwardedHeader::XRealIp);
+    let addr = serve(RateLimitLayer::builder(limiter, key).build()).await;
+    assert_eq!(
+        statuses_for(addr, "x-real-ip", &clients[..2]).await,
+        [200, 429]
+    );
 }

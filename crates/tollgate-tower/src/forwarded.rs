@@ -1,0 +1,309 @@
+//! Reading the forwarding headers a trusted proxy writes into a list of hops, leftmost
+//! first: `X-Forwarded-For`, RFC 7239 `Forwarded` (its `for=` parameters), `X-Real-IP`.
+//!
+//! A hop is `Some(address)` or `None`: an entry that names no usable address (malformed,
+//! `unknown`, an obfuscated `_node`, a `Forwarded` element without `for=`). The walk in
+//! [`ClientIp`](crate::ClientIp) stops at the first `None` it meets from the right. A field
+//! that cannot be parsed at all becomes one `None`, and the hops left of it are dropped:
+//! nothing written before a malformed field can be attributed to a proxy.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use http::HeaderMap;
+use http::header::{FORWARDED, HeaderName};
+
+/// Which header a [`ClientIp`](crate::ClientIp) walks. Configure your proxies to write
+/// exactly one of them, and read only that one: a header your proxies do not write (or do
+/// not overwrite) is the client's to choose.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::{IpAddr, SocketAddr};
+/// use tollgate_tower::{ClientIp, ForwardedHeader, KeyExtractor};
+///
+/// let client_ip = ClientIp::trusting(["10.0.0.0/8"]).unwrap().header(ForwardedHeader::Forwarded);
+/// let mut req = http::Request::get("/")
+///     .header("forwarded", r#"for=6.6.6.6, for="[2001:db8::7]:4711";proto=https"#)
+///     .body(())
+///     .unwrap();
+/// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+/// let (parts, ()) = req.into_parts();
+/// assert_eq!(client_ip.client_addr(&parts), Some("2001:db8::7".parse::<IpAddr>().unwrap()));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the default). Several fields are read as
+    /// one list, in order.
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client;proto=https, for="[2001:db8::1]:4711"`: the `for=`
+    /// parameter of each element, tokens or quoted strings, IPv6 in brackets, ports
+    /// allowed. `unknown`, obfuscated identifiers (`_hidden`) and elements without `for=`
+    /// name no address and end the walk there. A field that does not parse (an unterminated
+    /// quote, a parameter without `=`, an unquoted IPv6 address) ends the walk at its
+    /// right-hand edge. Several fields are read as one list, in order.
+    Forwarded,
+    /// `X-Real-IP: client`, one address written by the proxy in front of you (nginx's
+    /// `proxy_set_header X-Real-IP $remote_addr`). Read only when the peer is trusted; two
+    /// fields, or one that is not an address, are malformed and leave the key at the peer.
+    XRealIp,
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+
+impl ForwardedHeader {
+    /// The hops the header lists, leftmost first.
+    pub(crate) fn hops(self, headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+        let mut hops = Vec::new();
+        match self {
+            ForwardedHeader::XForwardedFor => {
+                for value in headers.get_all(X_FORWARDED_FOR) {
+                    match value.to_str() {
+                        Ok(text) => hops.extend(text.split(',').map(parse_node)),
+                        Err(_) => malformed(&mut hops),
+                    }
+                }
+            }
+            ForwardedHeader::Forwarded => {
+                for value in headers.get_all(FORWARDED) {
+                    match value.to_str().ok().and_then(forwarded_for) {
+                        Some(nodes) => hops.extend(nodes),
+                        None => malformed(&mut hops),
+                    }
+                }
+            }
+            ForwardedHeader::XRealIp => {
+                let mut values = headers.get_all(X_REAL_IP).iter();
+                if let Some(value) = values.next() {
+                    let ip = value.to_str().ok().and_then(parse_node);
+                    hops.push(if values.next().is_some() { None } else { ip });
+                }
+            }
+        }
+        hops
+    }
+}
+
+/// A field that does not parse: it and everything left of it become one unusable hop.
+fn malformed(hops: &mut Vec<Option<IpAddr>>) {
+    hops.clear();
+    hops.push(None);
+}
+
+/// One node: an address, maybe bracketed, maybe with a port. `unknown`, obfuscated
+/// identifiers and anything else: `None`.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    let node = node.trim();
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    if let Ok(addr) = node.parse::<SocketAddr>() {
+        return Some(addr.ip().to_canonical());
+    }
+    let inner = node.strip_prefix('[')?.strip_suffix(']')?;
+    inner
+        .parse::<Ipv6Addr>()
+        .ok()
+        .map(|v6| IpAddr::V6(v6).to_canonical())
+}
+
+/// The `for=` node of each element of one `Forwarded` field, or `None` if the field does
+/// not follow RFC 7239's grammar:
+/// `element *( "," element )`, `element = [ pair ] *( ";" [ pair ] )`,
+/// `pair = token "=" ( token / quoted-string )`.
+fn forwarded_for(field: &str) -> Option<Vec<Option<IpAddr>>> {
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    let mut nodes = Vec::new();
+    // The current element's `for=` value: None while not seen.
+    let mut node: Option<Option<IpAddr>> = None;
+    let mut seen_for = false;
+    // Whether the current element has any pair (one without `for=` still names a hop).
+    let mut any_pair = false;
+    loop {
+        skip_ows(bytes, &mut i);
+        match bytes.get(i) {
+            None | Some(b',') => {
+                // The end of an element (empty elements are allowed by the list syntax and
+                // name nothing: they are skipped).
+                if let Some(n) = node.take() {
+                    nodes.push(n);
+                } else if any_pair {
+                    nodes.push(None);
+                }
+                seen_for = false;
+                any_pair = false;
+                if i >= bytes.len() {
+                    return Some(nodes);
+                }
+                i += 1;
+                continue;
+            }
+            Some(b';') => {
+                i += 1;
+                continue;
+            }
+            Some(_) => {}
+        }
+        let name_start = i;
+        while bytes.get(i).is_some_and(|&b| is_tchar(b)) {
+            i += 1;
+        }
+        if i == name_start || bytes.get(i) != Some(&b'=') {
+            return None;
+        }
+        let name = &field[name_start..i];
+        i += 1;
+        let value = if bytes.get(i) == Some(&b'"') {
+            quoted_string(bytes, &mut i)?
+        } else {
+            let start = i;
+            while bytes.get(i).is_some_and(|&b| is_tchar(b)) {
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+            field[start..i].to_owned()
+        };
+        skip_ows(bytes, &mut i);
+        if !matches!(bytes.get(i), None | Some(b',' | b';')) {
+            return None;
+        }
+        any_pair = true;
+        if name.eq_ignore_ascii_case("for") {
+            if seen_for {
+                // Two `for=` in one element: which one is the hop is anyone's guess.
+                return None;
+            }
+            seen_for = true;
+            node = Some(parse_node(&value));
+        }
+    }
+}
+
+fn skip_ows(bytes: &[u8], i: &mut usize) {
+    while bytes.get(*i).is_some_and(|&b| b == b' ' || b == b'\t') {
+        *i += 1;
+    }
+}
+
+/// RFC 9110 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A quoted string starting at `bytes[*i] == '"'`, unescaped; `None` if unterminated.
+fn quoted_string(bytes: &[u8], i: &mut usize) -> Option<String> {
+    *i += 1;
+    let mut out = String::new();
+    loop {
+        match *bytes.get(*i)? {
+            b'"' => {
+                *i += 1;
+                return Some(out);
+            }
+            b'\\' => {
+                out.push(char::from(*bytes.get(*i + 1)?));
+                *i += 2;
+            }
+            b => {
+                out.push(char::from(b));
+                *i += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> Option<IpAddr> {
+        Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn forwarded_elements() {
+        assert_eq!(
+            forwarded_for("for=192.0.2.43"),
+            Some(vec![ip("192.0.2.43")])
+        );
+        assert_eq!(
+            forwarded_for(r#"For="[2001:db8:cafe::17]:4711""#),
+            Some(vec![ip("2001:db8:cafe::17")])
+        );
+        assert_eq!(
+            forwarded_for(r#"for=192.0.2.60;proto=http;by=203.0.113.43"#),
+            Some(vec![ip("192.0.2.60")])
+        );
+        assert_eq!(
+            forwarded_for(r#"for=192.0.2.43, for=198.51.100.17 ; proto=https"#),
+            Some(vec![ip("192.0.2.43"), ip("198.51.100.17")])
+        );
+        assert_eq!(
+            forwarded_for(r#"for="192.0.2.43:80", for="[2001:db8::1]""#),
+            Some(vec![ip("192.0.2.43"), ip("2001:db8::1")])
+        );
+        // Unknown, obfuscated, or no `for=`: a hop without an address.
+        assert_eq!(
+            forwarded_for("for=unknown, for=_hidden, proto=https, for=1.2.3.4"),
+            Some(vec![None, None, None, ip("1.2.3.4")])
+        );
+        assert_eq!(forwarded_for(r#"for="_gazonk""#), Some(vec![None]));
+        // A comma inside a quoted string does not split elements.
+        assert_eq!(
+            forwarded_for(r#"by="a,b";for=1.2.3.4"#),
+            Some(vec![ip("1.2.3.4")])
+        );
+        assert_eq!(
+            forwarded_for(r#"by="a,b", for=1.2.3.4"#),
+            Some(vec![None, ip("1.2.3.4")])
+        );
+        // Empty elements are skipped.
+        assert_eq!(forwarded_for(""), Some(vec![]));
+        assert_eq!(forwarded_for(" , ,for=1.2.3.4"), Some(vec![ip("1.2.3.4")]));
+        // Malformed fields.
+        for bad in [
+            "for",
+            "for=",
+            "=1.2.3.4",
+            r#"for="1.2.3.4"#,
+            "for=[2001:db8::1]",
+            "for=2001:db8::1",
+            "for=1.2.3.4 5.6.7.8",
+            "for=1.2.3.4;for=5.6.7.8",
+            r#"for="1.2.3.4"x"#,
+        ] {
+            assert_eq!(forwarded_for(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn malformed_fields_drop_what_is_left_of_them() {
+        let mut h = HeaderMap::new();
+        h.append(FORWARDED, "for=1.1.1.1".parse().unwrap());
+        h.append(FORWARDED, "for=\"2.2.2.2".parse().unwrap());
+        h.append(FORWARDED, "for=3.3.3.3".parse().unwrap());
+        assert_eq!(
+            ForwardedHeader::Forwarded.hops(&h),
+            vec![None, ip("3.3.3.3")]
+        );
+    }
+
+    #[test]
+    fn x_real_ip() {
+        let mut h = HeaderMap::new();
+        assert_eq!(ForwardedHeader::XRealIp.hops(&h), vec![]);
+        h.append(X_REAL_IP, "192.0.2.1".parse().unwrap());
+        assert_eq!(ForwardedHeader::XRealIp.hops(&h), vec![ip("192.0.2.1")]);
+        h.append(X_REAL_IP, "192.0.2.2".parse().unwrap());
+        assert_eq!(ForwardedHeader::XRealIp.hops(&h), vec![None]);
+        let mut h = HeaderMap::new();
+        h.append(X_REAL_IP, "nope".parse().unwrap());
+        assert_eq!(ForwardedHeader::XRealIp.hops(&h), vec![None]);
+    }
+}
