@@ -51,12 +51,36 @@ pub(crate) fn window_secs(quota: Quota) -> u64 {
     u64::try_from(secs).unwrap_or(u64::MAX).max(1)
 }
 
-/// The fields to add to a response: one list item per policy in each IETF field.
+/// `X-RateLimit-Limit`.
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`.
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`.
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// Which rate-limit fields a response carries (`Retry-After` always, on a refusal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Format {
+    pub(crate) ietf: bool,
+    pub(crate) legacy: bool,
+}
+
+impl Format {
+    /// Whether any field describes the limits.
+    pub(crate) fn any(self) -> bool {
+        self.ietf || self.legacy
+    }
+}
+
+/// The fields to add to a response: one list item per policy in each IETF field, and the
+/// most restrictive policy in the legacy ones.
 #[derive(Debug, Clone)]
 pub(crate) struct Fields {
     policy: String,
     ratelimit: String,
     retry_after: Option<u64>,
+    /// `(limit, remaining, reset seconds)` of the policy with the fewest cells left.
+    legacy: (u32, u32, u64),
 }
 
 impl Fields {
@@ -66,6 +90,7 @@ impl Fields {
             policy: policy_item(name, quota),
             ratelimit: ratelimit_item(name, remaining, ceil_secs(reset)),
             retry_after: None,
+            legacy: (quota.burst(), remaining, ceil_secs(reset)),
         }
     }
 
@@ -79,6 +104,7 @@ impl Fields {
             policy: policy_item(name, quota),
             ratelimit: ratelimit_item(name, 0, reset.max(retry)),
             retry_after: Some(retry),
+            legacy: (quota.burst(), 0, reset.max(retry)),
         }
     }
 
@@ -89,28 +115,38 @@ impl Fields {
         self.ratelimit.push_str(", ");
         self.ratelimit.push_str(&other.ratelimit);
         self.retry_after = self.retry_after.max(other.retry_after);
+        if other.legacy.1 < self.legacy.1 {
+            self.legacy = other.legacy;
+        }
     }
 
-    /// Only `Retry-After`, if any (the rate-limit fields switched off).
-    pub(crate) fn insert_retry_after_into(self, headers: &mut HeaderMap) {
+    /// Adds the fields `format` asks for, and `Retry-After` after a refusal.
+    pub(crate) fn insert_into(self, headers: &mut HeaderMap, format: Format) {
+        if format.ietf {
+            let ascii = "a structured field of printable ASCII";
+            headers.insert(
+                RATELIMIT_POLICY,
+                HeaderValue::try_from(self.policy).expect(ascii),
+            );
+            headers.insert(
+                RATELIMIT,
+                HeaderValue::try_from(self.ratelimit).expect(ascii),
+            );
+        }
+        if format.legacy {
+            let (limit, remaining, reset) = self.legacy;
+            headers.insert(X_LIMIT, HeaderValue::from(limit));
+            headers.insert(X_REMAINING, HeaderValue::from(remaining));
+            headers.insert(X_RESET, HeaderValue::from(reset));
+        }
         if let Some(retry) = self.retry_after {
             headers.insert(RETRY_AFTER, HeaderValue::from(retry));
         }
     }
 
-    pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
-        let ascii = "a structured field of printable ASCII";
-        headers.insert(
-            RATELIMIT_POLICY,
-            HeaderValue::try_from(self.policy).expect(ascii),
-        );
-        headers.insert(
-            RATELIMIT,
-            HeaderValue::try_from(self.ratelimit).expect(ascii),
-        );
-        if let Some(retry) = self.retry_after {
-            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
-        }
+    /// Seconds until a retry may pass, after a refusal.
+    pub(crate) fn retry_after(&self) -> Option<u64> {
+        self.retry_after
     }
 }
 
@@ -155,7 +191,7 @@ mod tests {
         let name = sf_string("default");
         let mut h = HeaderMap::new();
         Fields::refused(&name, Quota::per_second(10), Duration::from_millis(100))
-            .insert_into(&mut h);
+            .insert_into(&mut h, IETF);
         assert_eq!(h[RATELIMIT_POLICY], "\"default\";q=10;w=1");
         assert_eq!(h[RATELIMIT], "\"default\";r=0;t=1");
         assert_eq!(h[RETRY_AFTER], "1");
@@ -168,12 +204,25 @@ mod tests {
             Duration::from_secs(30),
         ));
         let mut h = HeaderMap::new();
-        f.insert_into(&mut h);
+        f.insert_into(&mut h, BOTH);
         assert_eq!(
             h[RATELIMIT_POLICY],
             "\"default\";q=10;w=1, \"global\";q=100;w=60"
         );
         assert_eq!(h[RATELIMIT], "\"default\";r=9;t=1, \"global\";r=50;t=30");
         assert!(h.get(RETRY_AFTER).is_none());
+        // The legacy fields describe the policy with the fewest cells left.
+        assert_eq!(h[X_LIMIT], "10");
+        assert_eq!(h[X_REMAINING], "9");
+        assert_eq!(h[X_RESET], "1");
     }
+
+    const IETF: Format = Format {
+        ietf: true,
+        legacy: false,
+    };
+    const BOTH: Format = Format {
+        ietf: true,
+        legacy: true,
+    };
 }

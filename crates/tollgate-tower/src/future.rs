@@ -6,27 +6,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use crate::fields::Fields;
-
-/// A response decided without the inner service: a refusal or a bad request.
-#[derive(Debug)]
-pub(crate) struct Rejection {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
-}
-
-impl Rejection {
-    fn into_response<B: Default>(self) -> Response<B> {
-        let mut response = Response::new(B::default());
-        *response.status_mut() = self.status;
-        *response.headers_mut() = self.headers;
-        response
-    }
-}
+use crate::fields::{Fields, Format};
+use crate::refusal::Rejection;
 
 /// What a delay-mode wait ends in: the fields for the response, or a rejection.
 pub(crate) type WaitOutcome = Result<Option<Fields>, Rejection>;
@@ -70,16 +55,20 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
-        Call { #[pin] fut: S::Future, fields: Option<Fields> },
+        Call { #[pin] fut: S::Future, fields: Option<Fields>, format: Format },
         Respond { rejection: Option<Rejection> },
-        Wait { wait: BoxWait, service: Option<S>, req: Option<Request<B>> },
+        Wait { wait: BoxWait, service: Option<S>, req: Option<Request<B>>, format: Format },
     }
 }
 
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
-    pub(crate) fn call(fut: S::Future, fields: Option<Fields>) -> Self {
+    pub(crate) fn call(fut: S::Future, fields: Option<Fields>, format: Format) -> Self {
         ResponseFuture {
-            state: State::Call { fut, fields },
+            state: State::Call {
+                fut,
+                fields,
+                format,
+            },
         }
     }
 
@@ -91,10 +80,11 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         }
     }
 
-    pub(crate) fn wait(wait: BoxWait, service: S, req: Request<B>) -> Self {
+    pub(crate) fn wait(wait: BoxWait, service: S, req: Request<B>, format: Format) -> Self {
         ResponseFuture {
             state: State::Wait {
                 wait,
+                format,
                 service: Some(service),
                 req: Some(req),
             },
@@ -105,7 +95,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
 impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
-    ResBody: Default,
+    ResBody: Default + 'static,
 {
     type Output = Result<Response<ResBody>, S::Error>;
 
@@ -113,10 +103,14 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Call { fut, fields } => {
+                StateProj::Call {
+                    fut,
+                    fields,
+                    format,
+                } => {
                     let mut response = ready!(fut.poll(cx))?;
                     if let Some(fields) = fields.take() {
-                        fields.insert_into(response.headers_mut());
+                        fields.insert_into(response.headers_mut(), *format);
                     }
                     return Poll::Ready(Ok(response));
                 }
@@ -124,7 +118,13 @@ where
                     let rejection = rejection.take().expect("polled after completion");
                     return Poll::Ready(Ok(rejection.into_response()));
                 }
-                StateProj::Wait { wait, service, req } => {
+                StateProj::Wait {
+                    wait,
+                    service,
+                    req,
+                    format,
+                } => {
+                    let format = *format;
                     let fields = match ready!(wait.as_mut().poll(cx)) {
                         Ok(fields) => fields,
                         Err(rejection) => {
@@ -135,7 +135,11 @@ where
                     let mut service = service.take().expect("polled after completion");
                     let req = req.take().expect("polled after completion");
                     let fut = service.call(req);
-                    this.state.set(State::Call { fut, fields });
+                    this.state.set(State::Call {
+                        fut,
+                        fields,
+                        format,
+                    });
                 }
             }
         }

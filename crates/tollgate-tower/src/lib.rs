@@ -90,7 +90,8 @@
 //!
 //! * `foldhash` (default): tollgate's `foldhash` feature, its faster identity hash.
 //! * `axum`: the peer address from axum's `ConnectInfo<SocketAddr>` (axum without its
-//!   default features: no runtime is pulled in by this crate).
+//!   default features but with `tokio`, the feature under which axum defines
+//!   `ConnectInfo`).
 
 #![warn(
     missing_docs,
@@ -99,32 +100,43 @@
     unreachable_pub
 )]
 
+mod counts;
+mod dry_run;
 mod fields;
 mod forwarded;
 mod future;
 mod key;
+mod refusal;
 mod stack;
 
+pub use counts::Counts;
+pub use dry_run::{DryRun, DryRunRefusal};
 pub use forwarded::ForwardedHeader;
 pub use future::ResponseFuture;
 pub use key::{
     Cidr, CidrError, ClientIp, Global, HeaderKey, KeyExtractor, PeerIp, ip_key, peer_addr,
 };
 
+use std::any::Any;
+use std::collections::HashSet;
 use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use tollgate::{Admitted, Error, Limiter, Quota};
+use http::{HeaderMap, HeaderValue, Request, Response};
+use tollgate::{Admitted, Error, Limiter, Quota, Stats};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::fields::{Fields, sf_string};
-use crate::future::{BoxWait, Rejection};
+use crate::counts::{Counters, Outcome};
+use crate::fields::{Fields, Format, sf_string};
+use crate::future::BoxWait;
+use crate::refusal::{Kind, MakeBody, Rejection, is_grpc, problem_json};
 use crate::stack::{Checked, Extra, StackedLimit, Undo};
 
 /// What to do with a request whose key cannot be found (no peer address, no API key).
@@ -211,26 +223,34 @@ impl Delay {
 }
 
 type QuotaFn = dyn Fn(&Parts) -> Quota + Send + Sync;
+type AllowFn<K> = dyn Fn(&K) -> bool + Send + Sync;
 
 /// What every clone of a layer and its services shares.
 struct Config<E: KeyExtractor> {
     limiter: Limiter<E::Key>,
     extractor: E,
     quota_for: Option<Arc<QuotaFn>>,
-    headers: bool,
+    format: Format,
     /// The policy's name as a structured-field String, quotes included.
     policy_name: String,
+    /// The policy's name as given.
+    policy_raw: String,
     missing_key: MissingKey,
     /// Stacked limits, checked after this one, in order.
     extras: Vec<Box<dyn StackedLimit>>,
+    /// Keys that bypass every limit.
+    allow: Option<Box<AllowFn<E::Key>>>,
+    counters: Counters,
+    /// Problem+json bodies: a `MakeBody<B>` for the service's response body `B`.
+    problem: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 /// How a request goes on, once keyed.
 enum Decision<K> {
     /// Answer without calling the service.
     Respond(Rejection),
-    /// Call the service, adding these fields.
-    Call(Option<Fields>),
+    /// Call the service, adding these fields; count it so.
+    Call(Option<Fields>, Outcome),
     /// Delay mode: wait for `key` under `quota`; the stacked limits admitted the request
     /// with these fields, and are given back with these undos if the wait fails.
     Wait(K, Option<Quota>, Option<Fields>, Vec<Undo>),
@@ -249,7 +269,7 @@ impl<E: KeyExtractor> Config<E> {
     }
 
     fn admitted_fields(&self, quota: Option<Quota>, admitted: &Admitted) -> Option<Fields> {
-        self.headers.then(|| {
+        self.format.any().then(|| {
             let quota = quota.unwrap_or_else(|| self.limiter.quota());
             Fields::admitted(
                 &self.policy_name,
@@ -268,24 +288,40 @@ impl<E: KeyExtractor> Config<E> {
     /// A refusal by the policy `name` (a structured-field String) under `quota`.
     fn refusal_by(&self, name: &str, quota: Quota, error: Error) -> Rejection {
         let mut headers = HeaderMap::new();
-        let status = match error {
+        match error {
             Error::RateLimited { wait, .. } => {
                 let fields = Fields::refused(name, quota, wait);
-                if self.headers {
-                    fields.insert_into(&mut headers);
-                } else {
-                    fields.insert_retry_after_into(&mut headers);
-                }
-                StatusCode::TOO_MANY_REQUESTS
+                let retry = fields.retry_after();
+                fields.insert_into(&mut headers, self.format);
+                self.rejection(Kind::RateLimited, headers, Some(name), retry)
             }
             // A full table that refuses new keys (or a request that can never pass): the
             // server is out of room, not the client over its rate.
             _ => {
                 headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
-                StatusCode::SERVICE_UNAVAILABLE
+                self.rejection(Kind::Unavailable, headers, None, Some(1))
             }
-        };
-        Rejection { status, headers }
+        }
+    }
+
+    /// A rejection, with its problem+json body if those are on.
+    fn rejection(
+        &self,
+        kind: Kind,
+        headers: HeaderMap,
+        policy: Option<&str>,
+        retry_after: Option<u64>,
+    ) -> Rejection {
+        let problem = self
+            .problem
+            .as_ref()
+            .map(|make| (problem_json(kind, policy, retry_after), Arc::clone(make)));
+        Rejection {
+            kind,
+            headers,
+            grpc: false,
+            problem,
+        }
     }
 
     fn decide(&self, parts: &Parts, delay: bool) -> Decision<E::Key> {
@@ -293,15 +329,20 @@ impl<E: KeyExtractor> Config<E> {
             return match self.missing_key {
                 // Not limited by this limit; the stacked ones still apply.
                 MissingKey::Allow => match self.check_extras(parts) {
-                    Ok((fields, _)) => Decision::Call(fields),
+                    Ok((fields, _)) => Decision::Call(fields, Outcome::MissingKeyAllowed),
                     Err(rejection) => Decision::Respond(rejection),
                 },
-                MissingKey::Reject => Decision::Respond(Rejection {
-                    status: StatusCode::BAD_REQUEST,
-                    headers: HeaderMap::new(),
-                }),
+                MissingKey::Reject => Decision::Respond(self.rejection(
+                    Kind::MissingKey,
+                    HeaderMap::new(),
+                    None,
+                    None,
+                )),
             };
         };
+        if self.allow.as_ref().is_some_and(|allow| allow(&key)) {
+            return Decision::Call(None, Outcome::Allowlisted);
+        }
         let quota = self.quota(parts);
         if delay {
             // The wait cannot be given back (it returns no `Admitted`), so the stacked
@@ -317,14 +358,14 @@ impl<E: KeyExtractor> Config<E> {
         };
         let mut fields = self.admitted_fields(quota, &admitted);
         if self.extras.is_empty() {
-            return Decision::Call(fields);
+            return Decision::Call(fields, Outcome::Admitted);
         }
         match self.check_extras(parts) {
             Ok((extra_fields, _)) => {
                 if let (Some(fields), Some(extra)) = (&mut fields, extra_fields) {
                     fields.append(extra);
                 }
-                Decision::Call(fields)
+                Decision::Call(fields, Outcome::Admitted)
             }
             Err(rejection) => {
                 self.limiter.undo(&key, admitted);
@@ -343,7 +384,7 @@ impl<E: KeyExtractor> Config<E> {
                 Checked::NoKey => {}
                 Checked::Admitted(f, undo) => {
                     undos.push(undo);
-                    if self.headers {
+                    if self.format.any() {
                         match &mut fields {
                             Some(fields) => fields.append(f),
                             None => fields = Some(f),
@@ -362,6 +403,64 @@ impl<E: KeyExtractor> Config<E> {
     }
 }
 
+impl<E: KeyExtractor> Config<E> {
+    fn stats(&self) -> Vec<(String, Stats)> {
+        let mut all = vec![(self.policy_raw.clone(), self.limiter.stats())];
+        all.extend(
+            self.extras
+                .iter()
+                .map(|e| (e.raw_name().to_owned(), e.stats())),
+        );
+        all
+    }
+
+    /// Acts on a decision that needs no wait: answers, or calls `inner`. In dry-run mode a
+    /// refusal becomes a marked call.
+    fn run<S, ReqBody, ResBody>(
+        &self,
+        inner: &mut S,
+        mut parts: Parts,
+        body: ReqBody,
+        decision: Decision<E::Key>,
+        dry_run: bool,
+    ) -> ResponseFuture<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    {
+        match decision {
+            Decision::Respond(rejection) if dry_run => {
+                self.counters.count(Outcome::DryRunRefused);
+                parts.extensions.insert(DryRunRefusal::new(
+                    rejection.kind.status(),
+                    rejection.headers,
+                ));
+                let fut = inner.call(Request::from_parts(parts, body));
+                ResponseFuture::call(fut, None, self.format)
+            }
+            Decision::Respond(mut rejection) => {
+                self.counters.count(refused_outcome(rejection.kind));
+                rejection.grpc = is_grpc(&parts);
+                ResponseFuture::respond(rejection)
+            }
+            Decision::Call(fields, outcome) => {
+                self.counters.count(outcome);
+                let fut = inner.call(Request::from_parts(parts, body));
+                ResponseFuture::call(fut, fields, self.format)
+            }
+            Decision::Wait(..) => unreachable!("only delay mode waits"),
+        }
+    }
+}
+
+/// How a refusal is counted.
+fn refused_outcome(kind: Kind) -> Outcome {
+    match kind {
+        Kind::RateLimited => Outcome::Rejected,
+        Kind::MissingKey => Outcome::MissingKeyRejected,
+        Kind::Unavailable => Outcome::Unavailable,
+    }
+}
+
 impl<E: KeyExtractor> fmt::Debug for Config<E>
 where
     E: fmt::Debug,
@@ -370,7 +469,7 @@ where
         f.debug_struct("Config")
             .field("limiter", &self.limiter)
             .field("extractor", &self.extractor)
-            .field("headers", &self.headers)
+            .field("format", &self.format)
             .field("policy_name", &self.policy_name)
             .field("missing_key", &self.missing_key)
             .finish_non_exhaustive()
@@ -436,10 +535,17 @@ impl<E: KeyExtractor> RateLimitLayer<E> {
                 limiter,
                 extractor: key,
                 quota_for: None,
-                headers: true,
+                format: Format {
+                    ietf: true,
+                    legacy: false,
+                },
                 policy_name: sf_string("default"),
+                policy_raw: String::from("default"),
                 missing_key: MissingKey::Reject,
                 extras: Vec::new(),
+                allow: None,
+                counters: Counters::default(),
+                problem: None,
             },
             mode: Reject,
         }
@@ -462,7 +568,43 @@ impl<E: KeyExtractor, M> RateLimitLayer<E, M> {
         &self.config.limiter
     }
 
-    /// The mode: [`Reject`] or [`Delay`].
+    /// How many requests the layer decided each way, over every clone of it and of its
+    /// services.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let layer = tollgate_tower::RateLimitLayer::new(
+    ///     tollgate::Quota::per_second(5),
+    ///     tollgate_tower::Global,
+    /// );
+    /// assert_eq!(layer.counts(), tollgate_tower::Counts::default());
+    /// ```
+    pub fn counts(&self) -> Counts {
+        self.config.counters.snapshot()
+    }
+
+    /// The [`Stats`] of every limiter behind the layer, with its policy's name: the
+    /// layer's own first, then the stacked ones in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, PeerIp, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
+    ///     .policy_name("per-ip")
+    ///     .stack("global", Limiter::keyed(Quota::per_second(500)), Global)
+    ///     .build();
+    /// let names: Vec<String> = layer.stats().into_iter().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["per-ip", "global"]);
+    /// ```
+    pub fn stats(&self) -> Vec<(String, Stats)> {
+        self.config.stats()
+    }
+
+    /// The mode: [`Reject`], [`Delay`] or [`DryRun`].
     ///
     /// # Examples
     ///
@@ -544,8 +686,205 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     /// # let _ = quiet;
     /// ```
     pub fn headers(mut self, on: bool) -> Self {
-        self.config.headers = on;
+        self.config.format.ietf = on;
         self
+    }
+
+    /// Whether to send the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` fields (off by default), beside or instead of the IETF ones.
+    /// They describe one policy, the one with the fewest cells left (on a `429`, the one
+    /// that refused): its burst, the cells left, and the seconds (rounded up) until its
+    /// burst is back in full. `X-RateLimit-Reset` is a delay in seconds, as the IETF `t`,
+    /// not a Unix time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(2)), Global)
+    ///     .headers(false)
+    ///     .legacy_headers(true)
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let ok = futures_executor::block_on(svc.oneshot(http::Request::new(()))).unwrap();
+    /// assert_eq!(ok.headers()["x-ratelimit-limit"], "2");
+    /// assert_eq!(ok.headers()["x-ratelimit-remaining"], "1");
+    /// assert_eq!(ok.headers()["x-ratelimit-reset"], "30");
+    /// assert!(ok.headers().get("ratelimit").is_none());
+    /// ```
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.config.format.legacy = on;
+        self
+    }
+
+    /// Gives refusals (`429`, and the `400` and `503` the layer answers by itself) an
+    /// RFC 9457 `application/problem+json` body, made by `make` from the JSON text:
+    /// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"...",
+    /// "retry_after":20}` (`retry_after` when `Retry-After` is sent).
+    ///
+    /// `B` must be the response body type of the service the layer wraps (refusals are
+    /// made as that type): with another type, refusals keep an empty default body and no
+    /// `content-type`. gRPC requests are answered as gRPC, without a body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
+    ///     .problem_json(|json: String| json) // the service's bodies are `String`s
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::from("hello")))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(refused.status(), 429);
+    ///     assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    ///     assert!(refused.body().contains(r#""status":429"#));
+    /// });
+    /// ```
+    pub fn problem_json<B, F>(mut self, make: F) -> Self
+    where
+        B: 'static,
+        F: Fn(String) -> B + Send + Sync + 'static,
+    {
+        let make: MakeBody<B> = Box::new(make);
+        self.config.problem = Some(Arc::new(make));
+        self
+    }
+
+    /// Lets requests whose key `allow` accepts bypass every limit of the layer (its own
+    /// and the stacked ones), without fields; they are counted as
+    /// [`Counts::allowlisted`]. Called once per keyed request, before any limit. Calling it
+    /// again adds to the allowlist.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    ///
+    /// // Internal tokens are not limited.
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    /// )
+    /// .allow_if(|key: &http::HeaderValue| key.as_bytes().starts_with(b"internal-"))
+    /// .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn allow_if<F>(mut self, allow: F) -> Self
+    where
+        F: Fn(&E::Key) -> bool + Send + Sync + 'static,
+    {
+        self.config.allow = Some(match self.config.allow.take() {
+            None => Box::new(allow),
+            Some(before) => Box::new(move |key| before(key) || allow(key)),
+        });
+        self
+    }
+
+    /// Lets the requests with one of `keys` bypass every limit (see
+    /// [`allow_if`](Builder::allow_if)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderValue;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    /// )
+    /// .allow_keys([HeaderValue::from_static("monitoring")])
+    /// .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn allow_keys<I>(self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = E::Key>,
+        E::Key: Eq,
+    {
+        let keys: HashSet<E::Key> = keys.into_iter().collect();
+        self.allow_if(move |key| keys.contains(key))
+    }
+
+    /// Lets clients in `cidrs` bypass every limit (see [`allow_if`](Builder::allow_if)),
+    /// for key sources keyed by address ([`PeerIp`], [`ClientIp`]). The range is matched
+    /// against the *key*, which is masked (IPv6 to its /64 by default): list IPv6 ranges
+    /// of /64 or wider, or key by full addresses (`ipv6_prefix(128)`).
+    ///
+    /// # Errors
+    ///
+    /// [`CidrError`] for the first range that does not parse.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{ClientIp, RateLimitLayer};
+    ///
+    /// # fn main() -> Result<(), tollgate_tower::CidrError> {
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     ClientIp::trusting(["10.0.0.0/8"])?,
+    /// )
+    /// .allow_cidrs(["192.0.2.0/24", "2001:db8:aa::/48"])?
+    /// .build();
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn allow_cidrs<I>(self, cidrs: I) -> Result<Self, CidrError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+        E: KeyExtractor<Key = std::net::IpAddr>,
+    {
+        let cidrs = cidrs
+            .into_iter()
+            .map(|c| c.as_ref().parse())
+            .collect::<Result<Vec<Cidr>, _>>()?;
+        Ok(self.allow_if(move |ip| cidrs.iter().any(|c| c.contains(*ip))))
+    }
+
+    /// Dry-run mode: every request is decided and counted as usual, but none is refused.
+    /// A request that would have been refused (`429`, or the `400` / `503` the layer
+    /// answers by itself) is passed to the service with a [`DryRunRefusal`] in its
+    /// extensions, and counted in [`Counts::dry_run_refused`]; it consumes nothing, as a
+    /// refusal would not. Its response gets no rate-limit fields and no `Retry-After`
+    /// (clients see no sign of the trial); admitted requests get their fields as usual.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{DryRun, PeerIp, RateLimitLayer};
+    ///
+    /// let trial: RateLimitLayer<PeerIp, DryRun> =
+    ///     RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), PeerIp::new())
+    ///         .dry_run()
+    ///         .build();
+    /// # let _ = trial;
+    /// ```
+    pub fn dry_run(self) -> Builder<E, DryRun> {
+        Builder {
+            config: self.config,
+            mode: DryRun,
+        }
     }
 
     /// The policy's name in the IETF fields (`"default"` by default).
@@ -567,6 +906,7 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     /// ```
     pub fn policy_name(mut self, name: &str) -> Self {
         self.config.policy_name = sf_string(name);
+        self.config.policy_raw = name.to_owned();
         self
     }
 
@@ -660,6 +1000,7 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     ) -> Self {
         self.config.extras.push(Box::new(Extra {
             name: sf_string(name),
+            raw_name: name.to_owned(),
             limiter,
             extractor: key,
         }));
@@ -805,13 +1146,45 @@ where
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// How many requests the layer decided each way (see [`RateLimitLayer::counts`]),
+    /// shared by every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let layer = RateLimitLayer::new(tollgate::Quota::per_second(5), Global);
+    /// let svc = layer.layer(());
+    /// assert_eq!(svc.counts(), layer.counts());
+    /// ```
+    pub fn counts(&self) -> Counts {
+        self.config.counters.snapshot()
+    }
+
+    /// The [`Stats`] of every limiter behind the service (see [`RateLimitLayer::stats`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let svc = RateLimitLayer::new(tollgate::Quota::per_second(5), Global).layer(());
+    /// assert_eq!(svc.stats()[0].0, "default");
+    /// ```
+    pub fn stats(&self) -> Vec<(String, Stats)> {
+        self.config.stats()
+    }
 }
 
 impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, Reject>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     E: KeyExtractor,
-    ResBody: Default,
+    ResBody: Default + 'static,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
@@ -823,14 +1196,31 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let (parts, body) = req.into_parts();
-        match self.config.decide(&parts, false) {
-            Decision::Respond(rejection) => ResponseFuture::respond(rejection),
-            Decision::Call(fields) => {
-                let fut = self.inner.call(Request::from_parts(parts, body));
-                ResponseFuture::call(fut, fields)
-            }
-            Decision::Wait(..) => unreachable!("reject mode never waits"),
-        }
+        let decision = self.config.decide(&parts, false);
+        self.config
+            .run(&mut self.inner, parts, body, decision, false)
+    }
+}
+
+impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, DryRun>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    E: KeyExtractor,
+    ResBody: Default + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = req.into_parts();
+        let decision = self.config.decide(&parts, false);
+        self.config
+            .run(&mut self.inner, parts, body, decision, true)
     }
 }
 
@@ -838,7 +1228,7 @@ impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, Delay
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     E: KeyExtractor,
-    ResBody: Default,
+    ResBody: Default + 'static,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
@@ -851,20 +1241,24 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let (parts, body) = req.into_parts();
         match self.config.decide(&parts, true) {
-            Decision::Respond(rejection) => ResponseFuture::respond(rejection),
-            Decision::Call(fields) => {
-                let fut = self.inner.call(Request::from_parts(parts, body));
-                ResponseFuture::call(fut, fields)
-            }
             Decision::Wait(key, quota, extra_fields, undos) => {
+                let grpc = is_grpc(&parts);
                 // The service `poll_ready` readied goes with the request; this one gets a
                 // fresh clone, to be readied before its next call.
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
                 let config = Arc::clone(&self.config);
-                let wait = delayed(config, key, quota, self.mode.max, extra_fields, undos);
-                ResponseFuture::wait(wait, ready, Request::from_parts(parts, body))
+                let wait = delayed(config, key, quota, self.mode.max, extra_fields, undos, grpc);
+                ResponseFuture::wait(
+                    wait,
+                    ready,
+                    Request::from_parts(parts, body),
+                    self.config.format,
+                )
             }
+            decision => self
+                .config
+                .run(&mut self.inner, parts, body, decision, false),
         }
     }
 }
@@ -877,22 +1271,39 @@ fn delayed<E: KeyExtractor>(
     max: Duration,
     extra_fields: Option<Fields>,
     undos: Vec<Undo>,
+    grpc: bool,
 ) -> BoxWait {
     // If the wait fails, or its future is dropped (the client hung up), the stacked limits
     // get their cells back.
     let undos = UndoOnDrop(undos);
     Box::pin(async move {
         let limiter = &config.limiter;
+        // Whether the request had to wait: its wait was pending at least once.
+        let mut pended = false;
         let waited = match quota {
-            Some(q) => limiter.until_ready_with(&key, q).within(max).await,
-            None => limiter.until_ready(&key).within(max).await,
+            Some(q) => {
+                let mut wait = pin!(limiter.until_ready_with(&key, q).within(max));
+                poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+            }
+            None => {
+                let mut wait = pin!(limiter.until_ready(&key).within(max));
+                poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+            }
         };
         if let Err(error) = waited {
             drop(undos);
-            return Err(config.refusal(quota, error));
+            let mut rejection = config.refusal(quota, error);
+            config.counters.count(refused_outcome(rejection.kind));
+            rejection.grpc = grpc;
+            return Err(rejection);
         }
         undos.disarm();
-        if !config.headers {
+        config.counters.count(if pended {
+            Outcome::Delayed
+        } else {
+            Outcome::Admitted
+        });
+        if !config.format.any() {
             return Ok(None);
         }
         // The wait returns no `Admitted`: read the key's state back with a peek, which
@@ -921,6 +1332,11 @@ fn delayed<E: KeyExtractor>(
         }
         Ok(Some(fields))
     })
+}
+
+fn note_pending<T>(poll: Poll<T>, pended: &mut bool) -> Poll<T> {
+    *pended |= poll.is_pending();
+    poll
 }
 
 /// Runs its undos (latest first) when dropped, unless disarmed.

@@ -26,10 +26,14 @@ pub(crate) trait StackedLimit: Send + Sync + 'static {
     /// The policy's name, as a structured-field String.
     fn name(&self) -> &str;
     fn quota(&self) -> tollgate::Quota;
+    /// The policy's name as given.
+    fn raw_name(&self) -> &str;
+    fn stats(&self) -> tollgate::Stats;
 }
 
 pub(crate) struct Extra<E: KeyExtractor> {
     pub(crate) name: String,
+    pub(crate) raw_name: String,
     pub(crate) limiter: Limiter<E::Key>,
     pub(crate) extractor: E,
 }
@@ -63,5 +67,13 @@ impl<E: KeyExtractor> StackedLimit for Extra<E> {
 
     fn quota(&self) -> tollgate::Quota {
         self.limiter.quota()
+    }
+
+    fn raw_name(&self) -> &str {
+        &self.raw_name
+    }
+
+    fn stats(&self) -> tollgate::Stats {
+        self.limiter.stats()
     }
 }
