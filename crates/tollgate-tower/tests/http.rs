@@ -17,7 +17,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, ManualClock, Quota};
 use tollgate_tower::{
-    ClientIp, ForwardedHeader, Global, HeaderKey, MissingKey, PeerIp, RateLimitLayer,
+    ClientIp, DryRunRefusal, ForwardedHeader, Global, HeaderKey, MissingKey, PeerIp, RateLimitLayer,
 };
 use tower::{Layer, Service, ServiceBuilder, service_fn};
 
@@ -35,9 +35,22 @@ where
         + 'static,
     <L::Service as Service<Request<Incoming>>>::Future: Send + 'static,
 {
+    serve_over(layer, boxed_hello()).await
+}
+
+/// As [`serve`], over the service `inner`.
+async fn serve_over<L>(layer: L, inner: HelloService) -> SocketAddr
+where
+    L: Layer<HelloService>,
+    L::Service: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    <L::Service as Service<Request<Incoming>>>::Future: Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let svc = layer.layer(boxed_hello());
+    let svc = layer.layer(inner);
     tokio::spawn(async move {
         loop {
             let (stream, peer) = listener.accept().await.unwrap();
@@ -587,7 +600,7 @@ async fn delay_mode_waits_up_to_its_bound_then_refuses() {
     let layer = RateLimitLayer::builder(limiter.clone(), Global)
         .delay(Duration::from_millis(1500))
         .build();
-    let addr = serve(layer).await;
+    let addr = serve(layer.clone()).await;
 
     let (status, h) = get_once(addr, &[]).await;
     assert_eq!(status, StatusCode::OK); // a free cell: no wait
@@ -613,6 +626,11 @@ async fn delay_mode_waits_up_to_its_bound_then_refuses() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(policy(&h), ("default".into(), 1, 1));
     assert_eq!(ratelimit(&h), ("default".into(), 0, 1));
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.admitted, counts.delayed, counts.rejected),
+        (1, 1, 1)
+    );
 }
 
 #[tokio::test]
@@ -863,4 +881,318 @@ async fn x_real_ip_from_a_trusted_proxy() {
         statuses_for(addr, "x-real-ip", &clients[..2]).await,
         [200, 429]
     );
+}
+
+/// `GET /` from the IPv4 client `ip` (standing in for the socket's address).
+async fn get_from(
+    addr: SocketAddr,
+    ip: &str,
+    headers: &[(&str, &[u8])],
+) -> (StatusCode, HeaderMap) {
+    let peer = format!("{ip}:4000");
+    let mut all = vec![("x-test-peer", peer.as_bytes())];
+    all.extend_from_slice(headers);
+    get_once(addr, &all).await
+}
+
+#[tokio::test]
+async fn allowlisted_clients_bypass_every_limit() {
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(2)).build();
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .stack("global", global.clone(), Global)
+        .allow_cidrs(["192.0.2.0/24"])
+        .unwrap()
+        .allow_if(|ip: &std::net::IpAddr| {
+            *ip == "198.51.100.200".parse::<std::net::IpAddr>().unwrap()
+        })
+        .build();
+    let addr = serve(layer.clone()).await;
+    for ip in ["192.0.2.1", "192.0.2.254", "198.51.100.200"] {
+        for _ in 0..3 {
+            let (status, h) = get_from(addr, ip, &[]).await;
+            assert_eq!(status, StatusCode::OK, "{ip}");
+            assert!(h.get("ratelimit").is_none() && h.get("ratelimit-policy").is_none());
+        }
+    }
+    // Nothing was taken from the global budget: two other clients still get a cell each.
+    assert_eq!(get_from(addr, "192.0.3.1", &[]).await.0, StatusCode::OK);
+    assert_eq!(
+        get_from(addr, "198.51.100.201", &[]).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get_from(addr, "192.0.3.2", &[]).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.allowlisted, counts.admitted, counts.rejected),
+        (9, 2, 1)
+    );
+    let stats = layer.stats();
+    assert_eq!(stats[1].0, "global");
+    assert_eq!((stats[1].1.admitted, stats[1].1.denied), (2, 1));
+    assert_eq!(stats[0].1.admitted, 3); // the third was given back when global refused
+
+    // Allowlisted API keys.
+    let by_key: Limiter<http::HeaderValue> = Limiter::builder(Quota::per_minute(1)).build();
+    let layer = RateLimitLayer::builder(
+        by_key,
+        HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    )
+    .allow_keys([http::HeaderValue::from_static("monitoring")])
+    .build();
+    let addr = serve(layer).await;
+    for _ in 0..3 {
+        assert_eq!(
+            get_once(addr, &[("x-api-key", b"monitoring")]).await.0,
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        get_once(addr, &[("x-api-key", b"user")]).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get_once(addr, &[("x-api-key", b"user")]).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // No key is not an allowlisted key.
+    assert_eq!(get_once(addr, &[]).await.0, StatusCode::BAD_REQUEST);
+}
+
+/// The hello service, answering with the status a dry-run layer would have refused with
+/// in `x-would-be` (none if admitted).
+fn dry_run_reporter() -> HelloService {
+    tower::util::BoxCloneSyncService::new(service_fn(|req: Request<Incoming>| async move {
+        let mut res = Response::new(Full::new(Bytes::from_static(b"hello")));
+        if let Some(refusal) = req.extensions().get::<DryRunRefusal>() {
+            res.headers_mut()
+                .insert("x-would-be", refusal.status().as_u16().into());
+            if let Some(retry) = refusal.headers().get("retry-after") {
+                res.headers_mut()
+                    .insert("x-would-retry-after", retry.clone());
+            }
+        }
+        Ok::<_, Infallible>(res)
+    }))
+}
+
+#[tokio::test]
+async fn dry_run_decides_counts_and_marks_but_never_refuses() {
+    let (clock, limiter) = manual(Quota::per_minute(2));
+    let layer = RateLimitLayer::builder(limiter.clone(), PeerIp::new())
+        .dry_run()
+        .build();
+    let addr = serve_over(layer.clone(), dry_run_reporter()).await;
+    let mut conn = connect(addr).await;
+    for r in [1, 0] {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(h.get("x-would-be").is_none());
+        assert_eq!(ratelimit(&h).1, r);
+    }
+    for _ in 0..3 {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(h["x-would-be"], "429");
+        assert_eq!(h["x-would-retry-after"], "30");
+        // Nothing tells the client.
+        assert!(h.get("retry-after").is_none() && h.get("ratelimit").is_none());
+    }
+    // The would-be refusals consumed nothing: after one interval, one cell again.
+    clock.advance(Duration::from_secs(30));
+    let (_, h) = get(&mut conn, &[]).await;
+    assert!(h.get("x-would-be").is_none());
+    let (_, h) = get(&mut conn, &[]).await;
+    assert_eq!(h["x-would-be"], "429");
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.admitted, counts.dry_run_refused, counts.rejected),
+        (3, 4, 0)
+    );
+    assert_eq!(limiter.stats().denied, 4);
+
+    // A request without a key would have been a 400.
+    let api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(2)), api_key)
+        .dry_run()
+        .build();
+    let addr = serve_over(layer.clone(), dry_run_reporter()).await;
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(
+        (status, &h["x-would-be"]),
+        (StatusCode::OK, &http::HeaderValue::from_static("400"))
+    );
+    assert_eq!(layer.counts().dry_run_refused, 1);
+    assert_eq!(layer.counts().missing_key_rejected, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_are_shared_by_every_connection() {
+    let (_clock, limiter) = manual(Quota::per_minute(10));
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .on_missing_key(MissingKey::Reject)
+        .build();
+    let addr = serve(layer.clone()).await;
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut conn = connect(addr).await;
+                for _ in 0..4 {
+                    get(&mut conn, &[]).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let counts = layer.counts();
+    assert_eq!((counts.admitted, counts.rejected), (10, 22));
+    assert_eq!(layer.stats()[0].1.admitted, 10);
+    assert_eq!(counts.missing_key_rejected + counts.missing_key_allowed, 0);
+}
+
+#[tokio::test]
+async fn missing_key_outcomes_are_counted() {
+    let api_key = || HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    let strict = RateLimitLayer::new(Quota::per_minute(10), api_key());
+    let lax = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(10)), api_key())
+        .on_missing_key(MissingKey::Allow)
+        .build();
+    let (a, b) = (serve(strict.clone()).await, serve(lax.clone()).await);
+    for _ in 0..2 {
+        assert_eq!(get_once(a, &[]).await.0, StatusCode::BAD_REQUEST);
+        assert_eq!(get_once(b, &[]).await.0, StatusCode::OK);
+    }
+    assert_eq!(strict.counts().missing_key_rejected, 2);
+    assert_eq!(lax.counts().missing_key_allowed, 2);
+    assert_eq!(strict.counts().admitted + lax.counts().admitted, 0);
+}
+
+#[tokio::test]
+async fn legacy_fields_and_problem_bodies() {
+    let (_clock, limiter) = manual(Quota::per_minute(2));
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(100)).build();
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .stack("global", global, Global)
+        .legacy_headers(true)
+        .problem_json(|json: String| Full::new(Bytes::from(json)))
+        .build();
+    let addr = serve(layer).await;
+    let mut conn = connect(addr).await;
+    let int = |h: &HeaderMap, name: &str| -> u64 {
+        let values: Vec<_> = h.get_all(name).iter().collect();
+        assert_eq!(values.len(), 1, "{name}");
+        values[0].to_str().unwrap().parse().unwrap()
+    };
+    for (remaining, reset) in [(1, 30), (0, 60)] {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        // The policy with the fewest cells left: per IP, not global.
+        assert_eq!(int(&h, "x-ratelimit-limit"), 2);
+        assert_eq!(int(&h, "x-ratelimit-remaining"), remaining);
+        assert_eq!(int(&h, "x-ratelimit-reset"), reset);
+        assert_eq!(parse_list(&h, "ratelimit").len(), 2); // the IETF fields too
+        assert!(h.get("content-type").is_none());
+    }
+    conn.ready().await.unwrap();
+    let res = conn
+        .send_request(
+            Request::get("/")
+                .header("host", "t")
+                .body(Empty::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let (parts, body) = res.into_parts();
+    assert_eq!(parts.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(parts.headers["content-type"], "application/problem+json");
+    assert_eq!(int(&parts.headers, "x-ratelimit-remaining"), 0);
+    assert_eq!(int(&parts.headers, "x-ratelimit-reset"), 60);
+    let retry = retry_after(&parts.headers);
+    let body = body.collect().await.unwrap().to_bytes();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["type"], "about:blank");
+    assert_eq!(problem["title"], "Too Many Requests");
+    assert_eq!(problem["status"], 429);
+    assert_eq!(problem["retry_after"], retry);
+    assert!(problem["detail"].as_str().unwrap().contains("default"));
+
+    // A maker of another body type: the refusal keeps the empty default body.
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .problem_json(|json: String| json)
+        .build();
+    let addr = serve(layer).await;
+    get_once(addr, &[]).await;
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(h.get("content-type").is_none());
+}
+
+#[tokio::test]
+async fn grpc_requests_are_refused_as_grpc() {
+    use hyper_util::rt::TokioExecutor;
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .problem_json(|json: String| Full::new(Bytes::from(json)))
+        .build();
+    // An HTTP/2 server, as gRPC needs.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = layer.layer(boxed_hello());
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let svc = ServiceBuilder::new()
+                .map_request(move |mut req: Request<Incoming>| {
+                    req.extensions_mut().insert(peer);
+                    req
+                })
+                .service(svc.clone());
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
+            );
+        }
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut client, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut call = async || {
+        let req = Request::post("http://test/pkg.Service/Method")
+            .header("content-type", "application/grpc+proto")
+            .header("te", "trailers")
+            .body(Full::new(Bytes::from_static(b"\0\0\0\0\0")))
+            .unwrap();
+        client.ready().await.unwrap();
+        client.send_request(req).await.unwrap()
+    };
+    let admitted = call().await;
+    assert_eq!(admitted.status(), StatusCode::OK);
+    assert!(admitted.headers().get("grpc-status").is_none());
+    admitted.into_body().collect().await.unwrap();
+
+    let refused = call().await;
+    // Trailers-only: HTTP 200, the gRPC status in the one header block, which ends the
+    // stream (no data, no trailers).
+    assert_eq!(refused.status(), StatusCode::OK);
+    assert_eq!(refused.version(), http::Version::HTTP_2);
+    let h = refused.headers();
+    assert_eq!(h["content-type"], "application/grpc");
+    assert_eq!(h["grpc-status"], "8");
+    assert_eq!(h["grpc-message"], "rate limit exceeded");
+    assert_eq!(retry_after(h), 60);
+    assert_eq!(ratelimit(h).1, 0);
+    assert!(hyper::body::Body::is_end_stream(refused.body()));
+    let collected = refused.into_body().collect().await.unwrap();
+    assert!(collected.trailers().is_none());
+    assert!(collected.to_bytes().is_empty());
 }
