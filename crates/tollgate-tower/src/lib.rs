@@ -315,7 +315,7 @@ impl<E: KeyExtractor> Config<E> {
         let problem = self
             .problem
             .as_ref()
-            .map(|make| (problem_json(kind, policy, retry_after), Arc::clone(make)));
+            .map(|make| Box::new((problem_json(kind, policy, retry_after), Arc::clone(make))));
         Rejection {
             kind,
             headers,

@@ -30,8 +30,9 @@ pub(crate) struct Rejection {
     pub(crate) headers: HeaderMap,
     /// The request was gRPC: answer as gRPC does.
     pub(crate) grpc: bool,
-    /// The problem+json text and the body maker, if problem bodies are on.
-    pub(crate) problem: Option<(String, Arc<dyn Any + Send + Sync>)>,
+    /// The problem+json text and the body maker, if problem bodies are on (boxed: a
+    /// rejection travels in `Result`s).
+    pub(crate) problem: Option<Box<(String, Arc<dyn Any + Send + Sync>)>>,
 }
 
 impl std::fmt::Debug for Rejection {
@@ -146,7 +147,7 @@ impl Rejection {
             return response;
         }
         *response.status_mut() = self.kind.status();
-        if let Some((json, make)) = self.problem {
+        if let Some((json, make)) = self.problem.map(|p| *p) {
             if let Some(make) = make.downcast_ref::<MakeBody<B>>() {
                 *response.body_mut() = make(json);
                 response.headers_mut().insert(
