@@ -23,6 +23,19 @@
 //!   `delay`), then refuses it.
 //! * **Stacked limits**: [`Builder::stack`] adds limits with their own keys (per API key,
 //!   global); a refusal by one gives back what the others admitted.
+//! * **Allowlist**: [`Builder::allow_keys`], [`Builder::allow_cidrs`], [`Builder::allow_if`]
+//!   let keys bypass every limit.
+//! * **Dry-run mode**: [`Builder::dry_run`] refuses nothing; a request it would have refused
+//!   carries a [`DryRunRefusal`] in its extensions.
+//! * **Forwarding headers**: [`ClientIp`] walks `X-Forwarded-For`, RFC 7239 `Forwarded` or
+//!   `X-Real-IP` ([`ForwardedHeader`]).
+//! * **Other fields and bodies**: the legacy `X-RateLimit-*` fields
+//!   ([`Builder::legacy_headers`]), RFC 9457 problem+json refusals
+//!   ([`Builder::problem_json`]). A gRPC request (`content-type: application/grpc*`) is
+//!   refused as gRPC: HTTP 200, trailers-only, `grpc-status: 8` (RESOURCE_EXHAUSTED; 3 for
+//!   a missing key, 14 for a full table) and a `grpc-message`.
+//! * **Observability**: [`RateLimitLayer::counts`] (requests per decision, over every
+//!   clone) and [`RateLimitLayer::stats`] (the [`Stats`] of every limiter behind it).
 //! * A full table under `FullPolicy::RefuseNewKeys` answers `503 Service Unavailable` with
 //!   `Retry-After: 1`.
 //!
