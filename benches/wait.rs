@@ -9,7 +9,7 @@
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench wait            # smoke run (< 40 s)
 //! TOLLGATE_BENCH_WAIT=f1,g cargo bench --bench wait          # a subset of f1, f2, g, lockout, timer, prim
 //! TOLLGATE_BENCH_LIMITERS=tollgate,ideal cargo bench ...     # only these F1/F2 rows (tollgate, governor, ideal)
-//! TOLLGATE_BENCH_ROUNDS=9 cargo bench ...                    # F1/F2 rounds (default 5; quick 2)
+//! TOLLGATE_BENCH_ROUNDS=9 cargo bench ...                    # rounds of F1/F2, timer, prim (default 5; quick 2)
 //! ```
 //!
 //! **F1 / F2.** `tasks` tokio tasks (multi-thread runtime, 2 workers; tokio's timer serves the ideal and G only) each
