@@ -8,6 +8,8 @@
 //! cargo bench --bench wait                                   # full run (~5 min on 2 cores)
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench wait            # smoke run (< 40 s)
 //! TOLLGATE_BENCH_WAIT=f1,g cargo bench --bench wait          # a subset of f1, f2, g, lockout, timer, prim
+//! TOLLGATE_BENCH_LIMITERS=tollgate,ideal cargo bench ...     # only these F1/F2 rows (tollgate, governor, ideal)
+//! TOLLGATE_BENCH_ROUNDS=9 cargo bench ...                    # rounds of F1/F2, timer, prim (default 5; quick 2)
 //! ```
 //!
 //! **F1 / F2.** `tasks` tokio tasks (multi-thread runtime, 2 workers; tokio's timer serves the ideal and G only) each
@@ -35,7 +37,9 @@
 //!
 //! The *ideal* row of F1/F2 is the cheapest correct pacing: per key an `AtomicU64` of the
 //! next free instant, advanced by one interval with a CAS, then `tokio::time::sleep_until`
-//! (no cancellation handling, no timer of its own). *CPU vs ideal* is the ratio of medians.
+//! (no cancellation handling, no timer of its own). *CPU vs ideal* is the median (min–max) of
+//! the round-by-round ratios: within a round the limiters run back to back, so each ratio
+//! compares runs under about the same load from the rest of the machine.
 //!
 //! **G (timeouts).** 200 tasks on one key at 100/s, burst 1, each looping
 //! `tokio::time::timeout(500 ms, wait)`: the queue is 2 s deep, so three waits in four time
@@ -220,7 +224,16 @@ impl Config {
                 parts: Vec::new(),
             },
         };
-        Config { parts, ..base }
+        let rounds = std::env::var("TOLLGATE_BENCH_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .filter(|&r| r > 0)
+            .unwrap_or(base.rounds);
+        Config {
+            parts,
+            rounds,
+            ..base
+        }
     }
 
     fn runs(&self, part: &str) -> bool {
@@ -528,6 +541,8 @@ struct LoadSummary {
     p99_beyond_ns: Summary,
     max_beyond_ns: Summary,
     cpu_ns: Option<Summary>,
+    /// CPU per admission of each round, in round order (for the paired ratio to the ideal).
+    cpu_rounds: Option<Vec<f64>>,
     timer_ns: Option<Summary>,
     timer_runs: Option<Summary>,
     switches: Option<Summary>,
@@ -546,6 +561,7 @@ fn summarise_load(name: &'static str, rounds: &[LoadRound]) -> LoadSummary {
         p99_beyond_ns: of(|r| r.p99_beyond_ns),
         max_beyond_ns: of(|r| r.max_beyond_ns),
         cpu_ns: of_opt(|r| r.cpu_ns_per_admission),
+        cpu_rounds: rounds.iter().map(|r| r.cpu_ns_per_admission).collect(),
         timer_ns: of_opt(|r| r.timer_ns_per_admission),
         timer_runs: of_opt(|r| r.timer_runs_per_admission),
         switches: of_opt(|r| r.switches_per_admission),
@@ -606,6 +622,16 @@ fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
             ALIGNED,
             Box::new(|| run_load::<Tollgate>(load, &keys, false)),
         ));
+    }
+    // `TOLLGATE_BENCH_LIMITERS=tollgate,ideal`: only the rows whose names are one of these
+    // words or start with it and a space (`tollgate` leaves out the in-phase variant,
+    // `ideal` is the ideal row): to profile one limiter, or for a shorter comparison.
+    if let Ok(only) = std::env::var("TOLLGATE_BENCH_LIMITERS") {
+        let only: Vec<String> = only.split(',').map(|s| s.trim().to_lowercase()).collect();
+        entries.retain(|(name, _)| {
+            only.iter()
+                .any(|o| *name == o.as_str() || name.starts_with(&format!("{o} ")))
+        });
     }
     let samples = take_turns(&entries, rounds, |name, round, r| {
         eprintln!(
@@ -1090,7 +1116,7 @@ fn scenario_primitives(cfg: &Config) -> Vec<(&'static str, Option<Summary>)> {
 const CPU_VS_IDEAL_TARGET: f64 = 1.2;
 
 /// Targets of the design record (`src/design.rs`, §8) that `s` misses (by median), and for tollgate the CPU target
-/// against the ideal (`vs_ideal`: the ratio of medians).
+/// against the ideal (`vs_ideal`: the median of the round-by-round ratios).
 fn missed(s: &LoadSummary, cpu_target_ns: f64, vs_ideal: Option<f64>) -> Vec<String> {
     let mut out = Vec::new();
     if s.name == Tollgate::NAME && vs_ideal.is_some_and(|r| r > CPU_VS_IDEAL_TARGET) {
@@ -1111,6 +1137,15 @@ fn missed(s: &LoadSummary, cpu_target_ns: f64, vs_ideal: Option<f64>) -> Vec<Str
     out
 }
 
+/// The ratio of `cpu` to `ideal` round by round (each round runs the limiters one after the
+/// other, so a round's two figures saw about the same load from the rest of the machine),
+/// summarised over rounds. On a machine whose load drifts this is far steadier than the
+/// ratio of the two medians, whose rounds may have run under different loads.
+fn paired_ratio(cpu: Option<&[f64]>, ideal: Option<&[f64]>) -> Option<Summary> {
+    let ratios: Vec<f64> = cpu?.iter().zip(ideal?).map(|(c, i)| c / i).collect();
+    (!ratios.is_empty()).then(|| Summary::of(&ratios))
+}
+
 fn print_load_table(loads: &[(Load, f64, Vec<LoadSummary>)]) {
     table_header(&[
         "scenario",
@@ -1127,15 +1162,14 @@ fn print_load_table(loads: &[(Load, f64, Vec<LoadSummary>)]) {
         "targets missed",
     ]);
     for (load, cpu_target, results) in loads {
-        let ideal_cpu = results
+        let ideal_rounds = results
             .iter()
             .find(|s| s.name == Ideal::NAME)
-            .and_then(|s| s.cpu_ns)
-            .map(|c| c.median);
+            .and_then(|s| s.cpu_rounds.as_ref());
         for s in results {
             let opt_time = |o: Option<Summary>| o.map_or("n/a".to_owned(), time_summary);
-            let vs_ideal = s.cpu_ns.zip(ideal_cpu).map(|(c, i)| c.median / i);
-            let miss = missed(s, *cpu_target, vs_ideal);
+            let vs_ideal = paired_ratio(s.cpu_rounds.as_deref(), ideal_rounds.map(Vec::as_slice));
+            let miss = missed(s, *cpu_target, vs_ideal.map(|r| r.median));
             println!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 load.describe(),
@@ -1145,7 +1179,10 @@ fn print_load_table(loads: &[(Load, f64, Vec<LoadSummary>)]) {
                 time_summary(s.p99_beyond_ns),
                 time_summary(s.max_beyond_ns),
                 opt_time(s.cpu_ns),
-                vs_ideal.map_or("n/a".to_owned(), |r| format!("{r:.2}x")),
+                vs_ideal.map_or("n/a".to_owned(), |r| format!(
+                    "{:.2}x ({:.2}–{:.2})",
+                    r.median, r.min, r.max
+                )),
                 opt_time(s.timer_ns),
                 s.timer_runs
                     .map_or("n/a".to_owned(), |x| plain_summary(x, "")),

@@ -175,8 +175,10 @@
 //!
 //! Every figure is measured in one process run beside governor 0.10 (keyed) and, where it
 //! makes sense, an *ideal*: the cheapest code that does the same job with no generality
-//! (below). Medians over rounds with min–max, as ratios of medians; results and the commands
-//! that produced them are in `BENCHMARKS.md`. Tests never assert a time: speed lives in
+//! (below). Medians over rounds with min–max, as ratios of medians, except the waiting
+//! scenarios' ratio to their ideal: the median of round-by-round ratios, each from two runs
+//! back to back (steadier on a loaded machine). Results and the commands that produced them
+//! are in `BENCHMARKS.md`. Tests never assert a time: speed lives in
 //! `benches/`.
 //!
 //! The *live* quota, one cell an hour with a burst of 100,000, never denies, so every key a
