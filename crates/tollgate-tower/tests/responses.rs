@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, ManualClock, Quota};
 use tollgate_tower::{Global, HeaderKey, PeerIp, RateLimitLayer};
-use tower::{Layer, ServiceBuilder};
+use tower::Layer;
 
 use crate::common::*;
 
@@ -194,12 +194,7 @@ async fn grpc_requests_are_refused_as_grpc() {
     tokio::spawn(async move {
         loop {
             let (stream, peer) = listener.accept().await.unwrap();
-            let svc = ServiceBuilder::new()
-                .map_request(move |mut req: Request<Incoming>| {
-                    req.extensions_mut().insert(peer);
-                    req
-                })
-                .service(svc.clone());
+            let svc = with_peer(svc.clone(), peer);
             tokio::spawn(
                 hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
 use tollgate::{Limiter, ManualClock, Quota};
-use tollgate_tower::{Global, HeaderKey, PeerIp, RateLimitLayer};
+use tollgate_tower::{Delay, Global, HeaderKey, PeerIp, RateLimitLayer};
 use tower::{Layer, service_fn};
 
 use crate::common::*;
@@ -95,19 +95,25 @@ async fn stacked_limits_consume_nothing_on_rejection() {
     assert_eq!(names, [s("per-ip"), s("global")]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delay_mode_gives_stacked_limits_back_when_it_refuses() {
+/// A delay-mode layer waiting up to `max`: per IP, one cell a second, bursts of 1, stacked
+/// with a global limit of 10 a minute (returned, to be peeked at). Both run on a
+/// `ManualClock` that never moves.
+fn delayed_behind_global(max: Duration) -> (Limiter<()>, RateLimitLayer<PeerIp, Delay>) {
     let clock = ManualClock::new();
     let per_ip: Limiter<std::net::IpAddr> = Limiter::builder(Quota::per_second(1).allow_burst(1))
         .clock(clock.clone())
         .build();
-    let global: Limiter<()> = Limiter::builder(Quota::per_minute(10))
-        .clock(clock.clone())
-        .build();
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(10)).clock(clock).build();
     let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
         .stack("global", global.clone(), Global)
-        .delay(Duration::from_millis(500))
+        .delay(max)
         .build();
+    (global, layer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_mode_gives_stacked_limits_back_when_it_refuses() {
+    let (global, layer) = delayed_behind_global(Duration::from_millis(500));
     let addr = serve(layer).await;
     let (status, h) = get_once(addr, &[]).await;
     assert_eq!(status, StatusCode::OK);
@@ -121,17 +127,7 @@ async fn delay_mode_gives_stacked_limits_back_when_it_refuses() {
 
 #[tokio::test]
 async fn a_delayed_request_dropped_while_waiting_gives_stacked_cells_back() {
-    let clock = ManualClock::new();
-    let per_ip: Limiter<std::net::IpAddr> = Limiter::builder(Quota::per_second(1).allow_burst(1))
-        .clock(clock.clone())
-        .build();
-    let global: Limiter<()> = Limiter::builder(Quota::per_minute(10))
-        .clock(clock.clone())
-        .build();
-    let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
-        .stack("global", global.clone(), Global)
-        .delay(Duration::from_secs(5))
-        .build();
+    let (global, layer) = delayed_behind_global(Duration::from_secs(5));
     let svc = layer.layer(service_fn(|_: Request<()>| async {
         Ok::<_, Infallible>(Response::new(String::from("hello")))
     }));

@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, ManualClock, Quota};
+use tower::util::MapRequest;
 use tower::{Layer, Service, ServiceBuilder, service_fn};
 
 pub(crate) type Body = Full<Bytes>;
@@ -23,45 +24,22 @@ pub(crate) type Body = Full<Bytes>;
 /// Serves `layer` over `hello()` on 127.0.0.1:0; each connection gets its own clone of the
 /// service, with the peer address in each request's extensions (or, for the IPv6 tests,
 /// the address named by an `x-test-peer` header, standing in for the socket's).
-pub(crate) async fn serve<L>(layer: L) -> SocketAddr
-where
-    L: Layer<HelloService>,
-    L::Service: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    <L::Service as Service<Request<Incoming>>>::Future: Send + 'static,
-{
+pub(crate) async fn serve<L: Layer<HelloService, Service: Served>>(layer: L) -> SocketAddr {
     serve_over(layer, boxed_hello()).await
 }
 
 /// As [`serve`], over the service `inner`.
-pub(crate) async fn serve_over<L>(layer: L, inner: HelloService) -> SocketAddr
-where
-    L: Layer<HelloService>,
-    L::Service: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    <L::Service as Service<Request<Incoming>>>::Future: Send + 'static,
-{
+pub(crate) async fn serve_over<L: Layer<HelloService, Service: Served>>(
+    layer: L,
+    inner: HelloService,
+) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let svc = layer.layer(inner);
     tokio::spawn(async move {
         loop {
             let (stream, peer) = listener.accept().await.unwrap();
-            let svc = ServiceBuilder::new()
-                .map_request(move |mut req: Request<Incoming>| {
-                    let peer = req
-                        .headers()
-                        .get("x-test-peer")
-                        .and_then(|v| v.to_str().ok()?.parse::<SocketAddr>().ok())
-                        .unwrap_or(peer);
-                    req.extensions_mut().insert(peer);
-                    req
-                })
-                .service(svc.clone());
+            let svc = with_peer(svc.clone(), peer);
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc))
@@ -70,6 +48,50 @@ where
         }
     });
     addr
+}
+
+/// A service that hyper can serve, one clone per connection.
+pub(crate) trait Served:
+    Service<
+        Request<Incoming>,
+        Response = Response<Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> Served for S where
+    S: Service<
+            Request<Incoming>,
+            Response = Response<Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// `svc` with the peer address in each request's extensions (or the address named by an
+/// `x-test-peer` header, standing in for the socket's).
+pub(crate) fn with_peer<S>(
+    svc: S,
+    peer: SocketAddr,
+) -> MapRequest<S, impl FnMut(Request<Incoming>) -> Request<Incoming> + Clone> {
+    ServiceBuilder::new()
+        .map_request(move |mut req: Request<Incoming>| {
+            let peer = req
+                .headers()
+                .get("x-test-peer")
+                .and_then(|v| v.to_str().ok()?.parse::<SocketAddr>().ok())
+                .unwrap_or(peer);
+            req.extensions_mut().insert(peer);
+            req
+        })
+        .service(svc)
 }
 
 pub(crate) type HelloService =
