@@ -113,6 +113,11 @@
     unreachable_pub
 )]
 
+// How the files fit: the layer (`layer.rs`, made by `builder.rs`) and every service it makes
+// (`service.rs`, one `Service` impl per mode of `mode.rs`) share one `Config` (`config.rs`);
+// `call` decides with it (`decide.rs`) and then answers, calls the inner service, or waits
+// (`delay.rs`) inside the response future (`future.rs`).
+
 mod builder;
 mod config;
 mod counts;
