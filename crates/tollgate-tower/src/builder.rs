@@ -1,0 +1,487 @@
+//! The [`Builder`] of a [`RateLimitLayer`] and its options: fields and bodies, the
+//! allowlist, the missing-key policy ([`MissingKey`]), quota tiers, stacked limits, and the
+//! mode (reject, delay, dry-run).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::request::Parts;
+use tollgate::{Limiter, Quota};
+
+use crate::config::Config;
+use crate::counts::Counters;
+use crate::dry_run::DryRun;
+use crate::fields::{Format, sf_string};
+use crate::key::{Cidr, CidrError, KeyExtractor};
+use crate::layer::RateLimitLayer;
+use crate::mode::{Delay, Reject};
+use crate::refusal::MakeBody;
+use crate::stack::Extra;
+
+/// What to do with a request whose key cannot be found (no peer address, no API key).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Limiter, Quota};
+/// use tollgate_tower::{HeaderKey, MissingKey, RateLimitLayer};
+///
+/// // Requests without an API key are not limited by this layer (another one may be).
+/// let layer = RateLimitLayer::builder(
+///     Limiter::keyed(Quota::per_second(10)),
+///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+/// )
+/// .on_missing_key(MissingKey::Allow)
+/// .build();
+/// # let _ = layer;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissingKey {
+    /// Answer `400 Bad Request` without calling the service (the default).
+    #[default]
+    Reject,
+    /// Call the service, not limited by the layer's own limit (nor described in the
+    /// fields); limits stacked with [`Builder::stack`] still apply.
+    Allow,
+}
+
+/// Configures a [`RateLimitLayer`]: from [`RateLimitLayer::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Limiter, Quota};
+/// use tollgate_tower::{MissingKey, PeerIp, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), PeerIp::new())
+///     .policy_name("per-ip")
+///     .headers(true)
+///     .on_missing_key(MissingKey::Reject)
+///     .build();
+/// # let _ = layer;
+/// ```
+pub struct Builder<E: KeyExtractor, M = Reject> {
+    config: Config<E>,
+    mode: M,
+}
+
+impl<E: KeyExtractor> Builder<E> {
+    /// The defaults: reject mode, the IETF fields on, a `400` for requests without a key.
+    pub(crate) fn new(limiter: Limiter<E::Key>, key: E) -> Self {
+        Builder {
+            config: Config {
+                limiter,
+                extractor: key,
+                quota_for: None,
+                format: Format {
+                    ietf: true,
+                    legacy: false,
+                },
+                policy_name: sf_string("default"),
+                policy_raw: String::from("default"),
+                missing_key: MissingKey::Reject,
+                extras: Vec::new(),
+                allow: None,
+                counters: Counters::default(),
+                problem: None,
+            },
+            mode: Reject,
+        }
+    }
+}
+
+impl<E: KeyExtractor, M> Builder<E, M> {
+    /// Whether to send the `RateLimit-Policy` and `RateLimit` fields (on by default).
+    /// `Retry-After` is always sent on a `429`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    ///
+    /// let quiet = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
+    ///     .headers(false)
+    ///     .build();
+    /// # let _ = quiet;
+    /// ```
+    pub fn headers(mut self, on: bool) -> Self {
+        self.config.format.ietf = on;
+        self
+    }
+
+    /// Whether to send the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` fields (off by default), beside or instead of the IETF ones.
+    /// They describe one policy, the one with the fewest cells left (on a `429`, the one
+    /// that refused): its burst, the cells left, and the seconds (rounded up) until its
+    /// burst is back in full. `X-RateLimit-Reset` is a delay in seconds, as the IETF `t`,
+    /// not a Unix time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(2)), Global)
+    ///     .headers(false)
+    ///     .legacy_headers(true)
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let ok = futures_executor::block_on(svc.oneshot(http::Request::new(()))).unwrap();
+    /// assert_eq!(ok.headers()["x-ratelimit-limit"], "2");
+    /// assert_eq!(ok.headers()["x-ratelimit-remaining"], "1");
+    /// assert_eq!(ok.headers()["x-ratelimit-reset"], "30");
+    /// assert!(ok.headers().get("ratelimit").is_none());
+    /// ```
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.config.format.legacy = on;
+        self
+    }
+
+    /// Gives refusals (`429`, and the `400` and `503` the layer answers by itself) an
+    /// RFC 9457 `application/problem+json` body, made by `make` from the JSON text:
+    /// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"...",
+    /// "retry_after":20}` (`retry_after` when `Retry-After` is sent).
+    ///
+    /// `B` must be the response body type of the service the layer wraps (refusals are
+    /// made as that type): with another type, refusals keep an empty default body and no
+    /// `content-type`. gRPC requests are answered as gRPC, without a body.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
+    ///     .problem_json(|json: String| json) // the service's bodies are `String`s
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::from("hello")))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(refused.status(), 429);
+    ///     assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    ///     assert!(refused.body().contains(r#""status":429"#));
+    /// });
+    /// ```
+    pub fn problem_json<B, F>(mut self, make: F) -> Self
+    where
+        B: 'static,
+        F: Fn(String) -> B + Send + Sync + 'static,
+    {
+        let make: MakeBody<B> = Box::new(make);
+        self.config.problem = Some(Arc::new(make));
+        self
+    }
+
+    /// Lets requests whose key `allow` accepts bypass every limit of the layer (its own
+    /// and the stacked ones), without fields; they are counted as
+    /// [`Counts::allowlisted`](crate::Counts::allowlisted). Called once per keyed request, before any limit. Calling it
+    /// again adds to the allowlist.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    ///
+    /// // Internal tokens are not limited.
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    /// )
+    /// .allow_if(|key: &http::HeaderValue| key.as_bytes().starts_with(b"internal-"))
+    /// .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn allow_if<F>(mut self, allow: F) -> Self
+    where
+        F: Fn(&E::Key) -> bool + Send + Sync + 'static,
+    {
+        self.config.allow = Some(match self.config.allow.take() {
+            None => Box::new(allow),
+            Some(before) => Box::new(move |key| before(key) || allow(key)),
+        });
+        self
+    }
+
+    /// Lets the requests with one of `keys` bypass every limit (see
+    /// [`allow_if`](Builder::allow_if)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderValue;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    /// )
+    /// .allow_keys([HeaderValue::from_static("monitoring")])
+    /// .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn allow_keys<I>(self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = E::Key>,
+        E::Key: Eq,
+    {
+        let keys: HashSet<E::Key> = keys.into_iter().collect();
+        self.allow_if(move |key| keys.contains(key))
+    }
+
+    /// Lets clients in `cidrs` bypass every limit (see [`allow_if`](Builder::allow_if)),
+    /// for key sources keyed by address ([`PeerIp`](crate::PeerIp), [`ClientIp`](crate::ClientIp)). The range is matched
+    /// against the *key*, which is masked (IPv6 to its /64 by default): list IPv6 ranges
+    /// of /64 or wider, or key by full addresses (`ipv6_prefix(128)`).
+    ///
+    /// # Errors
+    ///
+    /// [`CidrError`] for the first range that does not parse.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{ClientIp, RateLimitLayer};
+    ///
+    /// # fn main() -> Result<(), tollgate_tower::CidrError> {
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     ClientIp::trusting(["10.0.0.0/8"])?,
+    /// )
+    /// .allow_cidrs(["192.0.2.0/24", "2001:db8:aa::/48"])?
+    /// .build();
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn allow_cidrs<I>(self, cidrs: I) -> Result<Self, CidrError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+        E: KeyExtractor<Key = std::net::IpAddr>,
+    {
+        let cidrs = cidrs
+            .into_iter()
+            .map(|c| c.as_ref().parse())
+            .collect::<Result<Vec<Cidr>, _>>()?;
+        Ok(self.allow_if(move |ip| cidrs.iter().any(|c| c.contains(*ip))))
+    }
+
+    /// Dry-run mode: every request is decided and counted as usual, but none is refused.
+    /// A request that would have been refused (`429`, or the `400` / `503` the layer
+    /// answers by itself) is passed to the service with a [`DryRunRefusal`](crate::DryRunRefusal) in its
+    /// extensions, and counted in [`Counts::dry_run_refused`](crate::Counts::dry_run_refused); it consumes nothing, as a
+    /// refusal would not. Its response gets no rate-limit fields and no `Retry-After`
+    /// (clients see no sign of the trial); admitted requests get their fields as usual.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{DryRun, PeerIp, RateLimitLayer};
+    ///
+    /// let trial: RateLimitLayer<PeerIp, DryRun> =
+    ///     RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), PeerIp::new())
+    ///         .dry_run()
+    ///         .build();
+    /// # let _ = trial;
+    /// ```
+    pub fn dry_run(self) -> Builder<E, DryRun> {
+        Builder {
+            config: self.config,
+            mode: DryRun,
+        }
+    }
+
+    /// The policy's name in the IETF fields (`"default"` by default).
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not printable ASCII (a structured-field String cannot carry it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
+    ///     .policy_name("global")
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn policy_name(mut self, name: &str) -> Self {
+        self.config.policy_name = sf_string(name);
+        self.config.policy_raw = name.to_owned();
+        self
+    }
+
+    /// What to do with requests that have no key ([`MissingKey::Reject`] by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{MissingKey, PeerIp, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), PeerIp::new())
+    ///     .on_missing_key(MissingKey::Allow)
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn on_missing_key(mut self, policy: MissingKey) -> Self {
+        self.config.missing_key = policy;
+        self
+    }
+
+    /// Chooses each request's quota (tiers, per-route or per-method limits): the request is
+    /// checked with [`Limiter::check_with`], so keys with different quotas share one table,
+    /// and the IETF fields describe the quota used. Without it, the limiter's own quota
+    /// applies.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(1)),
+    ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    /// )
+    /// .quota_for(|parts| match parts.headers.get("x-tier") {
+    ///     Some(tier) if tier == "paid" => Quota::per_second(100),
+    ///     _ => Quota::per_second(1),
+    /// })
+    /// .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn quota_for<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Parts) -> Quota + Send + Sync + 'static,
+    {
+        self.config.quota_for = Some(Arc::new(f));
+        self
+    }
+
+    /// Stacks another limit, with its own key source, after the layer's own (and after those
+    /// stacked before it): per IP, then per API key, then a global budget. A request is
+    /// served only if every limit admits it; a refusal by any of them gives back what the
+    /// others admitted ([`Limiter::undo`], as [`tollgate::check_all`] does), so a client
+    /// refused by the global budget keeps its own allowance. A request without a key for a
+    /// stacked limit is not limited by it. The IETF fields list every policy that admitted
+    /// the request; a `429` carries the refusing policy's fields.
+    ///
+    /// In delay mode, only the layer's own limit waits; the stacked limits are checked
+    /// first and given back if the wait fails.
+    ///
+    /// `name` is the policy's name in the IETF fields; names should be distinct.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not printable ASCII.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, HeaderKey, PeerIp, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
+    ///     .policy_name("per-ip")
+    ///     .stack(
+    ///         "per-key",
+    ///         Limiter::keyed(Quota::per_second(50)),
+    ///         HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    ///     )
+    ///     .stack("global", Limiter::keyed(Quota::per_second(1000)), Global)
+    ///     .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn stack<E2: KeyExtractor>(
+        mut self,
+        name: &str,
+        limiter: Limiter<E2::Key>,
+        key: E2,
+    ) -> Self {
+        self.config.extras.push(Box::new(Extra {
+            name: sf_string(name),
+            raw_name: name.to_owned(),
+            limiter,
+            extractor: key,
+        }));
+        self
+    }
+
+    /// Delay mode: a request over its limit waits up to `max` in its key's FIFO queue
+    /// (with [`UntilReady::within`](tollgate::UntilReady::within)), and is refused at once
+    /// if its turn would come later. The inner service must be `Clone`: the ready service
+    /// is called when the wait ends.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{PeerIp, RateLimitLayer};
+    ///
+    /// // Smooth bursts out at 10/s, queueing up to half a second of them.
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_second(10).allow_burst(1)),
+    ///     PeerIp::new(),
+    /// )
+    /// .delay(Duration::from_millis(500))
+    /// .build();
+    /// # let _ = layer;
+    /// ```
+    pub fn delay(self, max: Duration) -> Builder<E, Delay> {
+        Builder {
+            config: self.config,
+            mode: Delay { max },
+        }
+    }
+
+    /// The layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global).build();
+    /// # let _ = layer;
+    /// ```
+    pub fn build(self) -> RateLimitLayer<E, M> {
+        RateLimitLayer {
+            config: Arc::new(self.config),
+            mode: self.mode,
+        }
+    }
+}
+
+impl<E: KeyExtractor + fmt::Debug, M: fmt::Debug> fmt::Debug for Builder<E, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}

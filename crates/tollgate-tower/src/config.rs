@@ -1,0 +1,66 @@
+//! What every clone of a layer and of its services shares: the limiter, the key source and
+//! the options the [`Builder`](crate::Builder) set. The decision made with it is in
+//! `decide.rs`.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use http::request::Parts;
+use tollgate::{Limiter, Quota, Stats};
+
+use crate::builder::MissingKey;
+use crate::counts::Counters;
+use crate::fields::Format;
+use crate::key::KeyExtractor;
+use crate::stack::StackedLimit;
+
+type QuotaFn = dyn Fn(&Parts) -> Quota + Send + Sync;
+type AllowFn<K> = dyn Fn(&K) -> bool + Send + Sync;
+
+/// What every clone of a layer and its services shares.
+pub(crate) struct Config<E: KeyExtractor> {
+    pub(crate) limiter: Limiter<E::Key>,
+    pub(crate) extractor: E,
+    pub(crate) quota_for: Option<Arc<QuotaFn>>,
+    pub(crate) format: Format,
+    /// The policy's name as a structured-field String, quotes included.
+    pub(crate) policy_name: String,
+    /// The policy's name as given.
+    pub(crate) policy_raw: String,
+    pub(crate) missing_key: MissingKey,
+    /// Stacked limits, checked after this one, in order.
+    pub(crate) extras: Vec<Box<dyn StackedLimit>>,
+    /// Keys that bypass every limit.
+    pub(crate) allow: Option<Box<AllowFn<E::Key>>>,
+    pub(crate) counters: Counters,
+    /// Problem+json bodies: a `MakeBody<B>` for the service's response body `B`.
+    pub(crate) problem: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl<E: KeyExtractor> Config<E> {
+    pub(crate) fn stats(&self) -> Vec<(String, Stats)> {
+        let mut all = vec![(self.policy_raw.clone(), self.limiter.stats())];
+        all.extend(
+            self.extras
+                .iter()
+                .map(|e| (e.raw_name().to_owned(), e.stats())),
+        );
+        all
+    }
+}
+
+impl<E: KeyExtractor> fmt::Debug for Config<E>
+where
+    E: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("limiter", &self.limiter)
+            .field("extractor", &self.extractor)
+            .field("format", &self.format)
+            .field("policy_name", &self.policy_name)
+            .field("missing_key", &self.missing_key)
+            .finish_non_exhaustive()
+    }
+}

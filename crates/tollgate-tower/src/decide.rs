@@ -1,0 +1,225 @@
+//! The decision made in `call`: key the request, let the allowlist through, check the
+//! layer's own limit and the stacked ones (giving back what was admitted when one refuses),
+//! and turn a refusal into its answer; then act on it, or hand delay mode its wait.
+
+use std::sync::Arc;
+
+use http::header::RETRY_AFTER;
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Request, Response};
+use tollgate::{Admitted, Error, Quota};
+use tower_service::Service;
+
+use crate::builder::MissingKey;
+use crate::config::Config;
+use crate::counts::Outcome;
+use crate::dry_run::DryRunRefusal;
+use crate::fields::Fields;
+use crate::future::ResponseFuture;
+use crate::key::KeyExtractor;
+use crate::refusal::{Kind, Rejection, is_grpc, problem_json};
+use crate::stack::{Checked, Undo};
+
+/// How a request goes on, once keyed.
+pub(crate) enum Decision<K> {
+    /// Answer without calling the service.
+    Respond(Rejection),
+    /// Call the service, adding these fields; count it so.
+    Call(Option<Fields>, Outcome),
+    /// Delay mode: wait for `key` under `quota`; the stacked limits admitted the request
+    /// with these fields, and are given back with these undos if the wait fails.
+    Wait(K, Option<Quota>, Option<Fields>, Vec<Undo>),
+}
+
+impl<E: KeyExtractor> Config<E> {
+    fn quota(&self, parts: &Parts) -> Option<Quota> {
+        self.quota_for.as_ref().map(|f| f(parts))
+    }
+
+    fn check(&self, key: &E::Key, quota: Option<Quota>) -> Result<Admitted, Error> {
+        match quota {
+            Some(q) => self.limiter.check_with(key, q),
+            None => self.limiter.check(key),
+        }
+    }
+
+    fn admitted_fields(&self, quota: Option<Quota>, admitted: &Admitted) -> Option<Fields> {
+        self.format.any().then(|| {
+            let quota = quota.unwrap_or_else(|| self.limiter.quota());
+            Fields::admitted(
+                &self.policy_name,
+                quota,
+                admitted.remaining(),
+                admitted.reset_after(),
+            )
+        })
+    }
+
+    pub(crate) fn refusal(&self, quota: Option<Quota>, error: Error) -> Rejection {
+        let quota = quota.unwrap_or_else(|| self.limiter.quota());
+        self.refusal_by(&self.policy_name, quota, error)
+    }
+
+    /// A refusal by the policy `name` (a structured-field String) under `quota`.
+    fn refusal_by(&self, name: &str, quota: Quota, error: Error) -> Rejection {
+        let mut headers = HeaderMap::new();
+        match error {
+            Error::RateLimited { wait, .. } => {
+                let fields = Fields::refused(name, quota, wait);
+                let retry = fields.retry_after();
+                fields.insert_into(&mut headers, self.format);
+                self.rejection(Kind::RateLimited, headers, Some(name), retry)
+            }
+            // A full table that refuses new keys (or a request that can never pass): the
+            // server is out of room, not the client over its rate.
+            _ => {
+                headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                self.rejection(Kind::Unavailable, headers, None, Some(1))
+            }
+        }
+    }
+
+    /// A rejection, with its problem+json body if those are on.
+    fn rejection(
+        &self,
+        kind: Kind,
+        headers: HeaderMap,
+        policy: Option<&str>,
+        retry_after: Option<u64>,
+    ) -> Rejection {
+        let problem = self
+            .problem
+            .as_ref()
+            .map(|make| Box::new((problem_json(kind, policy, retry_after), Arc::clone(make))));
+        Rejection {
+            kind,
+            headers,
+            grpc: false,
+            problem,
+        }
+    }
+
+    pub(crate) fn decide(&self, parts: &Parts, delay: bool) -> Decision<E::Key> {
+        let Some(key) = self.extractor.extract(parts) else {
+            return match self.missing_key {
+                // Not limited by this limit; the stacked ones still apply.
+                MissingKey::Allow => match self.check_extras(parts) {
+                    Ok((fields, _)) => Decision::Call(fields, Outcome::MissingKeyAllowed),
+                    Err(rejection) => Decision::Respond(rejection),
+                },
+                MissingKey::Reject => Decision::Respond(self.rejection(
+                    Kind::MissingKey,
+                    HeaderMap::new(),
+                    None,
+                    None,
+                )),
+            };
+        };
+        if self.allow.as_ref().is_some_and(|allow| allow(&key)) {
+            return Decision::Call(None, Outcome::Allowlisted);
+        }
+        let quota = self.quota(parts);
+        if delay {
+            // The wait cannot be given back (it returns no `Admitted`), so the stacked
+            // limits go first, and are given back if the wait fails.
+            return match self.check_extras(parts) {
+                Ok((fields, undos)) => Decision::Wait(key, quota, fields, undos),
+                Err(rejection) => Decision::Respond(rejection),
+            };
+        }
+        let admitted = match self.check(&key, quota) {
+            Ok(admitted) => admitted,
+            Err(error) => return Decision::Respond(self.refusal(quota, error)),
+        };
+        let mut fields = self.admitted_fields(quota, &admitted);
+        if self.extras.is_empty() {
+            return Decision::Call(fields, Outcome::Admitted);
+        }
+        match self.check_extras(parts) {
+            Ok((extra_fields, _)) => {
+                if let (Some(fields), Some(extra)) = (&mut fields, extra_fields) {
+                    fields.append(extra);
+                }
+                Decision::Call(fields, Outcome::Admitted)
+            }
+            Err(rejection) => {
+                self.limiter.undo(&key, admitted);
+                Decision::Respond(rejection)
+            }
+        }
+    }
+
+    /// Checks the stacked limits in order. All admit (or do not apply): their fields and
+    /// undos. One refuses: those before it are given back, and its refusal is the answer.
+    fn check_extras(&self, parts: &Parts) -> Result<(Option<Fields>, Vec<Undo>), Rejection> {
+        let mut fields: Option<Fields> = None;
+        let mut undos = Vec::new();
+        for extra in &self.extras {
+            match extra.check(parts) {
+                Checked::NoKey => {}
+                Checked::Admitted(f, undo) => {
+                    undos.push(undo);
+                    if self.format.any() {
+                        match &mut fields {
+                            Some(fields) => fields.append(f),
+                            None => fields = Some(f),
+                        }
+                    }
+                }
+                Checked::Refused(error) => {
+                    for undo in undos.into_iter().rev() {
+                        undo();
+                    }
+                    return Err(self.refusal_by(extra.name(), extra.quota(), error));
+                }
+            }
+        }
+        Ok((fields, undos))
+    }
+
+    /// Acts on a decision that needs no wait: answers, or calls `inner`. In dry-run mode a
+    /// refusal becomes a marked call.
+    pub(crate) fn run<S, ReqBody, ResBody>(
+        &self,
+        inner: &mut S,
+        mut parts: Parts,
+        body: ReqBody,
+        decision: Decision<E::Key>,
+        dry_run: bool,
+    ) -> ResponseFuture<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    {
+        match decision {
+            Decision::Respond(rejection) if dry_run => {
+                self.counters.count(Outcome::DryRunRefused);
+                parts.extensions.insert(DryRunRefusal::new(
+                    rejection.kind.status(),
+                    rejection.headers,
+                ));
+                let fut = inner.call(Request::from_parts(parts, body));
+                ResponseFuture::call(fut, None, self.format)
+            }
+            Decision::Respond(mut rejection) => {
+                self.counters.count(refused_outcome(rejection.kind));
+                rejection.grpc = is_grpc(&parts);
+                ResponseFuture::respond(rejection)
+            }
+            Decision::Call(fields, outcome) => {
+                self.counters.count(outcome);
+                let fut = inner.call(Request::from_parts(parts, body));
+                ResponseFuture::call(fut, fields, self.format)
+            }
+            Decision::Wait(..) => unreachable!("only delay mode waits"),
+        }
+    }
+}
+
+/// How a refusal is counted.
+pub(crate) fn refused_outcome(kind: Kind) -> Outcome {
+    match kind {
+        Kind::RateLimited => Outcome::Rejected,
+        Kind::MissingKey => Outcome::MissingKeyRejected,
+        Kind::Unavailable => Outcome::Unavailable,
+    }
+}

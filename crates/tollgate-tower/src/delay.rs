@@ -1,0 +1,112 @@
+//! Delay mode's wait: the layer's own limit is waited for (bounded), the stacked limits,
+//! checked before, are given back if the wait fails or is dropped, and the fields are read
+//! back after it.
+
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tollgate::{Error, Quota};
+
+use crate::config::Config;
+use crate::counts::Outcome;
+use crate::decide::refused_outcome;
+use crate::fields::Fields;
+use crate::future::BoxWait;
+use crate::key::KeyExtractor;
+use crate::stack::Undo;
+
+/// Waits for `key`'s turn, no longer than `max`; the fields describe the key after it.
+pub(crate) fn delayed<E: KeyExtractor>(
+    config: Arc<Config<E>>,
+    key: E::Key,
+    quota: Option<Quota>,
+    max: Duration,
+    extra_fields: Option<Fields>,
+    undos: Vec<Undo>,
+    grpc: bool,
+) -> BoxWait {
+    // If the wait fails, or its future is dropped (the client hung up), the stacked limits
+    // get their cells back.
+    let undos = UndoOnDrop(undos);
+    Box::pin(async move {
+        let limiter = &config.limiter;
+        // Whether the request had to wait: its wait was pending at least once.
+        let mut pended = false;
+        let waited = match quota {
+            Some(q) => {
+                let mut wait = pin!(limiter.until_ready_with(&key, q).within(max));
+                poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+            }
+            None => {
+                let mut wait = pin!(limiter.until_ready(&key).within(max));
+                poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+            }
+        };
+        if let Err(error) = waited {
+            drop(undos);
+            let mut rejection = config.refusal(quota, error);
+            config.counters.count(refused_outcome(rejection.kind));
+            rejection.grpc = grpc;
+            return Err(rejection);
+        }
+        undos.disarm();
+        config.counters.count(if pended {
+            Outcome::Delayed
+        } else {
+            Outcome::Admitted
+        });
+        if !config.format.any() {
+            return Ok(None);
+        }
+        // The wait returns no `Admitted`: read the key's state back with a peek, which
+        // answers as a check would, i.e. one cell further on than the state is.
+        let after = match quota {
+            Some(q) => limiter.peek_with(&key, q),
+            None => limiter.peek(&key),
+        };
+        let quota = quota.unwrap_or_else(|| limiter.quota());
+        let mut fields = match after {
+            Ok(admitted) => Fields::admitted(
+                &config.policy_name,
+                quota,
+                admitted.remaining().saturating_add(1).min(quota.burst()),
+                admitted.reset_after().saturating_sub(quota.interval()),
+            ),
+            Err(Error::RateLimited { wait, .. }) => {
+                let tolerance = quota.interval() * quota.burst().saturating_sub(1);
+                let reset = wait.saturating_add(tolerance);
+                Fields::admitted(&config.policy_name, quota, 0, reset)
+            }
+            Err(_) => return Ok(extra_fields),
+        };
+        if let Some(extra) = extra_fields {
+            fields.append(extra);
+        }
+        Ok(Some(fields))
+    })
+}
+
+fn note_pending<T>(poll: Poll<T>, pended: &mut bool) -> Poll<T> {
+    *pended |= poll.is_pending();
+    poll
+}
+
+/// Runs its undos (latest first) when dropped, unless disarmed.
+struct UndoOnDrop(Vec<Undo>);
+
+impl UndoOnDrop {
+    fn disarm(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for UndoOnDrop {
+    fn drop(&mut self) {
+        while let Some(undo) = self.0.pop() {
+            undo();
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The [`RateLimitLayer`]: the shared configuration, handed to every service it makes.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tollgate::{Limiter, Quota, Stats};
+use tower_layer::Layer;
+
+use crate::builder::Builder;
+use crate::config::Config;
+use crate::counts::Counts;
+use crate::key::KeyExtractor;
+use crate::mode::Reject;
+use crate::service::RateLimit;
+
+/// A [`Layer`] that rate-limits a service per client: see the [crate docs](crate).
+///
+/// Cloning is cheap, and every clone, and every service it makes, shares one limiter.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::Quota;
+/// use tollgate_tower::{ClientIp, RateLimitLayer};
+///
+/// // Behind a load balancer in 10.0.0.0/8: 10 requests per second per client, bursts of 20.
+/// let layer = RateLimitLayer::new(
+///     Quota::per_second(10).allow_burst(20),
+///     ClientIp::trusting(["10.0.0.0/8"]).unwrap(),
+/// );
+/// let limiter = layer.limiter().clone(); // for stats()
+/// # let _ = limiter;
+/// ```
+pub struct RateLimitLayer<E: KeyExtractor, M = Reject> {
+    pub(crate) config: Arc<Config<E>>,
+    pub(crate) mode: M,
+}
+
+impl<E: KeyExtractor> RateLimitLayer<E> {
+    /// Limits each key to `quota`, in reject mode with the IETF fields on and a `400` for
+    /// requests without a key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let layer = tollgate_tower::RateLimitLayer::new(
+    ///     tollgate::Quota::per_second(5),
+    ///     tollgate_tower::PeerIp::new(),
+    /// );
+    /// assert_eq!(layer.limiter().quota(), tollgate::Quota::per_second(5));
+    /// ```
+    pub fn new(quota: Quota, key: E) -> RateLimitLayer<E> {
+        RateLimitLayer::builder(Limiter::keyed(quota), key).build()
+    }
+
+    /// Configures a layer over `limiter` (your capacity, clock, full-table policy; keep a
+    /// clone to read its [`stats`](tollgate::Limiter::stats) or change its quota).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    ///
+    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
+    /// let layer = RateLimitLayer::builder(limiter, Global).headers(false).build();
+    /// # let _ = layer;
+    /// ```
+    pub fn builder(limiter: Limiter<E::Key>, key: E) -> Builder<E> {
+        Builder::new(limiter, key)
+    }
+}
+
+impl<E: KeyExtractor, M> RateLimitLayer<E, M> {
+    /// The limiter behind the layer, shared by every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let layer = tollgate_tower::RateLimitLayer::new(
+    ///     tollgate::Quota::per_second(5),
+    ///     tollgate_tower::Global,
+    /// );
+    /// assert_eq!(layer.limiter().stats().admitted, 0);
+    /// ```
+    pub fn limiter(&self) -> &Limiter<E::Key> {
+        &self.config.limiter
+    }
+
+    /// How many requests the layer decided each way, over every clone of it and of its
+    /// services.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let layer = tollgate_tower::RateLimitLayer::new(
+    ///     tollgate::Quota::per_second(5),
+    ///     tollgate_tower::Global,
+    /// );
+    /// assert_eq!(layer.counts(), tollgate_tower::Counts::default());
+    /// ```
+    pub fn counts(&self) -> Counts {
+        self.config.counters.snapshot()
+    }
+
+    /// The [`Stats`] of every limiter behind the layer, with its policy's name: the
+    /// layer's own first, then the stacked ones in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, PeerIp, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
+    ///     .policy_name("per-ip")
+    ///     .stack("global", Limiter::keyed(Quota::per_second(500)), Global)
+    ///     .build();
+    /// let names: Vec<String> = layer.stats().into_iter().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["per-ip", "global"]);
+    /// ```
+    pub fn stats(&self) -> Vec<(String, Stats)> {
+        self.config.stats()
+    }
+
+    /// The mode: [`Reject`], [`Delay`](crate::Delay) or [`DryRun`](crate::DryRun).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let layer = tollgate_tower::RateLimitLayer::new(
+    ///     tollgate::Quota::per_second(5),
+    ///     tollgate_tower::Global,
+    /// );
+    /// let tollgate_tower::Reject = layer.mode();
+    /// ```
+    pub fn mode(&self) -> &M {
+        &self.mode
+    }
+}
+
+impl<E: KeyExtractor, M: Clone> Clone for RateLimitLayer<E, M> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            config: Arc::clone(&self.config),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+impl<E: KeyExtractor + fmt::Debug, M: fmt::Debug> fmt::Debug for RateLimitLayer<E, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("config", &self.config)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl<S, E: KeyExtractor, M: Clone> Layer<S> for RateLimitLayer<E, M> {
+    type Service = RateLimit<S, E, M>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            config: Arc::clone(&self.config),
+            mode: self.mode.clone(),
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The modes a layer runs in, as its `M` type parameter: [`Reject`] (the default) and
+//! [`Delay`] here, [`DryRun`](crate::DryRun) beside its refusal mark in `dry_run.rs`. Each
+//! has its own `Service` impl (`service.rs`); delay mode's wait is in `delay.rs`.
+
+use std::time::Duration;
+
+/// The default mode: a request over its limit is refused at once with a `429`.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_tower::{Global, RateLimitLayer, Reject};
+///
+/// let layer: RateLimitLayer<Global, Reject> =
+///     RateLimitLayer::new(tollgate::Quota::per_second(1), Global);
+/// # let _ = layer;
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reject;
+
+/// Delay mode: a request over its limit waits in its key's FIFO queue for as long as
+/// [`max`](Delay::max) at most, then is served; if its turn would come later, it is refused
+/// at once with a `429`. Set with [`Builder::delay`](crate::Builder::delay).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate_tower::{Delay, Global, RateLimitLayer};
+///
+/// let layer: RateLimitLayer<Global, Delay> =
+///     RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), Global)
+///         .delay(Duration::from_millis(500))
+///         .build();
+/// # let _ = layer;
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Delay {
+    pub(crate) max: Duration,
+}
+
+impl Delay {
+    /// The longest a request may wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    ///
+    /// let builder = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), Global)
+    ///     .delay(Duration::from_secs(1));
+    /// assert_eq!(builder.build().mode().max(), Duration::from_secs(1));
+    /// ```
+    pub fn max(&self) -> Duration {
+        self.max
+    }
+}

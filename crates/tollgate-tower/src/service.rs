@@ -1,0 +1,220 @@
+//! The [`RateLimit`] service: `poll_ready` passes through, the decision is made in `call`,
+//! one `Service` impl per mode.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tollgate::{Limiter, Stats};
+use tower_service::Service;
+
+use crate::config::Config;
+use crate::counts::Counts;
+use crate::decide::Decision;
+use crate::delay::delayed;
+use crate::dry_run::DryRun;
+use crate::future::ResponseFuture;
+use crate::key::KeyExtractor;
+use crate::mode::{Delay, Reject};
+use crate::refusal::is_grpc;
+
+/// The rate-limiting [`Service`] made by [`RateLimitLayer`](crate::RateLimitLayer): decides in `call`, passes
+/// `poll_ready` through. Every clone shares one limiter.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tollgate::Quota;
+/// use tollgate_tower::{Global, RateLimit, RateLimitLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// let hello = service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::new()))
+/// });
+/// let svc: RateLimit<_, Global> = RateLimitLayer::new(Quota::per_minute(1), Global).layer(hello);
+/// futures_executor::block_on(async {
+///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 200);
+///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 429);
+/// });
+/// ```
+pub struct RateLimit<S, E: KeyExtractor, M = Reject> {
+    pub(crate) inner: S,
+    pub(crate) config: Arc<Config<E>>,
+    pub(crate) mode: M,
+}
+
+impl<S: Clone, E: KeyExtractor, M: Clone> Clone for RateLimit<S, E, M> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            config: Arc::clone(&self.config),
+            mode: self.mode.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, E: KeyExtractor + fmt::Debug, M: fmt::Debug> fmt::Debug for RateLimit<S, E, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .field("config", &self.config)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl<S, E, M> RateLimit<S, E, M>
+where
+    E: KeyExtractor,
+{
+    /// The limiter behind the service, shared by every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let layer = RateLimitLayer::new(tollgate::Quota::per_second(5), Global);
+    /// let svc = layer.layer(tower::service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// assert_eq!(svc.limiter().quota(), layer.limiter().quota());
+    /// ```
+    pub fn limiter(&self) -> &Limiter<E::Key> {
+        &self.config.limiter
+    }
+
+    /// The wrapped service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let layer = RateLimitLayer::new(tollgate::Quota::per_second(5), Global);
+    /// let svc = layer.layer(7);
+    /// assert_eq!(*svc.get_ref(), 7);
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// How many requests the layer decided each way (see [`RateLimitLayer::counts`](crate::RateLimitLayer::counts)),
+    /// shared by every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let layer = RateLimitLayer::new(tollgate::Quota::per_second(5), Global);
+    /// let svc = layer.layer(());
+    /// assert_eq!(svc.counts(), layer.counts());
+    /// ```
+    pub fn counts(&self) -> Counts {
+        self.config.counters.snapshot()
+    }
+
+    /// The [`Stats`] of every limiter behind the service (see [`RateLimitLayer::stats`](crate::RateLimitLayer::stats)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let svc = RateLimitLayer::new(tollgate::Quota::per_second(5), Global).layer(());
+    /// assert_eq!(svc.stats()[0].0, "default");
+    /// ```
+    pub fn stats(&self) -> Vec<(String, Stats)> {
+        self.config.stats()
+    }
+}
+
+impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, Reject>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    E: KeyExtractor,
+    ResBody: Default + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = req.into_parts();
+        let decision = self.config.decide(&parts, false);
+        self.config
+            .run(&mut self.inner, parts, body, decision, false)
+    }
+}
+
+impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, DryRun>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    E: KeyExtractor,
+    ResBody: Default + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = req.into_parts();
+        let decision = self.config.decide(&parts, false);
+        self.config
+            .run(&mut self.inner, parts, body, decision, true)
+    }
+}
+
+impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, Delay>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    E: KeyExtractor,
+    ResBody: Default + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = req.into_parts();
+        match self.config.decide(&parts, true) {
+            Decision::Wait(key, quota, extra_fields, undos) => {
+                let grpc = is_grpc(&parts);
+                // The service `poll_ready` readied goes with the request; this one gets a
+                // fresh clone, to be readied before its next call.
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                let config = Arc::clone(&self.config);
+                let wait = delayed(config, key, quota, self.mode.max, extra_fields, undos, grpc);
+                ResponseFuture::wait(
+                    wait,
+                    ready,
+                    Request::from_parts(parts, body),
+                    self.config.format,
+                )
+            }
+            decision => self
+                .config
+                .run(&mut self.inner, parts, body, decision, false),
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! How the layer behind a real hyper server keys its clients: the peer address, the client
+//! behind trusted proxies (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`, spoofed and
+//! malformed fields), IPv6 prefixes, requests without a key, and the allowlist.
+//!
+//! Limiters run on a `ManualClock` wherever an assertion depends on time, so nothing here
+//! asserts a wall-clock duration.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use http::{HeaderMap, StatusCode};
+use tollgate::{Limiter, ManualClock, Quota};
+use tollgate_tower::{
+    ClientIp, ForwardedHeader, Global, HeaderKey, MissingKey, PeerIp, RateLimitLayer,
+};
+
+use crate::common::*;
+
+fn behind_proxy(quota: Quota) -> (ManualClock, RateLimitLayer<ClientIp>) {
+    behind_proxy_reading(quota, ForwardedHeader::XForwardedFor)
+}
+
+fn behind_proxy_reading(
+    quota: Quota,
+    header: ForwardedHeader,
+) -> (ManualClock, RateLimitLayer<ClientIp>) {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(quota).clock(clock.clone()).build();
+    let key = ClientIp::trusting(["127.0.0.0/8", "10.0.0.0/8", "2001:db8:ffff::/48"])
+        .unwrap()
+        .header(header);
+    (clock, RateLimitLayer::builder(limiter, key).build())
+}
+
+#[tokio::test]
+async fn spoofed_leftmost_forwarded_for_does_not_change_the_key() {
+    let (_clock, layer) = behind_proxy(Quota::per_minute(2));
+    let addr = serve(layer).await;
+    // The proxy (127.0.0.1, trusted) appends the client's address to what the client sent.
+    let spoofs = [
+        "1.1.1.1",
+        "2.2.2.2",
+        "10.9.9.9",
+        "garbage",
+        "3.3.3.3, 4.4.4.4",
+    ];
+    let mut statuses = Vec::new();
+    for spoof in spoofs {
+        let xff = format!("{spoof}, 203.0.113.5");
+        let (status, _) = get_once(addr, &[("x-forwarded-for", xff.as_bytes())]).await;
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 429, 429, 429].map(|s| StatusCode::from_u16(s).unwrap())
+    );
+    // Through two trusted proxies, the same client is the same key.
+    let xff = b"9.9.9.9, 203.0.113.5, 10.0.0.7";
+    let (status, _) = get_once(addr, &[("x-forwarded-for", xff)]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn clients_behind_a_trusted_proxy_are_limited_apart() {
+    let (_clock, layer) = behind_proxy(Quota::per_minute(2));
+    let addr = serve(layer).await;
+    let mut conn = connect(addr).await; // one proxy connection carries both clients
+    let a: &[(&str, &[u8])] = &[("x-forwarded-for", b"198.51.100.1")];
+    let b: &[(&str, &[u8])] = &[("x-forwarded-for", b"198.51.100.2")];
+    for _ in 0..2 {
+        assert_eq!(get(&mut conn, a).await.0, StatusCode::OK);
+    }
+    assert_eq!(get(&mut conn, a).await.0, StatusCode::TOO_MANY_REQUESTS);
+    for _ in 0..2 {
+        let (status, h) = get(&mut conn, b).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(policy(&h).1, 2);
+    }
+    assert_eq!(get(&mut conn, b).await.0, StatusCode::TOO_MANY_REQUESTS);
+    // The proxy itself, without a header, is a third client.
+    assert_eq!(get(&mut conn, &[]).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn malformed_forwarding_headers_key_by_the_proxy() {
+    let (_clock, layer) = behind_proxy(Quota::per_minute(3));
+    let addr = serve(layer).await;
+    let malformed: [&[u8]; 6] = [
+        b"garbage",
+        b"unknown",
+        b"203.0.113.9, nonsense",
+        b"203.0.113.9:99999",
+        b",,,",
+        b"203.0.113.9, \xff\xfe",
+    ];
+    let mut statuses = Vec::new();
+    for xff in malformed {
+        let (status, h) = get_once(addr, &[("x-forwarded-for", xff)]).await;
+        assert!(status == StatusCode::OK || status == StatusCode::TOO_MANY_REQUESTS);
+        if status == StatusCode::OK {
+            ratelimit(&h); // the fields parse
+        }
+        statuses.push(status.as_u16());
+    }
+    // All six keyed by the proxy (127.0.0.1): its burst of 3, then refusals; no 400, no 500.
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+    // A well-formed client is still its own key.
+    let (status, _) = get_once(addr, &[("x-forwarded-for", b"203.0.113.9")]).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ipv6_clients_are_keyed_by_their_64() {
+    let (_clock, limiter) = manual(Quota::per_minute(2));
+    let addr = serve(RateLimitLayer::builder(limiter, PeerIp::new()).build()).await;
+    let peer = |p: &'static str| [("x-test-peer", p.as_bytes())];
+    assert_eq!(get_once(addr, &peer("[2001:db8:1:2::1]:1")).await.0, 200);
+    assert_eq!(
+        get_once(addr, &peer("[2001:db8:1:2:ffff::9]:2")).await.0,
+        200
+    );
+    // Same /64: refused.
+    assert_eq!(
+        get_once(addr, &peer("[2001:db8:1:2:abcd::7]:3")).await.0,
+        429
+    );
+    // The next /64 is another client.
+    assert_eq!(get_once(addr, &peer("[2001:db8:1:3::1]:1")).await.0, 200);
+    // IPv4-mapped IPv6 is the IPv4 address.
+    assert_eq!(get_once(addr, &peer("192.0.2.1:1")).await.0, 200);
+    assert_eq!(get_once(addr, &peer("[::ffff:192.0.2.1]:1")).await.0, 200);
+    assert_eq!(get_once(addr, &peer("192.0.2.1:2")).await.0, 429);
+}
+
+#[tokio::test]
+async fn the_missing_key_policy() {
+    let api_key = || HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    let reject = RateLimitLayer::new(Quota::per_minute(1), api_key());
+    let addr = serve(reject).await;
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(h.get("ratelimit").is_none());
+    let (status, _) = get_once(addr, &[("x-api-key", b"")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = get_once(addr, &[("x-api-key", b"k1")]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get_once(addr, &[("x-api-key", b"k1")]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+
+    let allow = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), api_key())
+        .on_missing_key(MissingKey::Allow)
+        .build();
+    let addr = serve(allow).await;
+    for _ in 0..3 {
+        let (status, h) = get_once(addr, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(h.get("ratelimit").is_none()); // not limited, so no fields
+    }
+    let (status, _) = get_once(addr, &[("x-api-key", b"k1")]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get_once(addr, &[("x-api-key", b"k1")]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+
+    // A custom key that is missing gets the policy too.
+    let custom = |parts: &http::request::Parts| {
+        parts
+            .uri
+            .query()
+            .and_then(|q| q.strip_prefix("user="))
+            .map(str::to_owned)
+    };
+    let addr = serve(RateLimitLayer::new(Quota::per_minute(1), custom)).await;
+    assert_eq!(get_once(addr, &[]).await.0, StatusCode::BAD_REQUEST);
+}
+
+/// Sends each `Forwarded` value (one field, or several fields where split by `|`) on a
+/// fresh connection from 127.0.0.1 (a trusted proxy): the statuses.
+async fn statuses_for(addr: SocketAddr, name: &str, values: &[&[u8]]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for value in values {
+        let fields: Vec<(&str, &[u8])> = value.split(|&b| b == b'|').map(|v| (name, v)).collect();
+        let (status, h) = get_once(addr, &fields).await;
+        if status == StatusCode::OK {
+            ratelimit(&h); // the fields parse
+        }
+        statuses.push(status.as_u16());
+    }
+    statuses
+}
+
+#[tokio::test]
+async fn forwarded_is_walked_right_to_left() {
+    let (_clock, layer) = behind_proxy_reading(Quota::per_minute(2), ForwardedHeader::Forwarded);
+    let addr = serve(layer).await;
+    // One client, 203.0.113.5, behind up to two trusted proxies, whatever it puts in front
+    // (the leftmost entries are its own), in every spelling RFC 7239 allows.
+    let same_client: [&[u8]; 6] = [
+        b"for=203.0.113.5",
+        b"for=1.1.1.1, For=\"203.0.113.5:4711\";proto=https",
+        b"for=\"[2001:db8::1]\", for=203.0.113.5;by=10.0.0.1, for=10.0.0.7",
+        b"for=unknown|for=203.0.113.5",
+        b"for=_spoof;proto=http, for=203.0.113.5 ; host=example.com",
+        b"for=203.0.113.5, for=203.0.113.6", // another client
+    ];
+    assert_eq!(
+        statuses_for(addr, "forwarded", &same_client).await,
+        [200, 200, 429, 429, 429, 200]
+    );
+    // IPv6 clients in quoted brackets, keyed by their /64: two addresses, one key.
+    let v6: [&[u8]; 3] = [
+        b"for=\"[2001:db8:1:2::a]:4711\"",
+        b"for=\"[2001:db8:1:2::b]\"",
+        b"for=\"[2001:db8:1:2::c]\", for=\"[2001:db8:ffff::1]:80\"",
+    ];
+    assert_eq!(statuses_for(addr, "forwarded", &v6).await, [200, 200, 429]);
+    // X-Forwarded-For is not read when Forwarded is: it cannot choose a key.
+    let xff: [&[u8]; 1] = [b"198.51.100.77"];
+    assert_eq!(statuses_for(addr, "x-forwarded-for", &xff).await, [200]);
+    assert_eq!(statuses_for(addr, "x-forwarded-for", &xff).await, [200]);
+    // ... those two were the proxy's own two cells: the third is refused.
+    assert_eq!(statuses_for(addr, "x-forwarded-for", &xff).await, [429]);
+}
+
+#[tokio::test]
+async fn malformed_forwarded_fields_key_by_the_proxy() {
+    let (_clock, layer) = behind_proxy_reading(Quota::per_minute(3), ForwardedHeader::Forwarded);
+    let addr = serve(layer).await;
+    // Each names no address right of the proxy: the key is 127.0.0.1's.
+    let malformed: [&[u8]; 9] = [
+        b"for=unknown",
+        b"for=_hidden",
+        b"proto=https",
+        b"for=\"203.0.113.9",
+        b"for=[2001:db8::1]",
+        b"for=2001:db8::1",
+        b"for=203.0.113.9;for=203.0.113.10",
+        b"for=203.0.113.9, =x",
+        b"for=203.0.113.9|for=\xff",
+    ];
+    assert_eq!(
+        statuses_for(addr, "forwarded", &malformed).await,
+        [200, 200, 200, 429, 429, 429, 429, 429, 429]
+    );
+    // A well-formed client right of a malformed field is still its own key.
+    let fine: [&[u8]; 2] = [b"for=203.0.113.9", b"garbage=\"|for=203.0.113.9"];
+    assert_eq!(statuses_for(addr, "forwarded", &fine).await, [200, 200]);
+}
+
+#[tokio::test]
+async fn x_real_ip_from_a_trusted_proxy() {
+    let (_clock, layer) = behind_proxy_reading(Quota::per_minute(1), ForwardedHeader::XRealIp);
+    let addr = serve(layer).await;
+    let clients: [&[u8]; 4] = [
+        b"198.51.100.1",
+        b"198.51.100.2",
+        b"198.51.100.1",
+        b" 198.51.100.2 ",
+    ];
+    assert_eq!(
+        statuses_for(addr, "x-real-ip", &clients).await,
+        [200, 200, 429, 429]
+    );
+    // Malformed, or two fields: the proxy's key (one cell, then refused).
+    let malformed: [&[u8]; 3] = [b"nope", b"198.51.100.3|198.51.100.4", b""];
+    assert_eq!(
+        statuses_for(addr, "x-real-ip", &malformed).await,
+        [200, 429, 429]
+    );
+    // From a peer that is not trusted, X-Real-IP is ignored.
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let key = ClientIp::trusting(["10.0.0.0/8"])
+        .unwrap()
+        .header(ForwardedHeader::XRealIp);
+    let addr = serve(RateLimitLayer::builder(limiter, key).build()).await;
+    assert_eq!(
+        statuses_for(addr, "x-real-ip", &clients[..2]).await,
+        [200, 429]
+    );
+}
+
+/// `GET /` from the IPv4 client `ip` (standing in for the socket's address).
+async fn get_from(
+    addr: SocketAddr,
+    ip: &str,
+    headers: &[(&str, &[u8])],
+) -> (StatusCode, HeaderMap) {
+    let peer = format!("{ip}:4000");
+    let mut all = vec![("x-test-peer", peer.as_bytes())];
+    all.extend_from_slice(headers);
+    get_once(addr, &all).await
+}
+
+#[tokio::test]
+async fn allowlisted_clients_bypass_every_limit() {
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(2)).build();
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .stack("global", global.clone(), Global)
+        .allow_cidrs(["192.0.2.0/24"])
+        .unwrap()
+        .allow_if(|ip: &std::net::IpAddr| {
+            *ip == "198.51.100.200".parse::<std::net::IpAddr>().unwrap()
+        })
+        .build();
+    let addr = serve(layer.clone()).await;
+    for ip in ["192.0.2.1", "192.0.2.254", "198.51.100.200"] {
+        for _ in 0..3 {
+            let (status, h) = get_from(addr, ip, &[]).await;
+            assert_eq!(status, StatusCode::OK, "{ip}");
+            assert!(h.get("ratelimit").is_none() && h.get("ratelimit-policy").is_none());
+        }
+    }
+    // Nothing was taken from the global budget: two other clients still get a cell each.
+    assert_eq!(get_from(addr, "192.0.3.1", &[]).await.0, StatusCode::OK);
+    assert_eq!(
+        get_from(addr, "198.51.100.201", &[]).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get_from(addr, "192.0.3.2", &[]).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.allowlisted, counts.admitted, counts.rejected),
+        (9, 2, 1)
+    );
+    let stats = layer.stats();
+    assert_eq!(stats[1].0, "global");
+    assert_eq!((stats[1].1.admitted, stats[1].1.denied), (2, 1));
+    assert_eq!(stats[0].1.admitted, 3); // the third was given back when global refused
+
+    // Allowlisted API keys.
+    let by_key: Limiter<http::HeaderValue> = Limiter::builder(Quota::per_minute(1)).build();
+    let layer = RateLimitLayer::builder(
+        by_key,
+        HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    )
+    .allow_keys([http::HeaderValue::from_static("monitoring")])
+    .build();
+    let addr = serve(layer).await;
+    for _ in 0..3 {
+        assert_eq!(
+            get_once(addr, &[("x-api-key", b"monitoring")]).await.0,
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        get_once(addr, &[("x-api-key", b"user")]).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get_once(addr, &[("x-api-key", b"user")]).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // No key is not an allowlisted key.
+    assert_eq!(get_once(addr, &[]).await.0, StatusCode::BAD_REQUEST);
+}

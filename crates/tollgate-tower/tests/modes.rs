@@ -1,0 +1,128 @@
+//! The layer's modes behind a real hyper server: delay mode waits up to its bound and then
+//! refuses; dry-run mode decides, counts and marks, but never refuses.
+//!
+//! Limiters run on a `ManualClock` wherever an assertion depends on time, so nothing here
+//! asserts a wall-clock duration.
+
+mod common;
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use tollgate::{Limiter, ManualClock, Quota};
+use tollgate_tower::{DryRunRefusal, Global, HeaderKey, PeerIp, RateLimitLayer};
+use tower::service_fn;
+
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_mode_waits_up_to_its_bound_then_refuses() {
+    let clock = ManualClock::new();
+    let limiter: Limiter<()> = Limiter::builder(Quota::per_second(1).allow_burst(1))
+        .clock(clock.clone())
+        .build();
+    let layer = RateLimitLayer::builder(limiter.clone(), Global)
+        .delay(Duration::from_millis(1500))
+        .build();
+    let addr = serve(layer.clone()).await;
+
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::OK); // a free cell: no wait
+    assert_eq!(ratelimit(&h), ("default".into(), 0, 1));
+
+    // The next one waits 1 s (within the bound) at the head of the queue, which reserves its
+    // cell: a peek then sees the key 2 s out.
+    let waiting = tokio::spawn(get_once(addr, &[]));
+    let mut polls = 0;
+    while limiter.peek(&()).unwrap_err().retry_after() != Some(Duration::from_secs(2)) {
+        polls += 1;
+        assert!(polls < 2000, "the request never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Its turn would come 2 s out, past the bound: refused at once.
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 2);
+    assert!(!waiting.is_finished());
+
+    clock.advance(Duration::from_secs(1));
+    let (status, h) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(policy(&h), ("default".into(), 1, 1));
+    assert_eq!(ratelimit(&h), ("default".into(), 0, 1));
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.admitted, counts.delayed, counts.rejected),
+        (1, 1, 1)
+    );
+}
+
+/// The hello service, answering with the status a dry-run layer would have refused with
+/// in `x-would-be` (none if admitted).
+fn dry_run_reporter() -> HelloService {
+    tower::util::BoxCloneSyncService::new(service_fn(|req: Request<Incoming>| async move {
+        let mut res = Response::new(Full::new(Bytes::from_static(b"hello")));
+        if let Some(refusal) = req.extensions().get::<DryRunRefusal>() {
+            res.headers_mut()
+                .insert("x-would-be", refusal.status().as_u16().into());
+            if let Some(retry) = refusal.headers().get("retry-after") {
+                res.headers_mut()
+                    .insert("x-would-retry-after", retry.clone());
+            }
+        }
+        Ok::<_, Infallible>(res)
+    }))
+}
+
+#[tokio::test]
+async fn dry_run_decides_counts_and_marks_but_never_refuses() {
+    let (clock, limiter) = manual(Quota::per_minute(2));
+    let layer = RateLimitLayer::builder(limiter.clone(), PeerIp::new())
+        .dry_run()
+        .build();
+    let addr = serve_over(layer.clone(), dry_run_reporter()).await;
+    let mut conn = connect(addr).await;
+    for r in [1, 0] {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(h.get("x-would-be").is_none());
+        assert_eq!(ratelimit(&h).1, r);
+    }
+    for _ in 0..3 {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(h["x-would-be"], "429");
+        assert_eq!(h["x-would-retry-after"], "30");
+        // Nothing tells the client.
+        assert!(h.get("retry-after").is_none() && h.get("ratelimit").is_none());
+    }
+    // The would-be refusals consumed nothing: after one interval, one cell again.
+    clock.advance(Duration::from_secs(30));
+    let (_, h) = get(&mut conn, &[]).await;
+    assert!(h.get("x-would-be").is_none());
+    let (_, h) = get(&mut conn, &[]).await;
+    assert_eq!(h["x-would-be"], "429");
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.admitted, counts.dry_run_refused, counts.rejected),
+        (3, 4, 0)
+    );
+    assert_eq!(limiter.stats().denied, 4);
+
+    // A request without a key would have been a 400.
+    let api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(2)), api_key)
+        .dry_run()
+        .build();
+    let addr = serve_over(layer.clone(), dry_run_reporter()).await;
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(
+        (status, &h["x-would-be"]),
+        (StatusCode::OK, &http::HeaderValue::from_static("400"))
+    );
+    assert_eq!(layer.counts().dry_run_refused, 1);
+    assert_eq!(layer.counts().missing_key_rejected, 0);
+}

@@ -1,0 +1,239 @@
+//! What a client of the layer behind a real hyper server sees (hyper's HTTP/1 and HTTP/2
+//! clients over TCP): statuses, every rate-limit field parsed, renamed and switched off,
+//! quota tiers, the legacy fields, problem+json bodies and gRPC refusals.
+//!
+//! Limiters run on a `ManualClock` wherever an assertion depends on time, so nothing here
+//! asserts a wall-clock duration.
+
+mod common;
+
+use std::time::Duration;
+
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tollgate::{Limiter, ManualClock, Quota};
+use tollgate_tower::{Global, HeaderKey, PeerIp, RateLimitLayer};
+use tower::Layer;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn statuses_and_every_field() {
+    let (clock, limiter) = manual(Quota::per_minute(3)); // one cell per 20 s, bursts of 3
+    let addr = serve(RateLimitLayer::builder(limiter, PeerIp::new()).build()).await;
+    let mut conn = connect(addr).await;
+
+    for (r, t) in [(2, 20), (1, 40), (0, 60)] {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(policy(&h), ("default".into(), 3, 60));
+        assert_eq!(ratelimit(&h), ("default".into(), r, t));
+        assert!(h.get("retry-after").is_none());
+    }
+    let (status, h) = get(&mut conn, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 20);
+    assert_eq!(policy(&h), ("default".into(), 3, 60));
+    assert_eq!(ratelimit(&h), ("default".into(), 0, 60));
+
+    // 18.5 s left: Retry-After rounds up, never down.
+    clock.advance(Duration::from_millis(1500));
+    let (status, h) = get(&mut conn, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 19);
+    assert_eq!(ratelimit(&h), ("default".into(), 0, 59));
+
+    // 1 ns short: still refused, and told to wait a whole second, not 0.
+    clock.advance(Duration::from_millis(18_500) - Duration::from_nanos(1));
+    let (status, h) = get(&mut conn, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 1);
+
+    // Obeying Retry-After is admitted.
+    clock.advance(Duration::from_nanos(1));
+    let (status, h) = get(&mut conn, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ratelimit(&h), ("default".into(), 0, 60));
+}
+
+#[tokio::test]
+async fn fields_can_be_switched_off_and_renamed() {
+    let (_clock, limiter) = manual(Quota::per_second(1));
+    let quiet = RateLimitLayer::builder(limiter, PeerIp::new())
+        .headers(false)
+        .build();
+    let addr = serve(quiet).await;
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(h.get("ratelimit").is_none() && h.get("ratelimit-policy").is_none());
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 1); // always sent on a 429
+    assert!(h.get("ratelimit").is_none() && h.get("ratelimit-policy").is_none());
+
+    let (_clock, limiter) = manual(Quota::per_second(10));
+    let named = RateLimitLayer::builder(limiter, PeerIp::new())
+        .policy_name("per \"ip\"")
+        .build();
+    let (_, h) = get_once(serve(named).await, &[]).await;
+    assert_eq!(policy(&h), ("per \"ip\"".into(), 10, 1));
+    assert_eq!(ratelimit(&h), ("per \"ip\"".into(), 9, 1));
+}
+
+#[tokio::test]
+async fn tiers_from_the_request() {
+    let limiter = Limiter::builder(Quota::per_minute(1))
+        .clock(ManualClock::new())
+        .build();
+    let layer = RateLimitLayer::builder(
+        limiter,
+        HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+    )
+    .quota_for(|parts| match parts.headers.get("x-api-key") {
+        Some(k) if k.as_bytes().starts_with(b"paid-") => Quota::per_minute(5),
+        _ => Quota::per_minute(1),
+    })
+    .build();
+    let addr = serve(layer).await;
+    let paid: &[(&str, &[u8])] = &[("x-api-key", b"paid-1")];
+    let free: &[(&str, &[u8])] = &[("x-api-key", b"free-1")];
+    for r in (0..5).rev() {
+        let (status, h) = get_once(addr, paid).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(policy(&h), ("default".into(), 5, 60));
+        assert_eq!(ratelimit(&h).1, r);
+    }
+    let (status, h) = get_once(addr, paid).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 12);
+    let (status, h) = get_once(addr, free).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(policy(&h), ("default".into(), 1, 60));
+    let (status, h) = get_once(addr, free).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 60);
+}
+
+#[tokio::test]
+async fn legacy_fields_and_problem_bodies() {
+    let (_clock, limiter) = manual(Quota::per_minute(2));
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(100)).build();
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .stack("global", global, Global)
+        .legacy_headers(true)
+        .problem_json(|json: String| Full::new(Bytes::from(json)))
+        .build();
+    let addr = serve(layer).await;
+    let mut conn = connect(addr).await;
+    let int = |h: &HeaderMap, name: &str| -> u64 {
+        let values: Vec<_> = h.get_all(name).iter().collect();
+        assert_eq!(values.len(), 1, "{name}");
+        values[0].to_str().unwrap().parse().unwrap()
+    };
+    for (remaining, reset) in [(1, 30), (0, 60)] {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        // The policy with the fewest cells left: per IP, not global.
+        assert_eq!(int(&h, "x-ratelimit-limit"), 2);
+        assert_eq!(int(&h, "x-ratelimit-remaining"), remaining);
+        assert_eq!(int(&h, "x-ratelimit-reset"), reset);
+        assert_eq!(parse_list(&h, "ratelimit").len(), 2); // the IETF fields too
+        assert!(h.get("content-type").is_none());
+    }
+    conn.ready().await.unwrap();
+    let res = conn
+        .send_request(
+            Request::get("/")
+                .header("host", "t")
+                .body(Empty::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let (parts, body) = res.into_parts();
+    assert_eq!(parts.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(parts.headers["content-type"], "application/problem+json");
+    assert_eq!(int(&parts.headers, "x-ratelimit-remaining"), 0);
+    assert_eq!(int(&parts.headers, "x-ratelimit-reset"), 60);
+    let retry = retry_after(&parts.headers);
+    let body = body.collect().await.unwrap().to_bytes();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["type"], "about:blank");
+    assert_eq!(problem["title"], "Too Many Requests");
+    assert_eq!(problem["status"], 429);
+    assert_eq!(problem["retry_after"], retry);
+    assert!(problem["detail"].as_str().unwrap().contains("default"));
+
+    // A maker of another body type: the refusal keeps the empty default body.
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .problem_json(|json: String| json)
+        .build();
+    let addr = serve(layer).await;
+    get_once(addr, &[]).await;
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(h.get("content-type").is_none());
+}
+
+#[tokio::test]
+async fn grpc_requests_are_refused_as_grpc() {
+    use hyper_util::rt::TokioExecutor;
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .problem_json(|json: String| Full::new(Bytes::from(json)))
+        .build();
+    // An HTTP/2 server, as gRPC needs.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = layer.layer(boxed_hello());
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let svc = with_peer(svc.clone(), peer);
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
+            );
+        }
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut client, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut call = async || {
+        let req = Request::post("http://test/pkg.Service/Method")
+            .header("content-type", "application/grpc+proto")
+            .header("te", "trailers")
+            .body(Full::new(Bytes::from_static(b"\0\0\0\0\0")))
+            .unwrap();
+        client.ready().await.unwrap();
+        client.send_request(req).await.unwrap()
+    };
+    let admitted = call().await;
+    assert_eq!(admitted.status(), StatusCode::OK);
+    assert!(admitted.headers().get("grpc-status").is_none());
+    admitted.into_body().collect().await.unwrap();
+
+    let refused = call().await;
+    // Trailers-only: HTTP 200, the gRPC status in the one header block, which ends the
+    // stream (no data, no trailers).
+    assert_eq!(refused.status(), StatusCode::OK);
+    assert_eq!(refused.version(), http::Version::HTTP_2);
+    let h = refused.headers();
+    assert_eq!(h["content-type"], "application/grpc");
+    assert_eq!(h["grpc-status"], "8");
+    assert_eq!(h["grpc-message"], "rate limit exceeded");
+    assert_eq!(retry_after(h), 60);
+    assert_eq!(ratelimit(h).1, 0);
+    assert!(hyper::body::Body::is_end_stream(refused.body()));
+    let collected = refused.into_body().collect().await.unwrap();
+    assert!(collected.trailers().is_none());
+    assert!(collected.to_bytes().is_empty());
+}
