@@ -1,7 +1,7 @@
 //! tollgate-redis against a local redis-server of its own, in one run:
 //!
-//! 1. latency of one check (p50/p99), one connection, beside a bare `PING` and a plain Lua
-//!    GCRA in the redis_rate style (float seconds, `EVALSHA`), the baseline;
+//! 1. latency of one check (p50/p99), one connection, beside a bare `PING`, an `EVALSHA` of
+//!    an empty script (the floor of scripting) and a plain Lua GCRA in the redis_rate style (float seconds, `EVALSHA`), the baseline;
 //! 2. throughput with one connection shared by many tasks and with one connection per task;
 //! 3. an abusive key hammered with and without the local fast path: round trips per 1,000
 //!    checks (`INFO commandstats`).
@@ -87,6 +87,15 @@ async fn main() {
         }
     })
     .await;
+    // The floor of scripting: EVALSHA of a script that does nothing.
+    let empty = redis::Script::new("return 0");
+    let mut floor = time_calls(n, |_| {
+        let (mut c, empty) = (conn.clone(), &empty);
+        async move {
+            let _: i64 = empty.invoke_async(&mut c).await.unwrap();
+        }
+    })
+    .await;
     let plain = redis::Script::new(PLAIN_LUA);
     let mut baseline = time_calls(n, |i| {
         let (mut c, plain) = (conn.clone(), &plain);
@@ -116,6 +125,13 @@ async fn main() {
     let (p50, p99) = (ping.pct(0.5), ping.pct(0.99));
     println!("1. one check, one connection, {n} sequential calls (p50 / p99):");
     println!("   PING                    {p50:>10.1?} {p99:>10.1?}");
+    let f = (floor.pct(0.5), floor.pct(0.99));
+    println!(
+        "   EVALSHA \"return 0\"      {:>10.1?} {:>10.1?}   p50 {:.2}x PING",
+        f.0,
+        f.1,
+        f.0.as_secs_f64() / p50.as_secs_f64()
+    );
     let b = (baseline.pct(0.5), baseline.pct(0.99));
     println!(
         "   plain Lua GCRA          {:>10.1?} {:>10.1?}   p50 {:.2}x PING",

@@ -55,7 +55,10 @@
 
 mod cache;
 mod limiter;
+mod offset;
 mod script;
+mod wait;
 
 pub use limiter::{Admitted, FaultPolicy, FleetBuilder, FleetLimiter, Source, Stats, Unavailable};
 pub use script::interval_micros;
+pub use wait::UntilReady;
