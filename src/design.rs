@@ -162,7 +162,7 @@
 //! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
 //! | per-key concurrency limits: who gets a permit, when a key's state goes | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
 //! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` |
-//! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` |
+//! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` (the script: `script.rs`; when the fast path may refuse: `cache.rs`, `offset.rs`; reserving and refunding waits: `wait.rs`) |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
 //!
 //! Integration crates live in `crates/`, one folder each, as members of the workspace (the
