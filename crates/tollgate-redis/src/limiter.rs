@@ -76,8 +76,11 @@ pub enum Source {
     Local,
 }
 
-/// An admitted check, with the values for rate-limit headers. The fleet's counterpart of
-/// [`tollgate::Admitted`] (which only the core can build).
+/// An admitted check, with the values for rate-limit headers: the core's
+/// [`tollgate::Admitted`] plus [`source`](Admitted::source) (who decided, Redis or a fault
+/// policy). It converts into a [`tollgate::Admitted`] (`.into()`), so code written for the
+/// core's admissions serves the fleet's too; that conversion cannot be undone on a core
+/// limiter (nothing to give back).
 ///
 /// # Examples
 ///
@@ -162,6 +165,25 @@ impl Admitted {
     /// ```
     pub fn source(&self) -> Source {
         self.source
+    }
+}
+
+impl From<Admitted> for tollgate::Admitted {
+    /// The same limit, remaining cells and reset time, as the core's type.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// fn headers(ok: tollgate::Admitted) -> String {
+    ///     format!("limit={}, remaining={}", ok.limit(), ok.remaining())
+    /// }
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// println!("{}", headers(ok.into()));
+    /// # }
+    /// ```
+    fn from(ok: Admitted) -> tollgate::Admitted {
+        tollgate::Admitted::from_parts(ok.limit, ok.remaining, ok.reset_after)
     }
 }
 

@@ -162,6 +162,11 @@ async fn a_bounded_wait_reserves_nothing_when_too_far_off() {
         .unwrap();
     assert!(start.elapsed() >= Duration::from_millis(500));
     assert_eq!(ok.remaining(), 0);
+    // The core's type carries the same header values.
+    let core: tollgate::Admitted = ok.into();
+    assert_eq!((core.limit(), core.remaining()), (2, 0));
+    assert_eq!(core.reset_after(), ok.reset_after());
+    assert!(ok.reset_after() > Duration::from_millis(900), "{ok:?}");
     // More than the burst can never be waited for.
     let err = l.until_n_ready("k", 3).await.unwrap_err();
     assert!(err.is_insufficient_capacity());
