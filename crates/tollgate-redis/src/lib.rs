@@ -26,14 +26,14 @@
 //!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. The connection is a
 //!   [`redis::aio::ConnectionManager`], which reconnects by itself.
 //!
-//! Runtime: Tokio only, through the `redis` crate's `tokio-comp`. The `redis` crate's
-//! [`redis::aio::ConnectionManager`] itself would also run on smol (`smol-comp`: it finds
-//! its runtime at run time), but this crate uses Tokio for the per-call timeout
-//! (`tokio::time::timeout`) and spawns a cancelled wait's refund on the current Tokio
-//! runtime; both would need a runtime-free replacement (tollgate's timer, a spawner
-//! parameter) before smol works. Waiting itself (`until_ready`) sleeps on tollgate's own
-//! timer. Requires Redis 6.2 or later (`SET … PXAT`); tested with Redis 7.0.
-//!
+//! Runtimes: Tokio (the `redis` crate's `tokio-comp`, always on) and, with the `smol-comp`
+//! feature, smol. The crate itself needs no runtime: the per-call timeout and waiting run on
+//! [`tollgate::timer`], and a cancelled wait's refund runs on the current Tokio runtime if
+//! there is one, else on a short-lived thread. The connection
+//! ([`redis::aio::ConnectionManager`]) picks its runtime when the limiter is built: Tokio
+//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`). Requires Redis 6.2 or
+//! later (`SET … PXAT`); tested with Redis 7.0.
+
 //! # Examples
 //!
 //! ```no_run
@@ -65,8 +65,7 @@
 //!   earlier; otherwise a local refusal is always one Redis would make.
 //! * The fast path assumes the server's clock does not step forward by less than a round
 //!   trip (larger steps are detected at the next reply; drift up to 1,000 ppm is absorbed).
-//! * A wait dropped while its reservation call is in flight, or outside a Tokio runtime,
-//!   cannot give its cells back.
+//! * A wait dropped while its reservation call is in flight cannot give its cells back.
 //! * No FIFO order among waiters on different nodes: a reservation is ordered by when it
 //!   reaches the server.
 //! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
@@ -75,6 +74,7 @@
 mod cache;
 mod limiter;
 mod offset;
+mod rt;
 mod script;
 mod wait;
 

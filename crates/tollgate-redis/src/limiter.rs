@@ -445,7 +445,8 @@ impl FleetBuilder {
 
     /// Builds the limiter on `client`, with a connection of its own (clones of the limiter
     /// share it). Connects lazily: Redis need not be up yet, and until it is, checks follow
-    /// the fault policy. Must run inside a Tokio runtime.
+    /// the fault policy. Built inside a Tokio runtime, the connection runs on it; elsewhere
+    /// it needs the `smol-comp` feature, and runs on smol's reactor.
     ///
     /// # Errors
     ///
@@ -973,7 +974,7 @@ impl FleetLimiter {
                         break;
                     }
                     Lookup::Wait(probe) if now < give_up => {
-                        let _ = tokio::time::timeout(give_up - now, probe).await;
+                        let _ = crate::rt::timeout(give_up - now, probe).await;
                     }
                     Lookup::Wait(_) | Lookup::Miss => break,
                 }
@@ -1115,7 +1116,7 @@ impl FleetLimiter {
         fut: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
         let c = &self.inner.counters;
-        match tokio::time::timeout(self.inner.timeout, fut).await {
+        match crate::rt::timeout(self.inner.timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 bump(&c.faults);

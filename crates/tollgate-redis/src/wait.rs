@@ -18,8 +18,8 @@
 //!    have been promised. If the key has moved on (another reservation or check came after),
 //!    the cells stay spent; [`Stats::refunds_declined`](crate::Stats) counts them.
 //!
-//! The refund runs as a task on the Tokio runtime the wait was dropped in (a `Drop` cannot
-//! await); dropped outside a runtime, the cells stay spent. A wait dropped while its
+//! The refund runs in the background (a `Drop` cannot await): as a task on the Tokio runtime
+//! the wait was dropped in, or else on a short-lived thread of its own. A wait dropped while its
 //! reservation call is still in flight cannot know what the server wrote, so its cells stay
 //! spent too (for at most the call's timeout past now, the reservation's own wait).
 //!
@@ -46,7 +46,7 @@ type Waiting = Pin<Box<dyn Future<Output = Result<Admitted, Error>> + Send>>;
 ///
 /// Dropping it before it completes gives its reserved cells back on the server when the key
 /// still holds exactly what the reservation wrote (see the module docs for the cases where
-/// the cells stay spent: the key moved on, no runtime, or the reservation call in flight).
+/// the cells stay spent: the key moved on, or the reservation call was in flight).
 ///
 /// # Examples
 ///
@@ -153,11 +153,6 @@ impl Drop for Refund {
         if !self.armed {
             return;
         }
-        let counters = &self.limiter.inner.counters;
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            bump(&counters.refunds_declined);
-            return;
-        };
         let (l, key, quota, n) = (
             self.limiter.clone(),
             std::mem::take(&mut self.key),
@@ -165,7 +160,7 @@ impl Drop for Refund {
             self.n,
         );
         let (prev, written) = (self.prev, self.written);
-        runtime.spawn(async move {
+        crate::rt::spawn(async move {
             let r = l.run_script(&key, "refund", quota, n, prev, written).await;
             let c = &l.inner.counters;
             match r {
