@@ -245,13 +245,14 @@ impl std::error::Error for Unavailable {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Calls sent to Redis, answered or not: the script's, and `reset`'s `DEL`.
+    /// Calls sent to Redis, answered or not: the script's (refunds included), and `reset`'s
+    /// `DEL`.
     pub round_trips: u64,
-    /// Checks admitted by Redis.
+    /// Checks (and waits) admitted by Redis.
     pub admitted: u64,
-    /// Checks refused by Redis.
+    /// Checks refused by Redis, and bounded waits it found too long.
     pub limited: u64,
-    /// Checks refused by the local fast path, without a round trip.
+    /// Checks (and bounded waits) refused by the local fast path, without a round trip.
     pub local_refusals: u64,
     /// Calls that failed: errors and timeouts together.
     pub faults: u64,
