@@ -162,7 +162,7 @@
 //! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
 //! | per-key concurrency limits: who gets a permit, when a key's state goes | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
 //! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` (the decision in `call`: `decide.rs`; the options: `builder.rs`; the Layer and the Service: `layer.rs`, `service.rs`; the modes: `mode.rs`, delay mode's wait: `delay.rs`, dry-run: `dry_run.rs`; forwarding headers: `forwarded.rs`; how a refusal is rendered, HTTP, problem+json or gRPC: `refusal.rs`; decision counts: `counts.rs`) |
-//! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` |
+//! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` (the script: `script.rs`; when the fast path may refuse: `cache.rs`, `offset.rs`; reserving and refunding waits: `wait.rs`) |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
 //!
 //! Integration crates live in `crates/`, one folder each, as members of the workspace (the

@@ -36,6 +36,57 @@ impl Admitted {
         self.written
     }
 
+    /// An admission decided outside this crate's limiters — by another process, or a server
+    /// such as Redis (`tollgate-redis`) — so that code written for [`Admitted`] (rate-limit
+    /// headers, say) serves both. `remaining` is capped at `limit`; `reset_after` saturates
+    /// at about 584 years; an admission with nothing remaining and a zero `reset_after` (a
+    /// contradiction: a reset key has its whole burst) reports a `reset_after` of 1 ns.
+    ///
+    /// It gives nothing back: [`Limiter::undo`](crate::Limiter::undo) and its kin return
+    /// `false` for it and touch no key, so an admission built here cannot forge a refund.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Admitted, Limiter, Quota};
+    ///
+    /// let ok = Admitted::from_parts(10, 3, Duration::from_millis(700));
+    /// assert_eq!((ok.limit(), ok.remaining()), (10, 3));
+    /// assert_eq!(ok.reset_after(), Duration::from_millis(700));
+    ///
+    /// let limiter = Limiter::keyed(Quota::per_second(10));
+    /// limiter.check("k").unwrap();
+    /// assert!(!limiter.undo("k", ok)); // not this limiter's: nothing is given back
+    /// assert_eq!(Admitted::from_parts(10, 0, Duration::ZERO).reset_after(), Duration::from_nanos(1));
+    /// ```
+    pub fn from_parts(limit: u32, remaining: u32, reset_after: Duration) -> Admitted {
+        let remaining = remaining.min(limit);
+        // Kept well below u64::MAX so that `tolerance` below cannot saturate.
+        let reset = u64::try_from(reset_after.as_nanos())
+            .unwrap_or(u64::MAX)
+            .min(u64::MAX >> 1);
+        let reset = if remaining == 0 { reset.max(1) } else { reset };
+        // At now = 0 with TAT = reset: remaining = (tolerance - reset) / interval + 1 for a
+        // tolerance of at least `reset`, else 0; interval 1 ns makes that exact.
+        let tolerance = match remaining {
+            0 => reset - 1,
+            r => reset + u64::from(r - 1),
+        };
+        let gcra = Gcra {
+            interval: 1,
+            tolerance,
+            burst: limit,
+        };
+        // prev == tat: "stored nothing", which undo refuses before looking at any key.
+        let written = Written {
+            prev: reset,
+            tat: reset,
+            epoch: 0,
+        };
+        Admitted::new(gcra, 0, written)
+    }
+
     /// The burst: how many cells the key may use at once (the `limit` header).
     ///
     /// # Examples
@@ -91,4 +142,33 @@ pub(crate) struct Written {
     pub(crate) tat: u64,
     /// The word's removal epoch, read before the write.
     pub(crate) epoch: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_parts_reports_what_it_was_given() {
+        let resets = [1, 999, 1_000_000_007, u64::MAX >> 2];
+        for limit in [0, 1, 2, 7, u32::MAX] {
+            for remaining in [0, 1, 3, u32::MAX] {
+                for reset in resets {
+                    let ok = Admitted::from_parts(limit, remaining, Duration::from_nanos(reset));
+                    assert_eq!(ok.limit(), limit);
+                    assert_eq!(
+                        ok.remaining(),
+                        remaining.min(limit),
+                        "{limit} {remaining} {reset}"
+                    );
+                    assert_eq!(ok.reset_after(), Duration::from_nanos(reset));
+                    let w = ok.written();
+                    assert_eq!(w.prev, w.tat, "undo must see 'stored nothing'");
+                }
+            }
+        }
+        let huge = Admitted::from_parts(5, 5, Duration::MAX);
+        assert_eq!(huge.remaining(), 5);
+        assert_eq!(huge.reset_after(), Duration::from_nanos(u64::MAX >> 1));
+    }
 }

@@ -1,7 +1,7 @@
 //! tollgate-redis against a local redis-server of its own, in one run:
 //!
-//! 1. latency of one check (p50/p99), one connection, beside a bare `PING` and a plain Lua
-//!    GCRA in the redis_rate style (float seconds, `EVALSHA`), the baseline;
+//! 1. latency of one check (p50/p99), one connection, beside a bare `PING`, an `EVALSHA` of
+//!    an empty script (the floor of scripting) and a plain Lua GCRA in the redis_rate style (float seconds, `EVALSHA`), the baseline;
 //! 2. throughput with one connection shared by many tasks and with one connection per task;
 //! 3. an abusive key hammered with and without the local fast path: round trips per 1,000
 //!    checks (`INFO commandstats`).
@@ -87,7 +87,34 @@ async fn main() {
         }
     })
     .await;
+    // Server-side time per call of each script, from `INFO commandstats` deltas.
+    let server_us = |server: &RedisServer, before: (u64, u64)| {
+        let (calls, usec) = (server.calls("evalsha"), server.usec("evalsha"));
+        (usec - before.1) as f64 / (calls - before.0).max(1) as f64
+    };
+    let mark = |server: &RedisServer| (server.calls("evalsha"), server.usec("evalsha"));
+    // The floor of scripting: EVALSHA of a script that does nothing.
+    let empty = redis::Script::new("return 0");
+    let _: i64 = empty.invoke_async(&mut conn.clone()).await.unwrap(); // loaded
+    let before = mark(&server);
+    let mut floor = time_calls(n, |_| {
+        let (mut c, empty) = (conn.clone(), &empty);
+        async move {
+            let _: i64 = empty.invoke_async(&mut c).await.unwrap();
+        }
+    })
+    .await;
+    let floor_us = server_us(&server, before);
     let plain = redis::Script::new(PLAIN_LUA);
+    let _: Vec<f64> = plain
+        .key("plain:load")
+        .arg(1)
+        .arg(1)
+        .arg(60)
+        .invoke_async(&mut conn.clone())
+        .await
+        .unwrap();
+    let before = mark(&server);
     let mut baseline = time_calls(n, |i| {
         let (mut c, plain) = (conn.clone(), &plain);
         async move {
@@ -102,10 +129,13 @@ async fn main() {
         }
     })
     .await;
+    let plain_us = server_us(&server, before);
     let limiter = FleetLimiter::builder(live)
         .connect(client.clone())
         .await
         .unwrap();
+    limiter.peek("load").await.unwrap();
+    let before = mark(&server);
     let mut ours = time_calls(n, |i| {
         let limiter = &limiter;
         async move {
@@ -113,19 +143,29 @@ async fn main() {
         }
     })
     .await;
+    let ours_us = server_us(&server, before);
     let (p50, p99) = (ping.pct(0.5), ping.pct(0.99));
-    println!("1. one check, one connection, {n} sequential calls (p50 / p99):");
+    println!(
+        "1. one check, one connection, {n} sequential calls (p50 / p99; server time per call):"
+    );
     println!("   PING                    {p50:>10.1?} {p99:>10.1?}");
+    let f = (floor.pct(0.5), floor.pct(0.99));
+    println!(
+        "   EVALSHA \"return 0\"      {:>10.1?} {:>10.1?}   p50 {:.2}x PING; server {floor_us:.1} µs",
+        f.0,
+        f.1,
+        f.0.as_secs_f64() / p50.as_secs_f64()
+    );
     let b = (baseline.pct(0.5), baseline.pct(0.99));
     println!(
-        "   plain Lua GCRA          {:>10.1?} {:>10.1?}   p50 {:.2}x PING",
+        "   plain Lua GCRA          {:>10.1?} {:>10.1?}   p50 {:.2}x PING; server {plain_us:.1} µs",
         b.0,
         b.1,
         b.0.as_secs_f64() / p50.as_secs_f64()
     );
     let o = (ours.pct(0.5), ours.pct(0.99));
     println!(
-        "   tollgate-redis check    {:>10.1?} {:>10.1?}   p50 {:.2}x PING, {:.2}x the plain script",
+        "   tollgate-redis check    {:>10.1?} {:>10.1?}   p50 {:.2}x PING, {:.2}x the plain script; server {ours_us:.1} µs",
         o.0,
         o.1,
         o.0.as_secs_f64() / p50.as_secs_f64(),

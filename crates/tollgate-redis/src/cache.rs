@@ -2,16 +2,25 @@
 //!
 //! # Why it never refuses what Redis would admit
 //!
-//! An entry is written only from a server answer: the server said its TAT for the key was
-//! `tat_ahead` past its `now`. The entry is `sent + tat_ahead`, where `sent` is this node's
-//! clock read *before* the request left, so `sent <= now` (the server read `TIME` after the
-//! request arrived) and the entry is at or before the server's TAT, on this node's clock.
-//! The server's TAT for a key only moves later (every write is a `max`), except by `reset`
-//! (which also clears this node's entry; see the crate docs for a reset on another node)
-//! and by expiry, which happens only once the TAT is in the past and so carries no
-//! information. A local refusal computes the GCRA admission instant from the lower bound,
-//! under the call's quota; the server's instant, from the real TAT, is at least as late. So
-//! a request the cache refuses at `t` would also be refused by a server reading `TIME` at `t`.
+//! An entry is written only from a server answer, and holds the key's TAT as the server
+//! stored it, on the server's clock (µs). The server's TAT for a key only moves later
+//! (every write of a check, a penalty or a reservation is a `max`), except by `reset`
+//! (which also clears this node's entry), a refunded reservation (likewise), and expiry,
+//! which happens only once the TAT is in the past and so carries no information. A
+//! `reset` or a refund on *another* node moves the TAT earlier behind this node's back:
+//! until the entry's TAT passes, this node may then refuse what Redis would admit (the
+//! crate docs say so). A per-call quota changes nothing: the TAT is the same whatever the
+//! quota, and the admission instant is computed under the call's own quota, as the script
+//! computes it.
+//!
+//! A lookup at local `now` compares the GCRA admission instant (from the entry, under the
+//! call's quota) with an *upper* bound on the server's clock at `now` (`offset.rs`). The
+//! server's instant, from the real TAT, is at least as late, and the server, reading `TIME`
+//! at `now`, reads at most that bound; so a request refused here at `now` would also be
+//! refused by a server reading `TIME` at `now`. Because the bound is tight (within the
+//! fastest request seen), a node's probe reaches the server at or after the key's instant,
+//! and an abusive key costs one round trip per interval, not one plus the refusals of
+//! probes that arrived a jitter too early.
 //!
 //! Dropping an entry costs one round trip, never a wrong answer, so the map is simply
 //! bounded: a full shard first forgets the entries whose bound has passed, then any entry.
@@ -28,7 +37,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
@@ -38,7 +47,8 @@ const SHARDS: usize = 16;
 /// A held key: its TAT's lower bound, and the probe in flight, if any.
 #[derive(Debug)]
 struct Entry {
-    tat: Instant,
+    /// The key's TAT on the server's clock, µs.
+    tat_us: u64,
     probe: Option<Arc<Notify>>,
 }
 
@@ -101,11 +111,12 @@ impl LocalCache {
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What to do with a request of `n` cells under `(interval_us, burst)` at `now`.
+    /// What to do with a request of `n` cells under `(interval_us, burst)` when the server's
+    /// clock reads at most `now` (ns).
     pub(crate) fn lookup(
         &self,
         key: &[u8],
-        now: Instant,
+        now: i128,
         n: u32,
         interval_us: u64,
         burst: u32,
@@ -114,7 +125,7 @@ impl LocalCache {
         let Some(entry) = shard.get_mut(key) else {
             return Lookup::Miss;
         };
-        if let Some(wait) = refusal(entry.tat, now, n, interval_us, burst) {
+        if let Some(wait) = refusal(entry.tat_us, now, n, interval_us, burst) {
             return Lookup::Refuse(wait);
         }
         match &entry.probe {
@@ -131,16 +142,31 @@ impl LocalCache {
         }
     }
 
-    /// Raises the key's bound to `tat` (keeps a later one).
-    pub(crate) fn raise(&self, key: &[u8], tat: Instant, now: Instant) {
+    /// How long the key's bound says a request must still wait (no probe: for waits, which
+    /// reserve on the server whatever the cache says).
+    pub(crate) fn wait(
+        &self,
+        key: &[u8],
+        now: i128,
+        n: u32,
+        interval_us: u64,
+        burst: u32,
+    ) -> Option<Duration> {
+        let shard = self.shard(key);
+        refusal(shard.get(key)?.tat_us, now, n, interval_us, burst)
+    }
+
+    /// Raises the key's bound to `tat_us` (keeps a later one); `now` is the server's clock
+    /// in ns, to find entries that have passed.
+    pub(crate) fn raise(&self, key: &[u8], tat_us: u64, now: i128) {
         let mut shard = self.shard(key);
         if let Some(old) = shard.get_mut(key) {
-            old.tat = old.tat.max(tat);
+            old.tat_us = old.tat_us.max(tat_us);
             return;
         }
         if shard.len() >= self.per_shard {
             // Keep entries with a probe in flight: their probe will settle them.
-            shard.retain(|_, e| e.tat > now || e.probe.is_some());
+            shard.retain(|_, e| i128::from(e.tat_us) * 1_000 > now || e.probe.is_some());
             if shard.len() >= self.per_shard {
                 let victim = shard.keys().next().cloned();
                 if let Some(victim) = victim {
@@ -148,7 +174,13 @@ impl LocalCache {
                 }
             }
         }
-        shard.insert(key.into(), Entry { tat, probe: None });
+        shard.insert(
+            key.into(),
+            Entry {
+                tat_us,
+                probe: None,
+            },
+        );
     }
 
     pub(crate) fn remove(&self, key: &[u8]) {
@@ -163,11 +195,11 @@ impl LocalCache {
     }
 }
 
-/// How long a request of `n` cells under `(interval_us, burst)` must still wait at `now`
-/// given the bound `tat`, if it would be refused.
-fn refusal(tat: Instant, now: Instant, n: u32, interval_us: u64, burst: u32) -> Option<Duration> {
+/// How long a request of `n` cells under `(interval_us, burst)` must still wait when the
+/// server's clock reads `now` (ns), given the TAT `tat_us`, if it would be refused.
+fn refusal(tat_us: u64, now: i128, n: u32, interval_us: u64, burst: u32) -> Option<Duration> {
     // admit_at = max(tat, now) + (n-1)·T - tau; in ns from now, signed.
-    let ahead = tat.saturating_duration_since(now).as_nanos() as i128;
+    let ahead = (i128::from(tat_us) * 1_000 - now).max(0);
     let t = i128::from(interval_us) * 1_000;
     let wait = ahead + (i128::from(n) - 1) * t - (i128::from(burst) - 1) * t;
     (wait > 0).then(|| Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX)))
@@ -187,9 +219,9 @@ mod tests {
     #[test]
     fn refuses_only_before_the_bound_under_the_calls_quota() {
         let c = LocalCache::new(4);
-        let now = Instant::now();
+        let now: i128 = 1_000_000_000;
         let ms = Duration::from_millis;
-        c.raise(b"k", now + ms(300), now);
+        c.raise(b"k", 1_300_000, now);
         // Burst 1, 100 ms: refused for 300 ms.
         assert_eq!(refused(c.lookup(b"k", now, 1, 100_000, 1)), Some(ms(300)));
         // Burst 3 (tau = 200 ms): refused for 100 ms only.
@@ -212,7 +244,7 @@ mod tests {
         ));
         // Past the bound, a probe again; unknown keys are misses.
         assert!(matches!(
-            c.lookup(b"k", now + ms(300), 1, 100_000, 1),
+            c.lookup(b"k", now + 300_000_000, 1, 100_000, 1),
             Lookup::Probe(_)
         ));
         assert!(matches!(
@@ -226,8 +258,8 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_probe_wakes_its_waiters() {
         let c = LocalCache::new(4);
-        let now = Instant::now();
-        c.raise(b"k", now, now);
+        let now: i128 = 1_000_000_000;
+        c.raise(b"k", 1_000_000, now);
         let probe = c.lookup(b"k", now, 1, 1_000, 1);
         let Lookup::Wait(waiting) = c.lookup(b"k", now, 1, 1_000, 1) else {
             panic!("no wait")
@@ -241,9 +273,9 @@ mod tests {
     #[test]
     fn stays_bounded() {
         let c = LocalCache::new(32);
-        let now = Instant::now();
+        let now: i128 = 1_000_000_000;
         for i in 0..10_000u32 {
-            c.raise(&i.to_le_bytes(), now + Duration::from_secs(60), now);
+            c.raise(&i.to_le_bytes(), 61_000_000, now);
         }
         assert!(c.len() <= 32, "{}", c.len());
     }

@@ -11,19 +11,29 @@
 //!   `b + floor(W / T)` cells per key, fleet-wide (with `T` rounded up to whole µs,
 //!   [`interval_micros`]).
 //! * **A local fast path.** When Redis refuses a key (or admits its last cell), the node
-//!   remembers a lower bound on the key's state and refuses later checks locally, without a
-//!   round trip, while that bound says Redis would refuse too: an abusive client costs about
-//!   one round trip per interval, not one per request. The cache is bounded.
+//!   remembers the key's TAT on the server's clock and refuses later checks locally, without
+//!   a round trip, while a tight upper bound on the server's clock (the smallest seen over
+//!   all replies, aged for drift: `src/offset.rs`) says Redis would refuse too: an abusive
+//!   client costs about one round trip per interval, not one per request. The cache is
+//!   bounded.
+//! * **Waiting.** [`FleetLimiter::until_ready`] reserves the cells on the server in one
+//!   round trip (the script moves the TAT and answers the wait), waits here on
+//!   [`tollgate::timer`] (no runtime timer), and when dropped before its instant gives the
+//!   cells back if the key still holds exactly what it wrote (compare and restore, in Lua).
+//!   [`UntilReady::within`] bounds the wait: a longer one is refused and reserves nothing.
 //! * **Faults are a policy.** Each call has a timeout; when Redis fails or is late, a check
 //!   fails open, fails closed, or is decided by a local `tollgate::Limiter` at `1/N` of the
 //!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. The connection is a
 //!   [`redis::aio::ConnectionManager`], which reconnects by itself.
 //!
-//! Runtime: Tokio only. The reconnecting [`redis::aio::ConnectionManager`] is built on the
-//! `redis` crate's Tokio support (`tokio-comp`), and the per-call timeout is
-//! `tokio::time::timeout`; under smol (`smol-comp`) both would need replacing. Requires Redis
-//! 6.2 or later (`SET … PXAT`); tested with Redis 7.0.
-//!
+//! Runtimes: Tokio (the `redis` crate's `tokio-comp`, always on) and, with the `smol-comp`
+//! feature, smol. The crate itself needs no runtime: the per-call timeout and waiting run on
+//! [`tollgate::timer`], and a cancelled wait's refund runs on the current Tokio runtime if
+//! there is one, else on a short-lived thread. The connection
+//! ([`redis::aio::ConnectionManager`]) picks its runtime when the limiter is built: Tokio
+//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`). Requires Redis 6.2 or
+//! later (`SET … PXAT`); tested with Redis 7.0.
+
 //! # Examples
 //!
 //! ```no_run
@@ -49,13 +59,25 @@
 //!   policy decided here.
 //! * The local fallback's admissions are not written to Redis when it comes back.
 //! * [`FleetLimiter::reset`] clears this node's fast path; other nodes' fast paths may refuse
-//!   the key until the bounds they cached pass.
+//!   the key until the bounds they cached pass. The same holds for a refunded reservation
+//!   (a cancelled [`UntilReady`]): the node that refunds forgets its bound, the others may
+//!   refuse for at most the refunded cells' span. These are the only ways a key's TAT moves
+//!   earlier; otherwise a local refusal is always one Redis would make.
+//! * The fast path assumes the server's clock does not step forward by less than a round
+//!   trip (larger steps are detected at the next reply; drift up to 1,000 ppm is absorbed).
+//! * A wait dropped while its reservation call is in flight cannot give its cells back.
+//! * No FIFO order among waiters on different nodes: a reservation is ordered by when it
+//!   reaches the server.
 //! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
 //!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
 
 mod cache;
 mod limiter;
+mod offset;
+mod rt;
 mod script;
+mod wait;
 
 pub use limiter::{Admitted, FaultPolicy, FleetBuilder, FleetLimiter, Source, Stats, Unavailable};
 pub use script::interval_micros;
+pub use wait::UntilReady;

@@ -10,7 +10,9 @@ use redis::{Client, RedisError, Script};
 use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
 
 use crate::cache::{LocalCache, Lookup};
+use crate::offset::ServerClock;
 use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
+use crate::wait::UntilReady;
 
 /// What to do when Redis does not answer in time, or answers with an error.
 ///
@@ -74,8 +76,11 @@ pub enum Source {
     Local,
 }
 
-/// An admitted check, with the values for rate-limit headers. The fleet's counterpart of
-/// [`tollgate::Admitted`] (which only the core can build).
+/// An admitted check, with the values for rate-limit headers: the core's
+/// [`tollgate::Admitted`] plus [`source`](Admitted::source) (who decided, Redis or a fault
+/// policy). It converts into a [`tollgate::Admitted`] (`.into()`), so code written for the
+/// core's admissions serves the fleet's too; that conversion cannot be undone on a core
+/// limiter (nothing to give back).
 ///
 /// # Examples
 ///
@@ -94,10 +99,10 @@ pub enum Source {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted {
-    limit: u32,
-    remaining: u32,
-    reset_after: Duration,
-    source: Source,
+    pub(crate) limit: u32,
+    pub(crate) remaining: u32,
+    pub(crate) reset_after: Duration,
+    pub(crate) source: Source,
 }
 
 impl Admitted {
@@ -163,6 +168,25 @@ impl Admitted {
     }
 }
 
+impl From<Admitted> for tollgate::Admitted {
+    /// The same limit, remaining cells and reset time, as the core's type.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// fn headers(ok: tollgate::Admitted) -> String {
+    ///     format!("limit={}, remaining={}", ok.limit(), ok.remaining())
+    /// }
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// println!("{}", headers(ok.into()));
+    /// # }
+    /// ```
+    fn from(ok: Admitted) -> tollgate::Admitted {
+        tollgate::Admitted::from_parts(ok.limit, ok.remaining, ok.reset_after)
+    }
+}
+
 /// Why an operation without a fault policy (`reset`, `penalize`) did not reach Redis.
 ///
 /// # Examples
@@ -221,13 +245,14 @@ impl std::error::Error for Unavailable {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Calls sent to Redis, answered or not: the script's, and `reset`'s `DEL`.
+    /// Calls sent to Redis, answered or not: the script's (refunds included), and `reset`'s
+    /// `DEL`.
     pub round_trips: u64,
-    /// Checks admitted by Redis.
+    /// Checks (and waits) admitted by Redis.
     pub admitted: u64,
-    /// Checks refused by Redis.
+    /// Checks refused by Redis, and bounded waits it found too long.
     pub limited: u64,
-    /// Checks refused by the local fast path, without a round trip.
+    /// Checks (and bounded waits) refused by the local fast path, without a round trip.
     pub local_refusals: u64,
     /// Calls that failed: errors and timeouts together.
     pub faults: u64,
@@ -241,22 +266,32 @@ pub struct Stats {
     pub fell_back: u64,
     /// Keys in the fast path's cache now.
     pub cached_keys: u64,
+    /// Waits ([`FleetLimiter::until_ready`]) that reserved cells on the server.
+    pub reserved: u64,
+    /// Reservations given back on the server after their wait was cancelled.
+    pub refunded: u64,
+    /// Cancelled reservations that could not be given back (the key had moved on, or
+    /// Redis did not answer): their cells stay spent.
+    pub refunds_declined: u64,
 }
 
 #[derive(Debug, Default)]
-struct Counters {
-    round_trips: AtomicU64,
-    admitted: AtomicU64,
-    limited: AtomicU64,
-    local_refusals: AtomicU64,
-    faults: AtomicU64,
-    timeouts: AtomicU64,
-    failed_open: AtomicU64,
-    failed_closed: AtomicU64,
-    fell_back: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) round_trips: AtomicU64,
+    pub(crate) admitted: AtomicU64,
+    pub(crate) limited: AtomicU64,
+    pub(crate) local_refusals: AtomicU64,
+    pub(crate) faults: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) failed_open: AtomicU64,
+    pub(crate) failed_closed: AtomicU64,
+    pub(crate) fell_back: AtomicU64,
+    pub(crate) reserved: AtomicU64,
+    pub(crate) refunded: AtomicU64,
+    pub(crate) refunds_declined: AtomicU64,
 }
 
-fn bump(c: &AtomicU64) {
+pub(crate) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Relaxed);
 }
 
@@ -411,7 +446,8 @@ impl FleetBuilder {
 
     /// Builds the limiter on `client`, with a connection of its own (clones of the limiter
     /// share it). Connects lazily: Redis need not be up yet, and until it is, checks follow
-    /// the fault policy. Must run inside a Tokio runtime.
+    /// the fault policy. Built inside a Tokio runtime, the connection runs on it; elsewhere
+    /// it needs the `smol-comp` feature, and runs on smol's reactor.
     ///
     /// # Errors
     ///
@@ -453,6 +489,7 @@ impl FleetBuilder {
                 cache: (self.cache > 0).then(|| LocalCache::new(self.cache)),
                 fallback,
                 clock: MonotonicClock::new(),
+                server_clock: ServerClock::new(),
                 counters: Counters::default(),
             }),
         })
@@ -485,20 +522,21 @@ impl FleetBuilder {
 /// ```
 #[derive(Debug, Clone)]
 pub struct FleetLimiter {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
-    conn: ConnectionManager,
-    script: Script,
-    quota: Quota,
-    prefix: Vec<u8>,
-    timeout: Duration,
-    policy: FaultPolicy,
-    cache: Option<LocalCache>,
-    fallback: Option<Limiter<[u8]>>,
-    clock: MonotonicClock,
-    counters: Counters,
+pub(crate) struct Inner {
+    pub(crate) conn: ConnectionManager,
+    pub(crate) script: Script,
+    pub(crate) quota: Quota,
+    pub(crate) prefix: Vec<u8>,
+    pub(crate) timeout: Duration,
+    pub(crate) policy: FaultPolicy,
+    pub(crate) cache: Option<LocalCache>,
+    pub(crate) fallback: Option<Limiter<[u8]>>,
+    pub(crate) clock: MonotonicClock,
+    pub(crate) server_clock: ServerClock,
+    pub(crate) counters: Counters,
 }
 
 impl fmt::Debug for Inner {
@@ -514,7 +552,7 @@ impl fmt::Debug for Inner {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     Check,
     Peek,
 }
@@ -663,6 +701,82 @@ impl FleetLimiter {
         self.decide(key.as_ref(), n, quota, Op::Check).await
     }
 
+    /// Waits until the fleet admits one cell for `key` under the default quota: the cell is
+    /// reserved on the server in one round trip, then waited for here on tollgate's own
+    /// timer (see [`UntilReady`] for cancellation). Bound it with
+    /// [`within`](UntilReady::within).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RateLimited`] if bounded and the cell is further off than the bound (nothing
+    /// is reserved), or Redis is away under [`FaultPolicy::FailClosed`] (or the local
+    /// fallback's bounded wait is too long).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future gives the reserved cell back when the key still holds exactly
+    /// what the reservation wrote ([`UntilReady`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let ok = limiter.until_ready("alice").await.unwrap();
+    /// println!("admitted ({} left)", ok.remaining());
+    /// # }
+    /// ```
+    pub fn until_ready(&self, key: impl AsRef<[u8]>) -> UntilReady {
+        UntilReady::new(self.clone(), key.as_ref().to_vec(), 1, self.inner.quota)
+    }
+
+    /// [`until_ready`](Self::until_ready) for `n` cells at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`until_ready`](Self::until_ready), and [`Error::InsufficientCapacity`] (without a
+    /// round trip) if `n` exceeds the burst.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`until_ready`](Self::until_ready).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use std::time::Duration;
+    ///
+    /// let r = limiter.until_n_ready("uploader", 4).within(Duration::from_secs(1)).await;
+    /// # let _ = r;
+    /// # }
+    /// ```
+    pub fn until_n_ready(&self, key: impl AsRef<[u8]>, n: u32) -> UntilReady {
+        UntilReady::new(self.clone(), key.as_ref().to_vec(), n, self.inner.quota)
+    }
+
+    /// [`until_n_ready`](Self::until_n_ready) under `quota` for this call.
+    ///
+    /// # Errors
+    ///
+    /// As [`until_n_ready`](Self::until_n_ready).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`until_ready`](Self::until_ready).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use tollgate::Quota;
+    ///
+    /// limiter.until_n_ready_with("customer-42", 1, Quota::per_second(100)).await.unwrap();
+    /// # }
+    /// ```
+    pub fn until_n_ready_with(&self, key: impl AsRef<[u8]>, n: u32, quota: Quota) -> UntilReady {
+        UntilReady::new(self.clone(), key.as_ref().to_vec(), n, quota)
+    }
+
     /// Answers as [`check`](Self::check) would, spending nothing.
     ///
     /// # Errors
@@ -790,11 +904,10 @@ impl FleetLimiter {
         if let Some(fallback) = &self.inner.fallback {
             let _ = fallback.penalize(&key, delay);
         }
-        let sent = Instant::now();
         let reply = self
-            .run_script(&key, "penalize", quota, 1, micros_ceil(delay))
+            .run_script(&key, "penalize", quota, 1, micros_ceil(delay), 0)
             .await?;
-        self.remember(&key, sent, reply.tat_ahead_us);
+        self.remember(&key, &reply);
         Ok(())
     }
 
@@ -822,6 +935,9 @@ impl FleetLimiter {
             failed_closed: c.failed_closed.load(Relaxed),
             fell_back: c.fell_back.load(Relaxed),
             cached_keys: self.inner.cache.as_ref().map_or(0, |c| c.len() as u64),
+            reserved: c.reserved.load(Relaxed),
+            refunded: c.refunded.load(Relaxed),
+            refunds_declined: c.refunds_declined.load(Relaxed),
         }
     }
 
@@ -846,7 +962,10 @@ impl FleetLimiter {
             let give_up = Instant::now() + self.inner.timeout;
             loop {
                 let now = Instant::now();
-                match cache.lookup(&key, now, n, interval_us, burst) {
+                let Some(server_now) = self.inner.server_clock.upper(now) else {
+                    break; // no reply yet, so nothing cached
+                };
+                match cache.lookup(&key, server_now, n, interval_us, burst) {
                     Lookup::Refuse(wait) => {
                         bump(&self.inner.counters.local_refusals);
                         return Err(self.limited(wait, burst));
@@ -856,14 +975,13 @@ impl FleetLimiter {
                         break;
                     }
                     Lookup::Wait(probe) if now < give_up => {
-                        let _ = tokio::time::timeout(give_up - now, probe).await;
+                        let _ = crate::rt::timeout(give_up - now, probe).await;
                     }
                     Lookup::Wait(_) | Lookup::Miss => break,
                 }
             }
         }
-        let sent = Instant::now();
-        match self.run_script(&key, name, quota, n, 0).await {
+        match self.run_script(&key, name, quota, n, 0, 0).await {
             Ok(reply) => {
                 let c = &self.inner.counters;
                 if reply.admitted {
@@ -873,7 +991,7 @@ impl FleetLimiter {
                         // may as well be refused here (the TAT is a bound like a refusal's).
                         // With cells to spare, the key needs no fast path (nor a probe).
                         match (reply.remaining, &self.inner.cache) {
-                            (0, _) => self.remember(&key, sent, reply.tat_ahead_us),
+                            (0, _) => self.remember(&key, &reply),
                             (_, Some(cache)) => cache.remove(&key),
                             (_, None) => {}
                         }
@@ -888,7 +1006,7 @@ impl FleetLimiter {
                     if op == Op::Check {
                         bump(&c.limited);
                     }
-                    self.remember(&key, sent, reply.tat_ahead_us);
+                    self.remember(&key, &reply);
                     Err(self.limited(Duration::from_micros(reply.after_us), burst))
                 }
             }
@@ -896,7 +1014,13 @@ impl FleetLimiter {
         }
     }
 
-    fn on_fault(&self, key: &[u8], n: u32, quota: Quota, op: Op) -> Result<Admitted, Error> {
+    pub(crate) fn on_fault(
+        &self,
+        key: &[u8],
+        n: u32,
+        quota: Quota,
+        op: Op,
+    ) -> Result<Admitted, Error> {
         let c = &self.inner.counters;
         match self.inner.policy {
             FaultPolicy::FailOpen => {
@@ -933,7 +1057,7 @@ impl FleetLimiter {
         }
     }
 
-    fn limited(&self, wait: Duration, limit: u32) -> Error {
+    pub(crate) fn limited(&self, wait: Duration, limit: u32) -> Error {
         Error::RateLimited {
             earliest: self.inner.clock.now() + wait,
             wait,
@@ -941,21 +1065,25 @@ impl FleetLimiter {
         }
     }
 
-    fn remember(&self, key: &[u8], sent: Instant, tat_ahead_us: u64) {
+    /// Keeps the key's TAT from `reply` in the fast path.
+    pub(crate) fn remember(&self, key: &[u8], reply: &Reply) {
         if let Some(cache) = &self.inner.cache
-            && tat_ahead_us > 0
+            && reply.tat_ahead_us > 0
         {
-            cache.raise(key, sent + Duration::from_micros(tat_ahead_us), sent);
+            let now = i128::from(reply.now_us) * 1_000;
+            cache.raise(key, reply.tat_us(), now);
         }
     }
 
-    async fn run_script(
+    /// Runs the script; every answer also tightens the bound on the server's clock.
+    pub(crate) async fn run_script(
         &self,
         key: &[u8],
         op: &str,
         quota: Quota,
         n: u32,
-        delay_us: u64,
+        arg_us: u64,
+        written: u64,
     ) -> Result<Reply, Unavailable> {
         let mut conn = self.inner.conn.clone();
         let mut invocation = self.inner.script.key(key);
@@ -964,10 +1092,18 @@ impl FleetLimiter {
             .arg(interval_micros(quota))
             .arg(quota.burst())
             .arg(n)
-            .arg(delay_us);
+            .arg(arg_us)
+            .arg(written);
         bump(&self.inner.counters.round_trips);
+        let sent = Instant::now();
         let values: Vec<i64> = self.call(invocation.invoke_async(&mut conn)).await?;
-        Reply::from_values(&values).ok_or_else(|| {
+        let reply = Reply::from_values(&values);
+        if let Some(r) = &reply {
+            self.inner
+                .server_clock
+                .observe(sent, Instant::now(), r.now_us);
+        }
+        reply.ok_or_else(|| {
             bump(&self.inner.counters.faults);
             Unavailable::Redis(RedisError::from((
                 redis::ErrorKind::Parse,
@@ -981,7 +1117,7 @@ impl FleetLimiter {
         fut: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
         let c = &self.inner.counters;
-        match tokio::time::timeout(self.inner.timeout, fut).await {
+        match crate::rt::timeout(self.inner.timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 bump(&c.faults);
@@ -1000,7 +1136,7 @@ impl FleetLimiter {
 }
 
 /// The fallback's share of `quota` for one of `nodes` nodes.
-fn share(quota: Quota, nodes: u32) -> Option<Quota> {
+pub(crate) fn share(quota: Quota, nodes: u32) -> Option<Quota> {
     let nodes = nodes.max(1);
     let interval = quota.interval().checked_mul(nodes)?;
     Quota::try_with_period(interval)

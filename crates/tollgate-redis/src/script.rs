@@ -28,16 +28,21 @@ use std::time::Duration;
 
 use tollgate::Quota;
 
-/// The script. KEYS\[1\] is the key; ARGV is `op, interval_us, burst, n, delay_us` with `op`
-/// one of `check`, `peek`, `penalize`. It answers `{admitted, remaining, after_us, tat_ahead_us}`:
-/// `after_us` is the reset time if admitted and the wait if not; `tat_ahead_us` is how far
-/// the key's stored TAT is ahead of the server's `now` after the call (0 if not ahead).
+/// The script. KEYS\[1\] is the key; ARGV is `op, interval_us, burst, n, arg_us, written`
+/// with `op` one of `check`, `peek`, `penalize` (`arg_us`: the delay), `reserve` (`arg_us`:
+/// the longest wait) and `refund` (`arg_us`: the TAT to restore, `written`: the TAT the
+/// reservation stored). It answers `{admitted, remaining, after_us, tat_ahead_us, now_us}`:
+/// `after_us` is the reset time if admitted and the wait if not (for `reserve`, the wait
+/// until the reserved instant); `tat_ahead_us` is how far the key's stored TAT is ahead of
+/// the server's `now` after the call (0 if not ahead); `now_us` is the server's `TIME`, from
+/// which the node bounds its offset to the server (`offset.rs`). An admitted `reserve`
+/// appends `prev, new`: the TAT it replaced and the TAT it stored.
 pub(crate) const GCRA_LUA: &str = r#"
 -- tollgate-redis: GCRA in integer microseconds (see src/script.rs for why it is exact).
 -- Replicated by effects (the default since Redis 5, the only mode since 7), so reading TIME
 -- before writing is allowed and replicas store the same TAT.
 local MAX_AHEAD = 1125899906842624 -- 2^50 us: how far ahead a TAT may be stored
-local MAX_DELAY = 562949953421312  -- 2^49 us: the longest penalty
+local MAX_DELAY = 562949953421312  -- 2^49 us: the longest penalty or wait
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local op = ARGV[1]
@@ -70,9 +75,9 @@ local function store(x)
   return x
 end
 
--- Single cells admissible at now once x is stored.
-local function remaining(x)
-  local slack = now + tau - x
+-- Single cells admissible at instant `at` once x is stored.
+local function remaining(x, at)
+  local slack = at + tau - x
   if slack < 0 then return 0 end
   if slack >= tau then return b end
   local k = idiv(slack, T) + 1
@@ -85,31 +90,48 @@ local function ahead(x)
   return 0
 end
 
+if op == 'refund' then
+  -- Compare and restore: only if the key still holds exactly what the reservation wrote.
+  local prev = tonumber(ARGV[5])
+  if v and tat == tonumber(ARGV[6]) then
+    if prev > now then store(prev) else redis.call('DEL', KEYS[1]) end
+    return {1, 0, 0, ahead(prev), now}
+  end
+  return {0, 0, 0, ahead(tat), now}
+end
+
 if op == 'penalize' then
   local d = tonumber(ARGV[5])
   if d > MAX_DELAY then d = MAX_DELAY end
   local target = now + d + tau
   if target > tat then tat = store(target) end
-  return {1, remaining(tat), ahead(tat), ahead(tat)}
+  return {1, remaining(tat, now), ahead(tat), ahead(tat), now}
 end
 
 if n == 0 then
-  return {1, remaining(tat), ahead(tat), ahead(tat)}
+  return {1, remaining(tat, now), ahead(tat), ahead(tat), now}
 end
 
 local tat0 = tat
 if tat0 < now then tat0 = now end
 local admit_at = tat0 + (n - 1) * T - tau
+if op == 'reserve' then
+  local wait = admit_at - now
+  if wait < 0 then wait = 0 end
+  if wait > tonumber(ARGV[5]) then return {0, 0, wait, ahead(tat), now} end
+  local new = store(tat0 + n * T)
+  return {1, remaining(new, now + wait), wait, new - now, now, tat, new}
+end
 if admit_at <= now then
   local new = tat0 + n * T
   if new > now + MAX_AHEAD then new = now + MAX_AHEAD end
   if op == 'check' then
     store(new)
-    return {1, remaining(new), new - now, new - now}
+    return {1, remaining(new, now), new - now, new - now, now}
   end
-  return {1, remaining(new), new - now, ahead(tat)}
+  return {1, remaining(new, now), new - now, ahead(tat), now}
 end
-return {0, 0, admit_at - now, ahead(tat)}
+return {0, 0, admit_at - now, ahead(tat), now}
 "#;
 
 /// A quota's interval in whole microseconds, rounded up (at least 1 µs): the interval the
@@ -145,22 +167,37 @@ pub(crate) fn micros_ceil(d: Duration) -> u64 {
 pub(crate) struct Reply {
     pub(crate) admitted: bool,
     pub(crate) remaining: u32,
-    /// Reset time if admitted, wait if refused.
+    /// Reset time if admitted, wait if refused (for a reservation: the wait).
     pub(crate) after_us: u64,
     /// How far the stored TAT is ahead of the server's `now`.
     pub(crate) tat_ahead_us: u64,
+    /// The server's `TIME`, in µs.
+    pub(crate) now_us: u64,
+    /// A reservation's `(prev, new)` TATs.
+    pub(crate) reserved: Option<(u64, u64)>,
 }
 
 impl Reply {
     pub(crate) fn from_values(v: &[i64]) -> Option<Reply> {
-        match *v {
-            [admitted, remaining, after, ahead] => Some(Reply {
-                admitted: admitted == 1,
-                remaining: u32::try_from(remaining).ok()?,
-                after_us: u64::try_from(after).ok()?,
-                tat_ahead_us: u64::try_from(ahead).ok()?,
-            }),
-            _ => None,
-        }
+        let u = |x: i64| u64::try_from(x).ok();
+        let (head, reserved) = match *v {
+            [a, r, af, ah, now] => ([a, r, af, ah, now], None),
+            [a, r, af, ah, now, prev, new] => ([a, r, af, ah, now], Some((u(prev)?, u(new)?))),
+            _ => return None,
+        };
+        let [admitted, remaining, after, ahead, now] = head;
+        Some(Reply {
+            admitted: admitted == 1,
+            remaining: u32::try_from(remaining).ok()?,
+            after_us: u(after)?,
+            tat_ahead_us: u(ahead)?,
+            now_us: u(now)?,
+            reserved,
+        })
+    }
+
+    /// The key's TAT on the server's clock, in µs, after the call.
+    pub(crate) fn tat_us(&self) -> u64 {
+        self.now_us + self.tat_ahead_us
     }
 }

@@ -259,11 +259,12 @@ async fn the_fast_path_costs_about_one_round_trip_per_interval() {
             trips as f64 * 1_000.0 / checks as f64
         );
         if name == "fast path" {
-            // 25 intervals in 500 ms: one round trip per admission, plus at most one refusal
-            // answered by Redis per admission (a check sent just before the instant: the
-            // node's bound is behind the server's TAT by the one-way latency).
+            // 25 intervals in 500 ms: one round trip per admission. A probe reaches the
+            // server early (and is refused there) only if its latency beats the fastest one
+            // seen by more than the bound's aging (`offset.rs`): rare. Before the tight
+            // bound, about a third of the intervals cost a second trip.
             assert!(
-                trips <= 2 * ok + 2,
+                trips <= ok + ok / 4 + 2,
                 "{trips} round trips for {ok} admissions"
             );
             // The bound b + floor(W/T) = 1 + 25 caps admissions; how many come below it

@@ -129,6 +129,19 @@ impl RedisServer {
             .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
     }
 
+    /// How many µs Redis spent running `command`, in all (from `INFO commandstats`).
+    pub fn usec(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        let prefix = format!("cmdstat_{command}:");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').find_map(|f| f.strip_prefix("usec=")))
+            .map_or(0, |v| v.parse().unwrap())
+    }
+
     /// The server's clock, in µs.
     pub fn time_us(&self) -> u64 {
         let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut self.conn()).unwrap();

@@ -1,0 +1,289 @@
+//! Waiting on the fleet limit: [`UntilReady`] reserves the cells on the server, waits here on
+//! tollgate's own timer, and gives them back if it is dropped before they come.
+//!
+//! # How a wait goes
+//!
+//! 1. **Reserve** (one round trip, the script's `reserve`): the server computes the
+//!    admission instant from the key's TAT, refuses if it is further off than the wait's
+//!    bound, and otherwise stores the TAT the cells will leave behind, *now*, as a check at
+//!    that instant would, and answers the wait. From then on every node sees the cells as
+//!    taken: the fleet's bound `b + floor(W / T)` holds over the server's admission instants,
+//!    whatever the waiters do.
+//! 2. **Wait** locally with [`tollgate::timer::sleep_until`] until `recv + wait`, where `recv`
+//!    is when the answer arrived: never before the server's instant (the server read `TIME`
+//!    before `recv`). No runtime timer is needed for this part.
+//! 3. **Cancelled** (dropped while waiting): a refund is sent (the script's `refund`), which
+//!    restores the previous TAT only if the key still holds exactly the TAT this reservation
+//!    wrote — compare and restore, so a refund can never give back cells that later requests
+//!    have been promised. If the key has moved on (another reservation or check came after),
+//!    the cells stay spent; [`Stats::refunds_declined`](crate::Stats) counts them.
+//!
+//! The refund runs in the background (a `Drop` cannot await): as a task on the Tokio runtime
+//! the wait was dropped in, or else on a short-lived thread of its own. A wait dropped while its
+//! reservation call is still in flight cannot know what the server wrote, so its cells stay
+//! spent too (for at most the call's timeout past now, the reservation's own wait).
+//!
+//! No FIFO order is promised across nodes: each reservation is ordered by when it reaches the
+//! server.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tollgate::{Error, Quota};
+
+use crate::limiter::{Admitted, FaultPolicy, FleetLimiter, Source, bump, share};
+use crate::script::interval_micros;
+
+type Waiting = Pin<Box<dyn Future<Output = Result<Admitted, Error>> + Send>>;
+
+/// Waits until `n` cells of a key are admitted by the fleet, or fails at once. Built by
+/// [`FleetLimiter::until_ready`] and its variants; bounded by [`within`](UntilReady::within).
+///
+/// # Cancel safety
+///
+/// Dropping it before it completes gives its reserved cells back on the server when the key
+/// still holds exactly what the reservation wrote (see the module docs for the cases where
+/// the cells stay spent: the key moved on, or the reservation call was in flight).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+/// use std::time::Duration;
+///
+/// let ok = limiter.until_ready("alice").await.unwrap();
+/// println!("admitted, {} left", ok.remaining());
+/// // A bounded wait: refused at once if the cell is more than 50 ms off.
+/// let r = limiter.until_ready("alice").within(Duration::from_millis(50)).await;
+/// # let _ = r;
+/// # }
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct UntilReady {
+    limiter: FleetLimiter,
+    key: Vec<u8>,
+    n: u32,
+    quota: Quota,
+    max: Option<Duration>,
+    running: Option<Waiting>,
+}
+
+impl fmt::Debug for UntilReady {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UntilReady")
+            .field("key", &String::from_utf8_lossy(&self.key))
+            .field("n", &self.n)
+            .field("quota", &self.quota)
+            .field("max", &self.max)
+            .field("started", &self.running.is_some())
+            .finish()
+    }
+}
+
+impl UntilReady {
+    pub(crate) fn new(limiter: FleetLimiter, key: Vec<u8>, n: u32, quota: Quota) -> UntilReady {
+        UntilReady {
+            limiter,
+            key,
+            n,
+            quota,
+            max: None,
+            running: None,
+        }
+    }
+
+    /// Waits no longer than `max`: if the server's admission instant is further off, it fails
+    /// at once with [`Error::RateLimited`] and reserves nothing. Set it before the first poll;
+    /// later it has no effect.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use std::time::Duration;
+    ///
+    /// match limiter.until_n_ready("batch", 3).within(Duration::from_millis(200)).await {
+    ///     Ok(ok) => println!("admitted, {} left", ok.remaining()),
+    ///     Err(e) => println!("busy, retry after {:?}", e.retry_after()),
+    /// }
+    /// # }
+    /// ```
+    pub fn within(mut self, max: Duration) -> Self {
+        if self.running.is_none() {
+            self.max = Some(max);
+        }
+        self
+    }
+}
+
+impl Future for UntilReady {
+    type Output = Result<Admitted, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let running = this.running.get_or_insert_with(|| {
+            Box::pin(wait(
+                this.limiter.clone(),
+                std::mem::take(&mut this.key),
+                this.n,
+                this.quota,
+                this.max,
+            ))
+        });
+        running.as_mut().poll(cx)
+    }
+}
+
+/// Gives a reservation back when dropped armed.
+struct Refund {
+    limiter: FleetLimiter,
+    key: Vec<u8>,
+    quota: Quota,
+    n: u32,
+    prev: u64,
+    written: u64,
+    armed: bool,
+}
+
+impl Drop for Refund {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (l, key, quota, n) = (
+            self.limiter.clone(),
+            std::mem::take(&mut self.key),
+            self.quota,
+            self.n,
+        );
+        let (prev, written) = (self.prev, self.written);
+        crate::rt::spawn(async move {
+            let r = l.run_script(&key, "refund", quota, n, prev, written).await;
+            let c = &l.inner.counters;
+            match r {
+                Ok(reply) if reply.admitted => {
+                    bump(&c.refunded);
+                    // The TAT moved earlier: the cached bound may be too late now.
+                    if let Some(cache) = &l.inner.cache {
+                        cache.remove(&key);
+                    }
+                }
+                _ => bump(&c.refunds_declined),
+            }
+        });
+    }
+}
+
+async fn wait(
+    l: FleetLimiter,
+    key: Vec<u8>,
+    n: u32,
+    quota: Quota,
+    max: Option<Duration>,
+) -> Result<Admitted, Error> {
+    let burst = quota.burst();
+    if n > burst {
+        return Err(Error::InsufficientCapacity {
+            requested: n,
+            burst,
+        });
+    }
+    let key = l.redis_key(&key);
+    let interval_us = interval_micros(quota);
+    // A bounded wait the fast path already knows to be too long is refused here.
+    if let (Some(max), Some(cache), Some(now)) = (
+        max,
+        &l.inner.cache,
+        l.inner.server_clock.upper(Instant::now()),
+    ) && let Some(wait) = cache.wait(&key, now, n.max(1), interval_us, burst)
+        && wait > max
+    {
+        bump(&l.inner.counters.local_refusals);
+        return Err(l.limited(wait, burst));
+    }
+    // The longest wait in whole µs, rounded down so the server never exceeds it.
+    let max_us = max.map_or(u64::MAX, |m| {
+        u64::try_from(m.as_micros()).unwrap_or(u64::MAX)
+    });
+    let max_us = max_us.min(1 << 52);
+    let c = &l.inner.counters;
+    match l.run_script(&key, "reserve", quota, n, max_us, 0).await {
+        Ok(reply) if reply.admitted => {
+            let recv = Instant::now();
+            bump(&c.admitted);
+            let wait = Duration::from_micros(reply.after_us);
+            let mut refund = Refund {
+                limiter: l.clone(),
+                key: key.clone(),
+                quota,
+                n,
+                prev: 0,
+                written: 0,
+                armed: false,
+            };
+            if let Some((prev, written)) = reply.reserved {
+                bump(&c.reserved);
+                l.remember(&key, &reply);
+                (refund.prev, refund.written) = (prev, written);
+                refund.armed = !wait.is_zero();
+            }
+            if !wait.is_zero() {
+                tollgate::timer::sleep_until(recv + wait).await;
+            }
+            refund.armed = false;
+            Ok(Admitted {
+                limit: burst,
+                remaining: reply.remaining,
+                reset_after: Duration::from_micros(
+                    reply.tat_ahead_us.saturating_sub(reply.after_us),
+                ),
+                source: Source::Redis,
+            })
+        }
+        Ok(reply) => {
+            bump(&c.limited);
+            l.remember(&key, &reply);
+            Err(l.limited(Duration::from_micros(reply.after_us), burst))
+        }
+        Err(_) => on_fault(&l, &key, n, quota, max).await,
+    }
+}
+
+async fn on_fault(
+    l: &FleetLimiter,
+    key: &[u8],
+    n: u32,
+    quota: Quota,
+    max: Option<Duration>,
+) -> Result<Admitted, Error> {
+    let c = &l.inner.counters;
+    match l.inner.policy {
+        FaultPolicy::Local { nodes } => {
+            bump(&c.fell_back);
+            let Some(share) = share(quota, nodes) else {
+                return Err(l.limited(quota.interval(), quota.burst()));
+            };
+            let fallback = l.inner.fallback.as_ref().expect("built with the policy");
+            let waiting = fallback.until_n_ready_with(key, n, share);
+            match max {
+                Some(max) => waiting.within(max).await?,
+                None => waiting.await?,
+            }
+            let (remaining, reset_after) = match fallback.peek_with(key, share) {
+                Ok(ok) => (ok.remaining(), ok.reset_after()),
+                Err(_) => (0, share.interval()),
+            };
+            Ok(Admitted {
+                limit: share.burst(),
+                remaining,
+                reset_after,
+                source: Source::Local,
+            })
+        }
+        // Fail open or closed, as a check would.
+        _ => l.on_fault(key, n, quota, crate::limiter::Op::Check),
+    }
+}

@@ -1,0 +1,61 @@
+//! A smoke test under smol (`--features smol-comp`): no Tokio runtime anywhere, the
+//! connection on smol's reactor, timeouts and waits on tollgate's timer, a refund on a
+//! thread of its own.
+
+mod common;
+
+use std::time::Duration;
+
+use common::RedisServer;
+use tollgate::Quota;
+use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
+
+#[test]
+fn checks_waits_and_faults_run_under_smol() {
+    let mut server = RedisServer::start();
+    smol::block_on(async {
+        let quota = Quota::per_second(20).allow_burst(2); // T = 50 ms
+        let l = FleetLimiter::builder(quota)
+            .fault_policy(FaultPolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            })
+            .connect(server.client())
+            .await
+            .unwrap();
+        assert_eq!(l.check("k").await.unwrap().source(), Source::Redis);
+        assert_eq!(l.check("k").await.unwrap().remaining(), 0);
+        assert!(l.check("k").await.unwrap_err().is_rate_limited());
+        // A wait reserves and completes on tollgate's timer.
+        let ok = l.until_ready("k").await.unwrap();
+        assert_eq!(ok.source(), Source::Redis);
+        // A cancelled wait is refunded from a thread of its own.
+        let waiting = l.until_ready("k");
+        let cancelled = smol::future::or(async { Some(waiting.await) }, async {
+            smol::Timer::after(Duration::from_millis(10)).await;
+            None
+        })
+        .await;
+        assert!(cancelled.is_none(), "the next cell is 50 ms off");
+        let start = std::time::Instant::now();
+        while l.stats().refunded + l.stats().refunds_declined == 0 {
+            assert!(start.elapsed() < Duration::from_secs(5), "no refund");
+            smol::Timer::after(Duration::from_millis(5)).await;
+        }
+        assert_eq!(l.stats().refunded, 1);
+        assert_eq!(l.stats().faults, 0);
+    });
+    server.kill();
+    smol::block_on(async {
+        let l = FleetLimiter::builder(Quota::per_second(1))
+            .timeout(Duration::from_millis(50))
+            .fault_policy(FaultPolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            })
+            .connect(server.client())
+            .await
+            .unwrap();
+        let err = l.check("k").await.unwrap_err();
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+        assert_eq!(l.stats().faults, 1);
+    });
+}
