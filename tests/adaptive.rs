@@ -136,7 +136,8 @@ fn an_announced_policy_is_paced_exactly() {
     }
     assert!(!r.throttled("h", None)); // no probing: the rate stays
     assert!((r.rate("h") - 30.0).abs() < 1e-4);
-    assert_eq!(admitted_over(&r, &clock, "h", 3), 90);
+    // 90 in 3 s, less one if asking in whole milliseconds lands after an instant (33.3 ms).
+    assert!((89..=90).contains(&admitted_over(&r, &clock, "h", 3)));
     // Clamped to the ceiling.
     let (r, _) = rates(AdaptiveConfig::new(1.0).ceiling(10.0));
     r.announce("h", Quota::per_second(500));
@@ -197,3 +198,4 @@ fn waits_queue_on_the_limiter() {
     });
     assert_eq!(r.limiter().stats().admitted, 3);
 }
+
