@@ -63,24 +63,37 @@ fn a_throttle_inside_the_cooldown_does_not_cut_again() {
 }
 
 #[test]
-fn after_a_throttle_the_rate_holds_a_band_below_it_until_the_reprobe() {
+fn after_a_throttle_the_rate_bisects_towards_it_and_settles() {
     let config = AdaptiveConfig::new(20.0)
-        .increase(1.0)
         .band(0.05)
-        .reprobe(Duration::from_secs(10));
+        .confirm(Duration::from_secs(2))
+        .reprobe(Duration::from_secs(60));
     let (r, clock) = rates(config);
-    r.throttled("h", None); // at 20: holds at 19 from now on
-    for _ in 0..100 {
+    r.throttled("h", None); // 20 is too fast; no safe rate yet: 16
+    assert_eq!(r.rate("h"), 16.0);
+    let mut tried = vec![];
+    for _ in 0..6 {
+        clock.advance(Duration::from_secs(2));
         r.success("h");
+        tried.push(r.rate("h"));
     }
-    assert!((r.rate("h") - 19.0).abs() < 1e-9);
+    assert_eq!(tried, [18.0, 19.0, 19.0, 19.0, 19.0, 19.0]); // 20 - 19 is within 5 % of 20
+    assert_eq!(r.snapshot("h").unwrap().safe, Some(19.0));
+    // Throttled at the safe rate itself: it was not safe after all.
+    clock.advance(Duration::from_secs(2));
+    assert!(r.throttled("h", None));
+    assert!((r.rate("h") - 15.2).abs() < 1e-9);
+    assert_eq!(r.snapshot("h").unwrap().safe, None);
+}
+
+#[test]
+fn a_quiet_reprobe_period_raises_the_mark() {
+    let config = AdaptiveConfig::new(20.0).reprobe(Duration::from_secs(10));
+    let (r, clock) = rates(config);
+    r.throttled("h", None);
     clock.advance(Duration::from_secs(10));
-    r.success("h"); // the reprobe: the mark moves to 20 × 1.1 = 22
-    assert!((r.snapshot("h").unwrap().throttled_at.unwrap() - 22.0).abs() < 1e-9);
-    for _ in 0..100 {
-        r.success("h");
-    }
-    assert!((r.rate("h") - 22.0 * 0.95).abs() < 1e-9);
+    r.success("h");
+    assert!((r.snapshot("h").unwrap().throttled_at.unwrap() - 20.0 * 1.06).abs() < 1e-9);
 }
 
 #[test]

@@ -11,17 +11,21 @@ pub const MIN_RATE: f64 = 1.0 / 86_400.0;
 
 /// How an [`AdaptiveRate`](crate::AdaptiveRate) moves each key's rate, in requests per second.
 ///
-/// * A **success** adds [`increase`](AdaptiveConfig::increase) to the rate, up to the
-///   ceiling, while the key has never been throttled: the rate grows in proportion to itself,
-///   about `increase × rate` per second (a fast start). Once a key was throttled, its rate
-///   climbs only to [`band`](AdaptiveConfig::band) below the rate it was throttled at and
-///   holds there; every [`reprobe`](AdaptiveConfig::reprobe) without a throttle that mark
-///   moves up by two bands, so a server that raised its limit is found again.
-/// * A **throttle** multiplies the rate by [`decrease`](AdaptiveConfig::decrease), down to
-///   the floor, at most once per [`cooldown`](AdaptiveConfig::cooldown) (the responses of
-///   requests already sent at the old rate must not cut it again), remembers the rate it came
-///   at, and moves the key's next admission out by the server's `Retry-After`, capped at
+/// * Until its first throttle, a key's **success** adds [`increase`](AdaptiveConfig::increase)
+///   to its rate, up to the ceiling: the rate grows in proportion to itself, about
+///   `increase × rate` per second (a fast start).
+/// * A **throttle** marks its rate as too fast and falls back to the fastest rate known to
+///   be safe, or multiplies the rate by [`decrease`](AdaptiveConfig::decrease) if none is,
+///   down to the floor; at most once per [`cooldown`](AdaptiveConfig::cooldown) (the
+///   responses of requests already sent at the old rate must not cut it again). It moves
+///   the key's next admission out by the server's `Retry-After`, capped at
 ///   [`max_retry_after`](AdaptiveConfig::max_retry_after).
+/// * After the first throttle, a rate that holds for [`confirm`](AdaptiveConfig::confirm)
+///   without a throttle is safe, and the next rate tried is halfway to the lowest rate
+///   throttled: a bisection, which stops within [`band`](AdaptiveConfig::band) of that
+///   rate and holds at the safe one. Every [`reprobe`](AdaptiveConfig::reprobe) without a
+///   throttle, the throttled mark moves up by two bands, so a server that raised its limit
+///   is found again.
 /// * An **announced policy** replaces probing: the key is paced at exactly the announced
 ///   rate (clamped to floor and ceiling) until another announcement.
 ///
@@ -52,6 +56,7 @@ pub struct AdaptiveConfig {
     pub(crate) decrease: f64,
     pub(crate) band: f64,
     pub(crate) cooldown: Duration,
+    pub(crate) confirm: Duration,
     pub(crate) reprobe: Duration,
     pub(crate) max_retry_after: Duration,
     pub(crate) capacity: usize,
@@ -66,8 +71,8 @@ fn check_rate(what: &str, rate: f64) {
 
 impl AdaptiveConfig {
     /// A new key starts at `initial` requests per second. The defaults: floor 0.1, ceiling
-    /// 10 000, increase 0.1 per success, decrease 0.8, band 3 %, cooldown 1 s, reprobe
-    /// 30 s, `Retry-After` capped at 60 s, 10 000 keys.
+    /// 10 000, increase 0.1 per success, decrease 0.8, band 3 %, cooldown 1 s, confirm 2 s,
+    /// reprobe 30 s, `Retry-After` capped at 60 s, 10 000 keys.
     ///
     /// # Panics
     ///
@@ -89,6 +94,7 @@ impl AdaptiveConfig {
             decrease: 0.8,
             band: 0.03,
             cooldown: Duration::from_secs(1),
+            confirm: Duration::from_secs(2),
             reprobe: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
             capacity: 10_000,
@@ -191,7 +197,7 @@ impl AdaptiveConfig {
         self
     }
 
-    /// How far below the last throttled rate a key holds, as a fraction of it.
+    /// How close to the lowest throttled rate the bisection goes, as a fraction of it.
     ///
     /// # Panics
     ///
@@ -222,6 +228,23 @@ impl AdaptiveConfig {
     #[must_use]
     pub fn cooldown(mut self, cooldown: Duration) -> Self {
         self.cooldown = cooldown;
+        self
+    }
+
+    /// How long a rate must hold without a throttle to count as safe: longer than the
+    /// server's burst takes to run out at a small excess (a burst of `b` runs out in
+    /// `b / excess` seconds), or an over-fast rate passes as safe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = tollgate::AdaptiveConfig::new(10.0).confirm(Duration::from_secs(3));
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn confirm(mut self, confirm: Duration) -> Self {
+        self.confirm = confirm;
         self
     }
 

@@ -52,9 +52,11 @@ pub struct RateSnapshot {
     pub rate: f64,
     /// The server's announced policy, if it sent one: the key is paced to it exactly.
     pub announced: Option<Quota>,
-    /// The rate of the last throttle that lowered the rate (moved up by reprobes): the key
-    /// holds a band below it.
+    /// The lowest rate that drew a throttle (raised by reprobes): the bracket's top.
     pub throttled_at: Option<f64>,
+    /// The highest rate that held a whole confirm period without a throttle since: the
+    /// bracket's bottom, where the key settles.
+    pub safe: Option<f64>,
     /// Successes seen.
     pub successes: u64,
     /// Throttles seen (including those inside a cooldown, which did not lower the rate).
@@ -67,11 +69,21 @@ pub struct RateSnapshot {
 }
 
 /// One key's state.
+///
+/// Probing brackets the server's rate: `throttled_at` (U) is the lowest rate that drew a
+/// throttle, `safe` (L) the highest that held for a whole `confirm` period without one.
+/// Before the first throttle the rate grows by `increase` per success (in proportion to
+/// itself over time). After it, each confirmed rate becomes L and the next rate tried is
+/// the middle of the bracket, until the bracket is narrower than `band × U`: then the key
+/// holds at L. A throttle makes its rate the new U and falls back to L (or, with no L, to
+/// `rate × decrease`); a throttle at or below L shows L was wrong, and forgets it.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyRate {
     pub(crate) snap: RateSnapshot,
-    /// When the key last held at its mark or reprobed (for the reprobe timer).
-    held_since: Option<Timestamp>,
+    /// When the current rate began to be tried (after any `Retry-After` stall).
+    since: Timestamp,
+    /// When U was last set or raised (for the reprobe timer).
+    marked: Timestamp,
 }
 
 impl KeyRate {
@@ -81,12 +93,14 @@ impl KeyRate {
                 rate: config.initial,
                 announced: None,
                 throttled_at: None,
+                safe: None,
                 successes: 0,
                 throttles: 0,
                 last_signal: Signal::Success,
                 last_decrease: None,
             },
-            held_since: None,
+            since: Timestamp::ZERO,
+            marked: Timestamp::ZERO,
         }
     }
 
@@ -99,30 +113,41 @@ impl KeyRate {
         quota_for(self.snap.rate)
     }
 
-    /// A success at `now`: climb, or hold below the mark, or reprobe.
+    fn set_rate(&mut self, rate: f64, config: &AdaptiveConfig, from: Timestamp) {
+        self.snap.rate = rate.clamp(config.floor, config.ceiling);
+        self.since = from;
+    }
+
+    /// A success at `now`.
     pub(crate) fn success(&mut self, config: &AdaptiveConfig, now: Timestamp) {
         self.snap.successes += 1;
         self.snap.last_signal = Signal::Success;
         if self.snap.announced.is_some() {
             return;
         }
-        let target = match self.snap.throttled_at {
-            None => config.ceiling,
-            Some(mark) => {
-                let since = *self.held_since.get_or_insert(now);
-                if now.saturating_duration_since(since) >= config.reprobe {
-                    // Long enough without a throttle: the server may allow more now.
-                    let mark = (mark * (1.0 + 2.0 * config.band)).min(config.ceiling);
-                    self.snap.throttled_at = Some(mark);
-                    self.held_since = Some(now);
-                }
-                let mark = self.snap.throttled_at.unwrap_or(config.ceiling);
-                (mark * (1.0 - config.band)).min(config.ceiling)
-            }
+        let Some(mut upper) = self.snap.throttled_at else {
+            let rate = self.snap.rate + config.increase;
+            self.set_rate(rate, config, now);
+            return;
         };
-        if self.snap.rate < target {
-            self.snap.rate = (self.snap.rate + config.increase).min(target);
+        if now.saturating_duration_since(self.marked) >= config.reprobe {
+            // Long enough without a throttle: the server may allow more now.
+            upper = (upper * (1.0 + 2.0 * config.band)).min(config.ceiling);
+            self.snap.throttled_at = Some(upper);
+            self.marked = now;
         }
+        if now < self.since || now.saturating_duration_since(self.since) < config.confirm {
+            return;
+        }
+        // The rate held for a whole confirm period: it is safe.
+        let safe = self.snap.safe.map_or(self.snap.rate, |l| l.max(self.snap.rate));
+        self.snap.safe = Some(safe);
+        let next = if upper - safe > config.band * upper {
+            (safe + upper) / 2.0
+        } else {
+            safe
+        };
+        self.set_rate(next, config, now);
     }
 
     /// A throttle at `now`, with the server's wait already capped. Returns whether the rate
@@ -143,10 +168,18 @@ impl KeyRate {
                 return false;
             }
         }
-        self.snap.throttled_at = Some(self.snap.rate);
-        self.snap.rate = (self.snap.rate * config.decrease).max(config.floor);
+        let rate = self.snap.rate;
+        self.snap.throttled_at = Some(rate);
+        self.marked = now;
+        let next = match self.snap.safe {
+            Some(safe) if safe < rate => safe,
+            _ => {
+                self.snap.safe = None;
+                rate * config.decrease
+            }
+        };
+        self.set_rate(next, config, now + retry_after.unwrap_or(Duration::ZERO));
         self.snap.last_decrease = Some(now);
-        self.held_since = Some(now);
         true
     }
 
@@ -185,19 +218,41 @@ mod tests {
     }
 
     #[test]
-    fn climbs_then_holds_a_band_below_the_mark() {
+    fn brackets_the_server_rate() {
         let config = AdaptiveConfig::new(10.0).increase(1.0);
         let mut k = KeyRate::new(&config);
         for _ in 0..10 {
             k.success(&config, at(0.0));
         }
         assert_eq!(k.snap.rate, 20.0);
-        assert!(k.throttled(&config, at(1.0), None));
+        assert!(k.throttled(&config, at(1.0), None)); // U = 20, no L: × 0.8
         assert_eq!(k.snap.rate, 16.0);
-        for _ in 0..100 {
-            k.success(&config, at(2.0));
-        }
-        assert!((k.snap.rate - 20.0 * 0.97).abs() < 1e-9);
+        k.success(&config, at(2.0)); // not yet confirmed
+        assert_eq!(k.snap.rate, 16.0);
+        k.success(&config, at(3.0)); // 2 s at 16: L = 16, try 18
+        assert_eq!((k.snap.safe, k.snap.rate), (Some(16.0), 18.0));
+        k.success(&config, at(5.0)); // L = 18, try 19
+        assert_eq!(k.snap.rate, 19.0);
+        k.success(&config, at(7.0)); // L = 19, 20 - 19 > 0.6: try 19.5
+        assert_eq!(k.snap.rate, 19.5);
+        k.success(&config, at(9.0)); // L = 19.5: the bracket is within the band, hold
+        assert_eq!(k.snap.rate, 19.5);
+        k.success(&config, at(11.0));
+        assert_eq!(k.snap.rate, 19.5);
+    }
+
+    #[test]
+    fn a_throttle_falls_back_to_the_safe_rate_or_forgets_it() {
+        let config = AdaptiveConfig::new(10.0);
+        let mut k = KeyRate::new(&config);
+        assert!(k.throttled(&config, at(0.0), None));
+        k.success(&config, at(2.0)); // L = 8, try 9
+        assert!(k.throttled(&config, at(3.0), Some(Duration::from_secs(1))));
+        assert_eq!((k.snap.rate, k.snap.throttled_at), (8.0, Some(9.0)));
+        k.success(&config, at(4.5)); // the confirm period starts after the stall, at 4 s
+        assert_eq!(k.snap.rate, 8.0);
+        assert!(k.throttled(&config, at(5.0), None)); // at L: L was wrong
+        assert_eq!((k.snap.safe, k.snap.rate), (None, 6.4));
     }
 
     #[test]
