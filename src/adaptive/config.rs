@@ -20,12 +20,14 @@ pub const MIN_RATE: f64 = 1.0 / 86_400.0;
 ///   responses of requests already sent at the old rate must not cut it again). It moves
 ///   the key's next admission out by the server's `Retry-After`, capped at
 ///   [`max_retry_after`](AdaptiveConfig::max_retry_after).
-/// * After the first throttle, a rate that holds for [`confirm`](AdaptiveConfig::confirm)
-///   without a throttle is safe, and the next rate tried is halfway to the lowest rate
-///   throttled: a bisection, which stops within [`band`](AdaptiveConfig::band) of that
-///   rate and holds at the safe one. Every [`reprobe`](AdaptiveConfig::reprobe) without a
+/// * After the first throttle, a rate that draws [`confirm`](AdaptiveConfig::confirm)
+///   successes without a throttle is safe, and the next rate tried is halfway to the
+///   lowest rate throttled: a bisection, which stops within [`band`](AdaptiveConfig::band)
+///   of that rate and settles half a band under the safe one. Every [`reprobe`](AdaptiveConfig::reprobe) without a
 ///   throttle, the throttled mark moves up by two bands, so a server that raised its limit
-///   is found again.
+///   is found again. A throttle at or under the safe rate is a strike; a second strike
+///   before `confirm` successes forgets the safe rate (the server slowed down) and
+///   decreases.
 /// * An **announced policy** replaces probing: the key is paced at exactly the announced
 ///   rate (clamped to floor and ceiling) until another announcement.
 ///
@@ -56,7 +58,7 @@ pub struct AdaptiveConfig {
     pub(crate) decrease: f64,
     pub(crate) band: f64,
     pub(crate) cooldown: Duration,
-    pub(crate) confirm: Duration,
+    pub(crate) confirm: u32,
     pub(crate) reprobe: Duration,
     pub(crate) max_retry_after: Duration,
     pub(crate) capacity: usize,
@@ -71,7 +73,7 @@ fn check_rate(what: &str, rate: f64) {
 
 impl AdaptiveConfig {
     /// A new key starts at `initial` requests per second. The defaults: floor 0.1, ceiling
-    /// 10 000, increase 0.1 per success, decrease 0.8, band 3 %, cooldown 1 s, confirm 2 s,
+    /// 10 000, increase 0.1 per success, decrease 0.8, band 3 %, cooldown 1 s, confirm 100,
     /// reprobe 30 s, `Retry-After` capped at 60 s, 10 000 keys.
     ///
     /// # Panics
@@ -94,7 +96,7 @@ impl AdaptiveConfig {
             decrease: 0.8,
             band: 0.03,
             cooldown: Duration::from_secs(1),
-            confirm: Duration::from_secs(2),
+            confirm: 100,
             reprobe: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
             capacity: 10_000,
@@ -231,20 +233,25 @@ impl AdaptiveConfig {
         self
     }
 
-    /// How long a rate must hold without a throttle to count as safe: longer than the
-    /// server's burst takes to run out at a small excess (a burst of `b` runs out in
-    /// `b / excess` seconds), or an over-fast rate passes as safe.
+    /// How many successes in a row make a rate safe. A server whose burst leaves `e`
+    /// cells of slack refuses a rate `ε` over its own after about `e / ε` requests, so
+    /// `confirm` successes tell rates more than `e / confirm` over it from safe ones (the
+    /// default 100: 1 % per cell of slack); the settling half band covers the rest.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
     ///
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
-    /// let config = tollgate::AdaptiveConfig::new(10.0).confirm(Duration::from_secs(3));
+    /// let config = tollgate::AdaptiveConfig::new(10.0).confirm(200);
     /// # let _ = config;
     /// ```
     #[must_use]
-    pub fn confirm(mut self, confirm: Duration) -> Self {
-        self.confirm = confirm;
+    pub fn confirm(mut self, n: u32) -> Self {
+        assert!(n > 0, "a rate needs at least one success to count as safe");
+        self.confirm = n;
         self
     }
 

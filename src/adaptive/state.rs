@@ -71,12 +71,14 @@ pub struct RateSnapshot {
 /// One key's state.
 ///
 /// Probing brackets the server's rate: `throttled_at` (U) is the lowest rate that drew a
-/// throttle, `safe` (L) the highest that held for a whole `confirm` period without one.
+/// throttle, `safe` (L) the highest that held for `confirm` successes without one.
 /// Before the first throttle the rate grows by `increase` per success (in proportion to
 /// itself over time). After it, each confirmed rate becomes L and the next rate tried is
 /// the middle of the bracket, until the bracket is narrower than `band × U`: then the key
-/// holds at L. A throttle makes its rate the new U and falls back to L (or, with no L, to
-/// `rate × decrease`); a throttle at or below L shows L was wrong, and forgets it.
+/// holds half a band under L. A throttle makes its rate the new U and falls back to L (or, with no L, to
+/// `rate × decrease`). A throttle at or below L is a strike: a second one before `confirm`
+/// successes shows L was wrong, and forgets it (one alone is more likely requests bunched
+/// on the way, which a server's small burst refuses).
 #[derive(Debug, Clone)]
 pub(crate) struct KeyRate {
     pub(crate) snap: RateSnapshot,
@@ -84,6 +86,12 @@ pub(crate) struct KeyRate {
     since: Timestamp,
     /// When U was last set or raised (for the reprobe timer).
     marked: Timestamp,
+    /// Successes at the current rate (those that came after `since`).
+    confirmed: u32,
+    /// A throttle at or under L was seen and not yet outweighed by `confirm` successes.
+    strike: bool,
+    /// When the last throttle that counted (a decrease or a strike) came, for the cooldown.
+    counted: Option<Timestamp>,
 }
 
 impl KeyRate {
@@ -101,6 +109,9 @@ impl KeyRate {
             },
             since: Timestamp::ZERO,
             marked: Timestamp::ZERO,
+            confirmed: 0,
+            strike: false,
+            counted: None,
         }
     }
 
@@ -116,6 +127,7 @@ impl KeyRate {
     fn set_rate(&mut self, rate: f64, config: &AdaptiveConfig, from: Timestamp) {
         self.snap.rate = rate.clamp(config.floor, config.ceiling);
         self.since = from;
+        self.confirmed = 0;
     }
 
     /// A success at `now`.
@@ -136,16 +148,23 @@ impl KeyRate {
             self.snap.throttled_at = Some(upper);
             self.marked = now;
         }
-        if now < self.since || now.saturating_duration_since(self.since) < config.confirm {
+        if now < self.since {
+            return; // an answer to a request sent before the rate changed
+        }
+        self.confirmed += 1;
+        if self.confirmed < config.confirm {
             return;
         }
-        // The rate held for a whole confirm period: it is safe.
+        // The rate held for `confirm` successes: it is safe.
+        self.strike = false;
         let safe = self.snap.safe.map_or(self.snap.rate, |l| l.max(self.snap.rate));
         self.snap.safe = Some(safe);
         let next = if upper - safe > config.band * upper {
             (safe + upper) / 2.0
         } else {
-            safe
+            // Settle half a band under the safe rate: a rate a little over the server's
+            // can pass `confirm` successes before the server's burst runs out.
+            safe * (1.0 - config.band / 2.0)
         };
         self.set_rate(next, config, now);
     }
@@ -163,12 +182,23 @@ impl KeyRate {
         if self.snap.announced.is_some() {
             return false;
         }
-        if let Some(last) = self.snap.last_decrease {
+        if let Some(last) = self.counted {
             if now.saturating_duration_since(last) < config.cooldown {
                 return false;
             }
         }
+        self.counted = Some(now);
         let rate = self.snap.rate;
+        if self.snap.safe.is_some_and(|safe| rate <= safe) && !self.strike {
+            // One throttle at a rate known to be safe is more likely a bunching of requests
+            // on the way than a slower server: a strike, not yet a decrease. A second one
+            // before `confirm` successes forgets L.
+            self.strike = true;
+            self.since = now + retry_after.unwrap_or(Duration::ZERO);
+            self.confirmed = 0;
+            return false;
+        }
+        self.strike = false;
         self.snap.throttled_at = Some(rate);
         self.marked = now;
         let next = match self.snap.safe {
@@ -217,41 +247,52 @@ mod tests {
         Timestamp::from_nanos((secs * 1e9) as u64)
     }
 
+    fn successes(k: &mut KeyRate, config: &AdaptiveConfig, n: u32, now: f64) {
+        for _ in 0..n {
+            k.success(config, at(now));
+        }
+    }
+
     #[test]
     fn brackets_the_server_rate() {
-        let config = AdaptiveConfig::new(10.0).increase(1.0);
+        let config = AdaptiveConfig::new(10.0).increase(1.0).confirm(10);
         let mut k = KeyRate::new(&config);
-        for _ in 0..10 {
-            k.success(&config, at(0.0));
-        }
+        successes(&mut k, &config, 10, 0.0);
         assert_eq!(k.snap.rate, 20.0);
         assert!(k.throttled(&config, at(1.0), None)); // U = 20, no L: × 0.8
         assert_eq!(k.snap.rate, 16.0);
-        k.success(&config, at(2.0)); // not yet confirmed
+        successes(&mut k, &config, 9, 2.0); // not yet confirmed
         assert_eq!(k.snap.rate, 16.0);
-        k.success(&config, at(3.0)); // 2 s at 16: L = 16, try 18
+        successes(&mut k, &config, 1, 2.0); // L = 16, try 18
         assert_eq!((k.snap.safe, k.snap.rate), (Some(16.0), 18.0));
-        k.success(&config, at(5.0)); // L = 18, try 19
+        successes(&mut k, &config, 10, 3.0); // L = 18, try 19
         assert_eq!(k.snap.rate, 19.0);
-        k.success(&config, at(7.0)); // L = 19, 20 - 19 > 0.6: try 19.5
+        successes(&mut k, &config, 10, 4.0); // L = 19, 20 - 19 > 0.6: try 19.5
         assert_eq!(k.snap.rate, 19.5);
-        k.success(&config, at(9.0)); // L = 19.5: the bracket is within the band, hold
-        assert_eq!(k.snap.rate, 19.5);
-        k.success(&config, at(11.0));
-        assert_eq!(k.snap.rate, 19.5);
+        successes(&mut k, &config, 10, 5.0); // L = 19.5: within the band, settle
+        assert!((k.snap.rate - 19.5 * 0.985).abs() < 1e-9);
+        successes(&mut k, &config, 50, 6.0);
+        assert!((k.snap.rate - 19.5 * 0.985).abs() < 1e-9);
     }
 
     #[test]
     fn a_throttle_falls_back_to_the_safe_rate_or_forgets_it() {
-        let config = AdaptiveConfig::new(10.0);
+        let config = AdaptiveConfig::new(10.0).confirm(5);
         let mut k = KeyRate::new(&config);
         assert!(k.throttled(&config, at(0.0), None));
-        k.success(&config, at(2.0)); // L = 8, try 9
+        successes(&mut k, &config, 5, 2.0); // L = 8, try 9
         assert!(k.throttled(&config, at(3.0), Some(Duration::from_secs(1))));
         assert_eq!((k.snap.rate, k.snap.throttled_at), (8.0, Some(9.0)));
-        k.success(&config, at(4.5)); // the confirm period starts after the stall, at 4 s
+        successes(&mut k, &config, 10, 3.5); // answers from before the stall: not counted
         assert_eq!(k.snap.rate, 8.0);
-        assert!(k.throttled(&config, at(5.0), None)); // at L: L was wrong
+        assert!(!k.throttled(&config, at(5.0), None)); // at L: a strike
+        assert_eq!((k.snap.safe, k.snap.rate), (Some(8.0), 8.0));
+        successes(&mut k, &config, 5, 6.0); // outweighed: L = 8 again, try 8.5
+        assert_eq!(k.snap.rate, 8.5);
+        assert!(k.throttled(&config, at(7.0), None)); // over L: back to it
+        assert!(!k.throttled(&config, at(8.0), None)); // at L: a strike
+        assert!(!k.throttled(&config, at(8.5), None)); // inside the cooldown: not counted
+        assert!(k.throttled(&config, at(9.0), None)); // the second strike: L was wrong
         assert_eq!((k.snap.safe, k.snap.rate), (None, 6.4));
     }
 
