@@ -217,4 +217,3 @@ fn waits_queue_on_the_limiter() {
     });
     assert_eq!(r.limiter().stats().admitted, 3);
 }
-

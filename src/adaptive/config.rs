@@ -130,7 +130,10 @@ impl AdaptiveConfig {
     #[must_use]
     pub fn floor(mut self, floor: f64) -> Self {
         check_rate("the floor", floor);
-        assert!(floor <= self.initial, "the floor {floor} is above the initial rate");
+        assert!(
+            floor <= self.initial,
+            "the floor {floor} is above the initial rate"
+        );
         self.floor = floor;
         self
     }
@@ -150,7 +153,10 @@ impl AdaptiveConfig {
     #[must_use]
     pub fn ceiling(mut self, ceiling: f64) -> Self {
         check_rate("the ceiling", ceiling);
-        assert!(ceiling >= self.initial, "the ceiling {ceiling} is below the initial rate");
+        assert!(
+            ceiling >= self.initial,
+            "the ceiling {ceiling} is below the initial rate"
+        );
         self.ceiling = ceiling;
         self
     }
@@ -213,7 +219,10 @@ impl AdaptiveConfig {
     /// ```
     #[must_use]
     pub fn band(mut self, band: f64) -> Self {
-        assert!(band > 0.0 && band < 0.5, "the band must be in (0, 0.5), got {band}");
+        assert!(
+            band > 0.0 && band < 0.5,
+            "the band must be in (0, 0.5), got {band}"
+        );
         self.band = band;
         self
     }
@@ -300,7 +309,10 @@ impl AdaptiveConfig {
     /// ```
     #[must_use]
     pub fn capacity(mut self, capacity: usize) -> Self {
-        assert!(capacity > 0, "an adaptive rate needs room for at least one key");
+        assert!(
+            capacity > 0,
+            "an adaptive rate needs room for at least one key"
+        );
         self.capacity = capacity;
         self
     }

@@ -232,9 +232,9 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     pub fn success(&self, key: &K) {
         let shared = &*self.shared;
         let now = shared.limiter.now();
-        shared
-            .table
-            .with(self.hash(key), &shared.config, |k| k.success(&shared.config, now));
+        shared.table.with(self.hash(key), &shared.config, |k| {
+            k.success(&shared.config, now)
+        });
     }
 
     /// The server refused a request of `key` for rate: the rate drops (at most once per
@@ -290,9 +290,9 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// ```
     pub fn announce(&self, key: &K, policy: Quota) {
         let shared = &*self.shared;
-        shared
-            .table
-            .with(self.hash(key), &shared.config, |k| k.announce(&shared.config, policy));
+        shared.table.with(self.hash(key), &shared.config, |k| {
+            k.announce(&shared.config, policy)
+        });
     }
 
     /// A copy of `key`'s state, or `None` if it has none (never signalled, or evicted).

@@ -157,7 +157,10 @@ impl KeyRate {
         }
         // The rate held for `confirm` successes: it is safe.
         self.strike = false;
-        let safe = self.snap.safe.map_or(self.snap.rate, |l| l.max(self.snap.rate));
+        let safe = self
+            .snap
+            .safe
+            .map_or(self.snap.rate, |l| l.max(self.snap.rate));
         self.snap.safe = Some(safe);
         let next = if upper - safe > config.band * upper {
             (safe + upper) / 2.0

@@ -63,7 +63,11 @@ impl Table {
         shard.tick += 1;
         let tick = shard.tick;
         if !shard.keys.contains_key(&hash) && shard.keys.len() >= self.per_shard {
-            let oldest = shard.keys.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| *k);
+            let oldest = shard
+                .keys
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| *k);
             if let Some(oldest) = oldest {
                 shard.keys.remove(&oldest);
                 shard.evicted += 1;
@@ -79,7 +83,10 @@ impl Table {
 
     /// A copy of the key's state, if it has one (not counted as a use).
     pub(crate) fn get(&self, hash: u64) -> Option<KeyRate> {
-        lock(self.shard(hash)).keys.get(&hash).map(|(k, _)| k.clone())
+        lock(self.shard(hash))
+            .keys
+            .get(&hash)
+            .map(|(k, _)| k.clone())
     }
 
     pub(crate) fn remove(&self, hash: u64) -> bool {

@@ -24,12 +24,48 @@ use hosts::HostSpec;
 // would be announced as `q=30;w=2`, and a client pacing to the announcement exactly would
 // go at 15.
 const HOSTS: [HostSpec; 6] = [
-    HostSpec { name: "a", rate: 40, burst: 3, ietf: false, flaky: 0.0 },
-    HostSpec { name: "b", rate: 60, burst: 3, ietf: false, flaky: 0.0 },
-    HostSpec { name: "c", rate: 90, burst: 3, ietf: false, flaky: 0.0 },
-    HostSpec { name: "d", rate: 50, burst: 50, ietf: true, flaky: 0.0 },
-    HostSpec { name: "e", rate: 100, burst: 100, ietf: true, flaky: 0.0 },
-    HostSpec { name: "f", rate: 40, burst: 40, ietf: true, flaky: 0.1 },
+    HostSpec {
+        name: "a",
+        rate: 40,
+        burst: 3,
+        ietf: false,
+        flaky: 0.0,
+    },
+    HostSpec {
+        name: "b",
+        rate: 60,
+        burst: 3,
+        ietf: false,
+        flaky: 0.0,
+    },
+    HostSpec {
+        name: "c",
+        rate: 90,
+        burst: 3,
+        ietf: false,
+        flaky: 0.0,
+    },
+    HostSpec {
+        name: "d",
+        rate: 50,
+        burst: 50,
+        ietf: true,
+        flaky: 0.0,
+    },
+    HostSpec {
+        name: "e",
+        rate: 100,
+        burst: 100,
+        ietf: true,
+        flaky: 0.0,
+    },
+    HostSpec {
+        name: "f",
+        rate: 40,
+        burst: 40,
+        ietf: true,
+        flaky: 0.1,
+    },
 ];
 
 fn parse_args() -> Result<(Duration, usize), String> {
@@ -76,7 +112,16 @@ async fn main() -> ExitCode {
 
     println!(
         "{:<4} {:<9} {:>6} {:>10} {:>9} {:>6} {:>9} {:>8} {:>6} {:>9}",
-        "host", "kind", "true", "converged", "measured", "429s", "429s/aft", "retries", "in-fl", "converge"
+        "host",
+        "kind",
+        "true",
+        "converged",
+        "measured",
+        "429s",
+        "429s/aft",
+        "retries",
+        "in-fl",
+        "converge"
     );
     for r in &reports {
         let c = &r.client;

@@ -324,7 +324,10 @@ impl Shared {
             Verdict::Success => {
                 self.rates.success(key);
                 if let (Some(0), Some(reset)) = (sig.remaining, sig.reset) {
-                    let _ = self.rates.limiter().penalize(key, reset.min(MAX_RESET_HOLD));
+                    let _ = self
+                        .rates
+                        .limiter()
+                        .penalize(key, reset.min(MAX_RESET_HOLD));
                 }
             }
             Verdict::Throttled => {
@@ -452,7 +455,8 @@ where
                 let Some(key) = (shared.key)(&parts) else {
                     return send(inner, parts, body).await;
                 };
-                let idempotent = matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+                let idempotent =
+                    matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
                 let mut state = shared.retry.start();
                 loop {
                     let asked = Instant::now();
@@ -473,8 +477,11 @@ where
                     drop(permit);
                     let failure = match &res {
                         Ok(response) => {
-                            let sig =
-                                ServerSignal::read(response.status(), response.headers(), SystemTime::now());
+                            let sig = ServerSignal::read(
+                                response.status(),
+                                response.headers(),
+                                SystemTime::now(),
+                            );
                             shared.apply(&key, &sig);
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,

@@ -329,7 +329,11 @@ impl RetryPolicy {
     /// assert_eq!(policy.jittered(0, 0.5), Duration::from_millis(75));
     /// ```
     pub fn jittered(&self, retry: u32, unit: f64) -> Duration {
-        let unit = if unit.is_nan() { 0.0 } else { unit.clamp(0.0, 1.0) };
+        let unit = if unit.is_nan() {
+            0.0
+        } else {
+            unit.clamp(0.0, 1.0)
+        };
         self.backoff(retry).mul_f64(1.0 - self.jitter * unit)
     }
 

@@ -131,9 +131,9 @@ impl ServerSignal {
             policy: field(headers, &RATELIMIT_POLICY)
                 .and_then(|v| parse_policy(&v))
                 .or_else(|| field(headers, &X_LIMIT).and_then(|v| parse_legacy_limit(&v))),
-            remaining: ietf.map(|(r, _)| r).or_else(|| {
-                single(headers, &X_REMAINING).and_then(|v| parse_integer(v.trim()))
-            }),
+            remaining: ietf
+                .map(|(r, _)| r)
+                .or_else(|| single(headers, &X_REMAINING).and_then(|v| parse_integer(v.trim()))),
             reset: ietf.map(|(_, t)| t).or_else(|| {
                 single(headers, &X_RESET).and_then(|v| parse_legacy_reset(v.trim(), now))
             }),
@@ -249,7 +249,11 @@ fn parse_list(s: &str) -> Option<Vec<Member<'_>>> {
             let (kv, tail) = p.split_at(stop);
             let (k, v) = kv.split_once('=').unwrap_or((kv, "?1"));
             let k = k.trim();
-            if k.is_empty() || !k.bytes().all(|b| b.is_ascii_lowercase() || b"_-.*0123456789".contains(&b)) {
+            if k.is_empty()
+                || !k
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b"_-.*0123456789".contains(&b))
+            {
                 return None;
             }
             params.push((k, v.trim()));

@@ -39,10 +39,34 @@ fn table(reports: &[HostReport]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_crawl_converges_under_each_hidden_rate() {
     let specs = [
-        HostSpec { name: "slow", rate: 40, burst: 3, ietf: false, flaky: 0.0 },
-        HostSpec { name: "fast", rate: 80, burst: 3, ietf: false, flaky: 0.0 },
-        HostSpec { name: "ietf", rate: 50, burst: 50, ietf: true, flaky: 0.0 },
-        HostSpec { name: "flaky", rate: 40, burst: 40, ietf: true, flaky: 0.1 },
+        HostSpec {
+            name: "slow",
+            rate: 40,
+            burst: 3,
+            ietf: false,
+            flaky: 0.0,
+        },
+        HostSpec {
+            name: "fast",
+            rate: 80,
+            burst: 3,
+            ietf: false,
+            flaky: 0.0,
+        },
+        HostSpec {
+            name: "ietf",
+            rate: 50,
+            burst: 50,
+            ietf: true,
+            flaky: 0.0,
+        },
+        HostSpec {
+            name: "flaky",
+            rate: 40,
+            burst: 40,
+            ietf: true,
+            flaky: 0.1,
+        },
     ];
     let mut hosts = Vec::new();
     for spec in specs {
@@ -56,7 +80,11 @@ async fn the_crawl_converges_under_each_hidden_rate() {
     })
     .await;
     let table = table(&reports);
-    assert!(!timed_out, "not every host converged within {LIMIT:?}:\n{table}");
+    eprintln!("{table}");
+    assert!(
+        !timed_out,
+        "not every host converged within {LIMIT:?}:\n{table}"
+    );
     for r in &reports {
         let hidden = f64::from(r.host.spec.rate);
         assert!(
@@ -73,9 +101,20 @@ async fn the_crawl_converges_under_each_hidden_rate() {
         // since convergence, with one burst of slack.
         let window = r.window.as_secs_f64();
         let allowed = hidden * window + f64::from(r.host.spec.burst) + 1.0;
-        assert!((r.ok_after as f64) <= allowed, "{}: {} 200s in {window:.1} s:\n{table}", r.host.spec.name, r.ok_after);
+        assert!(
+            (r.ok_after as f64) <= allowed,
+            "{}: {} 200s in {window:.1} s:\n{table}",
+            r.host.spec.name,
+            r.ok_after
+        );
     }
-    let flaky = reports.iter().find(|r| r.host.spec.name == "flaky").unwrap();
-    assert!(flaky.client.retries > 0, "the flaky host's 503s were not retried:\n{table}");
+    let flaky = reports
+        .iter()
+        .find(|r| r.host.spec.name == "flaky")
+        .unwrap();
+    assert!(
+        flaky.client.retries > 0,
+        "the flaky host's 503s were not retried:\n{table}"
+    );
     assert!(flaky.client.announced && !reports[0].client.announced);
 }

@@ -14,12 +14,17 @@ fn ms(n: u64) -> Duration {
 
 #[test]
 fn the_schedule_doubles_and_is_capped() {
-    let p = RetryPolicy::new().base(ms(10)).max_delay(ms(100)).jitter(0.0);
+    let p = RetryPolicy::new()
+        .base(ms(10))
+        .max_delay(ms(100))
+        .jitter(0.0);
     let got: Vec<_> = (0..6).map(|i| p.backoff(i)).collect();
     assert_eq!(got, [ms(10), ms(20), ms(40), ms(80), ms(100), ms(100)]);
     assert_eq!(p.backoff(31), ms(100));
     assert_eq!(p.backoff(u32::MAX), ms(100)); // no overflow
-    let huge = RetryPolicy::new().base(Duration::MAX).max_delay(Duration::MAX);
+    let huge = RetryPolicy::new()
+        .base(Duration::MAX)
+        .max_delay(Duration::MAX);
     assert_eq!(huge.backoff(40), Duration::MAX);
 }
 
@@ -64,14 +69,22 @@ fn jitter_stays_within_its_bounds() {
 
 #[test]
 fn retry_after_overrides_the_schedule_and_has_a_limit() {
-    let p = RetryPolicy::new().jitter(0.0).max_retry_after(Duration::from_secs(30));
+    let p = RetryPolicy::new()
+        .jitter(0.0)
+        .max_retry_after(Duration::from_secs(30));
     let mut s = p.start();
     let told = |secs| Failure::Transient {
         retry_after: Some(Duration::from_secs(secs)),
     };
-    assert_eq!(p.decide(&mut s, told(5)), Decision::Retry(Duration::from_secs(5)));
+    assert_eq!(
+        p.decide(&mut s, told(5)),
+        Decision::Retry(Duration::from_secs(5))
+    );
     assert_eq!(p.decide(&mut s, told(0)), Decision::Retry(Duration::ZERO));
-    assert_eq!(p.decide(&mut s, told(30)), Decision::Retry(Duration::from_secs(30)));
+    assert_eq!(
+        p.decide(&mut s, told(30)),
+        Decision::Retry(Duration::from_secs(30))
+    );
     let mut s = p.start();
     assert_eq!(
         p.decide(&mut s, told(31)),
@@ -91,10 +104,15 @@ fn a_repeated_429_gives_up() {
         Decision::GiveUp(GiveUp::RepeatedThrottle)
     );
 
-    let patient = RetryPolicy::new().give_up_after_throttles(4).max_retries(10);
+    let patient = RetryPolicy::new()
+        .give_up_after_throttles(4)
+        .max_retries(10);
     let mut s = patient.start();
     for _ in 0..3 {
-        assert!(matches!(patient.decide(&mut s, THROTTLED), Decision::Retry(_)));
+        assert!(matches!(
+            patient.decide(&mut s, THROTTLED),
+            Decision::Retry(_)
+        ));
     }
     assert_eq!(
         patient.decide(&mut s, THROTTLED),

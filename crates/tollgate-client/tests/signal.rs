@@ -40,8 +40,14 @@ fn retry_after_seconds_and_dates() {
     let ra = |s: &str| parse_retry_after(&HeaderValue::from_str(s).unwrap(), now());
     assert_eq!(ra("0"), Some(Duration::ZERO));
     assert_eq!(ra(" 17 "), Some(Duration::from_secs(17)));
-    assert_eq!(ra("99999999999999999999999"), Some(Duration::from_secs(u64::MAX))); // saturates
-    assert_eq!(ra("Sun, 06 Nov 1994 08:50:07 GMT"), Some(Duration::from_secs(30)));
+    assert_eq!(
+        ra("99999999999999999999999"),
+        Some(Duration::from_secs(u64::MAX))
+    ); // saturates
+    assert_eq!(
+        ra("Sun, 06 Nov 1994 08:50:07 GMT"),
+        Some(Duration::from_secs(30))
+    );
     assert_eq!(ra("Sun, 06 Nov 1994 08:00:00 GMT"), Some(Duration::ZERO)); // in the past
     for bad in ["", "-5", "1.5", "soon", "Sun, 06 Nov 1994", "0x10", "+3"] {
         assert_eq!(ra(bad), None, "{bad:?}");
@@ -60,7 +66,10 @@ fn ietf_policy_and_ratelimit() {
         ],
     );
     assert_eq!(s.policy, Some(Quota::per_second(10)));
-    assert_eq!((s.remaining, s.reset), (Some(7), Some(Duration::from_secs(1))));
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(7), Some(Duration::from_secs(1)))
+    );
 
     // Several items, over several lines: the most restrictive policy, the least remaining.
     let s = read(
@@ -71,8 +80,14 @@ fn ietf_policy_and_ratelimit() {
             ("ratelimit", "\"burst\";r=50;t=30, day;r=2;t=4000"),
         ],
     );
-    assert_eq!(s.policy, Some(Quota::new(1000, Duration::from_secs(86_400))));
-    assert_eq!((s.remaining, s.reset), (Some(2), Some(Duration::from_secs(4000))));
+    assert_eq!(
+        s.policy,
+        Some(Quota::new(1000, Duration::from_secs(86_400)))
+    );
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(2), Some(Duration::from_secs(4000)))
+    );
 
     // Quoted names with separators inside.
     assert_eq!(
@@ -132,7 +147,10 @@ fn legacy_fields() {
         ],
     );
     assert_eq!(s.policy, None); // a bare limit has no window
-    assert_eq!((s.remaining, s.reset), (Some(0), Some(Duration::from_secs(12))));
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(0), Some(Duration::from_secs(12)))
+    );
 
     let s = read(200, &[("x-ratelimit-limit", "60;w=60")]);
     assert_eq!(s.policy, Some(Quota::per_minute(60)));
@@ -141,7 +159,10 @@ fn legacy_fields() {
     let s = read(200, &[("x-ratelimit-reset", "1000000000")]);
     assert_eq!(s.reset, Some(Duration::from_secs(1_000_000_000)));
     let s = read(200, &[("x-ratelimit-reset", "1000000001")]);
-    assert_eq!(s.reset, Some(Duration::from_secs(1_000_000_001 - 784_111_777))); // a date
+    assert_eq!(
+        s.reset,
+        Some(Duration::from_secs(1_000_000_001 - 784_111_777))
+    ); // a date
 
     // The IETF fields win over the legacy ones.
     let s = read(
@@ -161,12 +182,19 @@ fn legacy_fields() {
         ("x-ratelimit-limit", "a;w=1"),
     ] {
         let s = read(200, &[(k, v)]);
-        assert_eq!((s.policy, s.remaining, s.reset), (None, None, None), "{k}: {v}");
+        assert_eq!(
+            (s.policy, s.remaining, s.reset),
+            (None, None, None),
+            "{k}: {v}"
+        );
     }
     // Repeated single-valued fields are ambiguous: ignored.
     let s = read(
         200,
-        &[("x-ratelimit-remaining", "1"), ("x-ratelimit-remaining", "2")],
+        &[
+            ("x-ratelimit-remaining", "1"),
+            ("x-ratelimit-remaining", "2"),
+        ],
     );
     assert_eq!(s.remaining, None);
 }

@@ -30,9 +30,11 @@ pub fn layer(max_in_flight: usize) -> PoliteLayer {
         .band(0.03)
         .confirm(200)
         .max_retry_after(Duration::from_secs(10));
-    PoliteLayer::new(config)
-        .max_in_flight(max_in_flight)
-        .retry(RetryPolicy::new().max_retries(3).base(Duration::from_millis(50)))
+    PoliteLayer::new(config).max_in_flight(max_in_flight).retry(
+        RetryPolicy::new()
+            .max_retries(3)
+            .base(Duration::from_millis(50)),
+    )
 }
 
 /// A host's rate is converged while it is within 5 % of the hidden rate and not above it.

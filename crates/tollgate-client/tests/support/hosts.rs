@@ -111,7 +111,9 @@ pub async fn start(spec: HostSpec) -> Host {
             }
             Ok::<_, Infallible>(res)
         }));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("local address");
     tokio::spawn(async move {
         loop {
