@@ -90,6 +90,8 @@ struct Shared {
     retry: RetryPolicy,
     key: Arc<KeyFn>,
     hosts: Arc<Hosts>,
+    /// The rates' clock reading when the layer was made (`last_decrease` is since then).
+    created: Timestamp,
 }
 
 impl fmt::Debug for PoliteLayer {
@@ -157,11 +159,12 @@ impl PoliteLayer {
     pub fn with_rates(rates: AdaptiveRate<str>) -> PoliteLayer {
         PoliteLayer {
             shared: Arc::new(Shared {
-                rates,
                 inflight: InFlight::new(8),
                 retry: RetryPolicy::new(),
                 key: Arc::new(host_key),
                 hosts: Arc::new(Hosts::new(10_000)),
+                created: rates.now(),
+                rates,
             }),
         }
     }
@@ -311,7 +314,7 @@ impl Shared {
             last_signal: c.last_signal,
             last_decrease: rate
                 .and_then(|r| r.last_decrease)
-                .map(|t| t.saturating_duration_since(Timestamp::ZERO)),
+                .map(|t| t.saturating_duration_since(self.created)),
         }
     }
 
