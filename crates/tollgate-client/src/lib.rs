@@ -1,8 +1,10 @@
 //! A polite HTTP client layer for [tower](https://docs.rs/tower): per-host concurrency,
 //! rates learned from the server, and retries that listen, on [`tollgate`].
 //!
-//! * [`PoliteLayer`] wraps any tower HTTP client (hyper-util's legacy client, `reqwest`'s
-//!   `Client`, your own `Service`). Each request is keyed by its host (or your key); it
+//! * [`PoliteLayer`] wraps any tower client of `http::Request` to `http::Response`
+//!   (hyper-util's legacy client, your own `Service`; `reqwest::Client` serves its own
+//!   request type, so it needs a `map_request`/`map_response` through reqwest's `http`
+//!   conversions). Each request is keyed by its host (or your key); it
 //!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
 //!   [`tollgate::AdaptiveRate`], then goes out. The response's signals feed the rate back:
 //!   a success raises it, a 429 (or a 503 with `Retry-After`) lowers it and pushes the
