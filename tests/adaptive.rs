@@ -217,3 +217,16 @@ fn waits_queue_on_the_limiter() {
     });
     assert_eq!(r.limiter().stats().admitted, 3);
 }
+
+#[test]
+fn a_wait_on_fake_time_honours_the_retry_after_push() {
+    use futures_util::FutureExt;
+    let (r, clock) = rates(AdaptiveConfig::new(100.0));
+    r.throttled("h", Some(Duration::from_secs(2)));
+    let mut wait = Box::pin(r.until_ready("h"));
+    assert!((&mut wait).now_or_never().is_none());
+    clock.advance(Duration::from_millis(1_999));
+    assert!((&mut wait).now_or_never().is_none());
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(wait.now_or_never(), Some(Ok(())));
+}

@@ -192,3 +192,18 @@ fn the_host_table_is_bounded() {
     let keys: Vec<_> = l.hosts().into_iter().map(|h| h.key).collect();
     assert_eq!(keys, ["c.example:80", "d.example:80"]);
 }
+
+#[test]
+fn ratelimit_remaining_zero_holds_the_host_until_the_reset() {
+    let l = layer();
+    let (svc, _) = scripted(&[200], &[("ratelimit", "\"p\";r=0;t=30")]);
+    assert_eq!(send(&l, svc, Method::GET), 200);
+    // 30 s from the response: no test machine is that slow.
+    let wait = l
+        .rates()
+        .check("h.example:80")
+        .unwrap_err()
+        .retry_after()
+        .unwrap();
+    assert!(wait > Duration::from_secs(20), "{wait:?}");
+}
