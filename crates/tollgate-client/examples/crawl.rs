@@ -24,49 +24,36 @@ use hosts::HostSpec;
 // would be announced as `q=30;w=2`, and a client pacing to the announcement exactly would
 // go at 15.
 const HOSTS: [HostSpec; 6] = [
-    HostSpec {
-        name: "a",
-        rate: 40,
-        burst: 3,
-        ietf: false,
-        flaky: 0.0,
-    },
-    HostSpec {
-        name: "b",
-        rate: 60,
-        burst: 3,
-        ietf: false,
-        flaky: 0.0,
-    },
-    HostSpec {
-        name: "c",
-        rate: 90,
-        burst: 3,
-        ietf: false,
-        flaky: 0.0,
-    },
-    HostSpec {
-        name: "d",
-        rate: 50,
-        burst: 50,
-        ietf: true,
-        flaky: 0.0,
-    },
-    HostSpec {
-        name: "e",
-        rate: 100,
-        burst: 100,
-        ietf: true,
-        flaky: 0.0,
-    },
-    HostSpec {
-        name: "f",
-        rate: 40,
-        burst: 40,
-        ietf: true,
-        flaky: 0.1,
-    },
+    probing("a", 80),
+    probing("b", 120),
+    probing("c", 160),
+    ietf("d", 50, 0.0),
+    ietf("e", 100, 0.0),
+    ietf("f", 40, 0.1),
 ];
+
+/// A host that sends only 429 with `Retry-After`, with a small burst (3).
+const fn probing(name: &'static str, rate: u32) -> HostSpec {
+    HostSpec {
+        name,
+        rate,
+        burst: 3,
+        ietf: false,
+        flaky: 0.0,
+    }
+}
+
+/// A host that sends the IETF fields (burst = rate: `q=rate;w=1`), failing `flaky` of its
+/// admitted requests with 503.
+const fn ietf(name: &'static str, rate: u32, flaky: f64) -> HostSpec {
+    HostSpec {
+        name,
+        rate,
+        burst: rate,
+        ietf: true,
+        flaky,
+    }
+}
 
 fn parse_args() -> Result<(Duration, usize), String> {
     let mut seconds = 15.0;
@@ -131,7 +118,7 @@ async fn main() -> ExitCode {
             r.host.spec.kind(),
             r.host.spec.rate,
             c.rate,
-            r.measured_rate().map_or("-".into(), |m| format!("{m:.1}")),
+            r.recent_rate.map_or("-".into(), |m| format!("{m:.1}")),
             c.throttled,
             if r.converged_at.is_some() {
                 format!("{}/{}", r.throttled_after, r.requests_after)
@@ -146,8 +133,9 @@ async fn main() -> ExitCode {
     }
     println!(
         "true: the server's hidden rate; converged: the client's rate at the end; measured: \
-         200s per second since convergence;\n429s/aft: 429s / attempts since convergence \
-         (within 5 % under the true rate)."
+         the server's 200s per second over the last {} s;\n429s/aft: 429s / attempts since \
+         the rate came within 5 % under the true rate (converge: when).",
+        crawl::RECENT.as_secs()
     );
     ExitCode::SUCCESS
 }

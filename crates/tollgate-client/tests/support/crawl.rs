@@ -55,7 +55,12 @@ pub struct HostReport {
     pub ok_after: u64,
     /// The time since convergence.
     pub window: Duration,
+    /// The server's 200s per second over the last `RECENT` of the crawl.
+    pub recent_rate: Option<f64>,
 }
+
+/// The span of [`HostReport::recent_rate`].
+pub const RECENT: Duration = Duration::from_secs(3);
 
 impl HostReport {
     /// Requests per second the server answered 200 since convergence.
@@ -108,16 +113,25 @@ pub async fn crawl(
 
     let start = Instant::now();
     let mut streaks: Vec<Option<Streak>> = vec![None; hosts.len()];
+    let mut history: Vec<std::collections::VecDeque<(Duration, u64)>> =
+        vec![Default::default(); hosts.len()];
     let mut last_print = Duration::ZERO;
     let reports = loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = start.elapsed();
         let mut reports = Vec::with_capacity(hosts.len());
-        for (host, streak) in hosts.iter().zip(&mut streaks) {
+        for ((host, streak), past) in hosts.iter().zip(&mut streaks).zip(&mut history) {
             let Some(client) = layer.host(&host.key()) else {
                 continue;
             };
             let ok = host.served.ok();
+            past.push_back((now, ok));
+            while past.len() > 1 && now - past[1].0 >= RECENT {
+                past.pop_front();
+            }
+            let (then, ok_then) = past[0];
+            let recent_rate =
+                (now - then >= RECENT).then(|| (ok - ok_then) as f64 / (now - then).as_secs_f64());
             if !in_band(client.rate, f64::from(host.spec.rate)) {
                 *streak = None;
             } else if streak.is_none() {
@@ -136,6 +150,7 @@ pub async fn crawl(
                 throttled_after: s.map_or(0, |s| client.throttled - s.throttled),
                 ok_after: s.map_or(0, |s| ok - s.ok),
                 window: s.map_or(Duration::ZERO, |s| now - s.at),
+                recent_rate,
                 client,
             });
         }
