@@ -51,6 +51,8 @@
 //!                          implement `Cells`, and their futures (`limiter/wait.rs`,
 //!                          `direct/wait.rs`); the builder lives inside `limiter/`
 //!   stack                  check_all over any limiters
+//!   inflight, adaptive     beside the limiter, over its public API: per-key permits; per-key
+//!                          rates learned from a server, paced by a keyed Limiter
 //! ```
 //!
 //! In the time layers every arrow points down: `time` knows nothing of the timer, the timer
@@ -161,6 +163,10 @@
 //! | stacked limits | `src/stack.rs` |
 //! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
 //! | per-key concurrency limits: who gets a permit, when a key's state goes | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
+//! | how a key's learned rate moves on success, throttle, announced policy | `src/adaptive/state.rs` (bounds and gains: `config.rs`; the bounded store: `table.rs`) |
+//! | HTTP clients: reading 429/503, `Retry-After`, `RateLimit` fields | `crates/tollgate-client/src/signal.rs` |
+//! | the retry schedule (backoff, jitter, give-up) | `crates/tollgate-client/src/retry.rs` |
+//! | the polite client layer: permit, rate, retries, per-host counters | `crates/tollgate-client/src/layer.rs`, `hosts.rs` |
 //! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` (the decision in `call`: `decide.rs`; the options: `builder.rs`; the Layer and the Service: `layer.rs`, `service.rs`; the modes: `mode.rs`, delay mode's wait: `delay.rs`, dry-run: `dry_run.rs`; forwarding headers: `forwarded.rs`; how a refusal is rendered, HTTP, problem+json or gRPC: `refusal.rs`; decision counts: `counts.rs`) |
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` (the script: `script.rs`; when the fast path may refuse: `cache.rs`, `offset.rs`; reserving and refunding waits: `wait.rs`) |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
@@ -236,3 +242,46 @@
 //!
 //! With a rate limit on the same key, take the permit first, then wait for the rate cell
 //! (the argument and an example are on [`InFlight`](crate::InFlight)).
+//!
+//! ## 10. Rates learned from the server, and the client
+//!
+//! [`AdaptiveRate`](crate::AdaptiveRate) keeps, per key, a rate between a floor and a ceiling
+//! and paces the key through a keyed [`Limiter`](crate::Limiter) with per-call quotas
+//! (`until_ready_with` under the key's rate, burst 1): waiting stays the limiter's FIFO queue
+//! on tollgate's timer, and a server's `Retry-After` is a `penalize` of the key. It needs no
+//! dependency, so it lives in the core; it adds no atomics (its per-key state sits in a few
+//! mutex-protected maps, bounded by a capacity with the least recently used key of a shard
+//! evicted: an adaptive rate tracks hosts, not packets).
+//!
+//! The rule is a bisection, not a sawtooth. A plain AIMD keeps crossing the server's rate:
+//! each crossing costs a 429 and, with `Retry-After` rounded up to whole seconds, a stall of
+//! a second, so it cannot hold within 5 % of the rate with under 1 % of 429s. Instead: a fast
+//! start (additive per success, so about exponential in time) until the first throttle; then
+//! the lowest throttled rate U and the highest rate that drew `confirm` successes in a row
+//! L bracket the server's rate, the next rate tried is `(L + U) / 2`, and once `U - L` is
+//! within `band × U` the key settles half a band under L. A server with `e` cells of burst
+//! slack refuses a rate `ε` over its own after about `e / ε` requests, so `confirm`
+//! successes tell apart rates more than `e / confirm` over it; the half band covers the rest.
+//! A throttle at or under L forgets L (it was wrong, or the server slowed down); a quiet
+//! `reprobe` period moves U up two bands (the server may have sped up). An announced policy
+//! (`RateLimit-Policy`) replaces all of this: the key is paced to it exactly.
+//!
+//! The HTTP side lives in `crates/tollgate-client`, over the core's public API only: parsing
+//! of the response's signals (429/503, `Retry-After` as seconds or HTTP-date, the IETF
+//! `RateLimit`/`RateLimit-Policy` structured fields, legacy `X-RateLimit-*`; a field that
+//! does not parse is ignored whole, never a panic), the retry policy, and the tower layer.
+//! The retry policy is generic (it knows no HTTP) but lives in the client crate: it is a
+//! client's concern, not a rate limiter's, it wants a PRNG for jitter (`fastrand`) that the
+//! core's fixed dependency list does not have, and it needs only the core's public timer.
+//! Per attempt the layer takes the host's [`InFlight`](crate::InFlight) permit, then its turn
+//! at the rate (the order §9 argues), sends, releases the permit, and feeds the response
+//! back; GET/HEAD/OPTIONS are retried on 429, 5xx and transport errors, never on another
+//! 4xx.
+//!
+//! | promise | why it holds | checked by |
+//! | --- | --- | --- |
+//! | each signal moves the rate as documented, within floor and ceiling | the pure rules in `state.rs` | `tests/adaptive.rs` (manual clock), unit tests in `src/adaptive/state.rs` |
+//! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `tests/adaptive.rs::retry_after_pushes…` |
+//! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
+//! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |
+//! | converges within 5 % under a hidden rate, < 1 % 429s after | the bisection above | `crates/tollgate-client/tests/converge.rs` (real hyper servers behind tollgate-tower) |

@@ -107,3 +107,8 @@ pub struct ReadmeDoctests;
 /// Per-key concurrency limits: at most N permits out per key, FIFO, released on drop.
 mod inflight;
 pub use inflight::{Acquire, InFlight, Permit};
+
+/// Per-key rates learned from the server: additive increase, multiplicative decrease,
+/// `Retry-After` pushes and announced policies, driving a keyed [`Limiter`].
+mod adaptive;
+pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};

@@ -1,0 +1,141 @@
+//! The polite crawler demo: starts several local HTTP hosts, each guarded by tollgate-tower
+//! with its own hidden rate (some send the IETF RateLimit fields, some only 429 with
+//! `Retry-After`, one fails at random with 503), crawls them all with many tasks through
+//! `PoliteLayer` over hyper-util's client, and prints per host the true rate, the rate the
+//! client converged to, the 429s, retries, in-flight maximum and time to converge.
+//!
+//! ```sh
+//! cargo run --release -p tollgate-client --example crawl -- [--seconds 15] [--tasks 8]
+//! ```
+
+#[path = "../tests/support/hosts.rs"]
+mod hosts;
+
+#[path = "../tests/support/crawl.rs"]
+mod crawl;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use hosts::HostSpec;
+
+// The IETF hosts' rates divide a second into whole nanoseconds: tollgate-tower announces
+// its window rounded up to whole seconds, so 30 per second (an interval of 33 333 334 ns)
+// would be announced as `q=30;w=2`, and a client pacing to the announcement exactly would
+// go at 15.
+const HOSTS: [HostSpec; 6] = [
+    probing("a", 80),
+    probing("b", 120),
+    probing("c", 160),
+    ietf("d", 50, 0.0),
+    ietf("e", 100, 0.0),
+    ietf("f", 40, 0.1),
+];
+
+/// A host that sends only 429 with `Retry-After`, with a small burst (3).
+const fn probing(name: &'static str, rate: u32) -> HostSpec {
+    HostSpec {
+        name,
+        rate,
+        burst: 3,
+        ietf: false,
+        flaky: 0.0,
+    }
+}
+
+/// A host that sends the IETF fields (burst = rate: `q=rate;w=1`), failing `flaky` of its
+/// admitted requests with 503.
+const fn ietf(name: &'static str, rate: u32, flaky: f64) -> HostSpec {
+    HostSpec {
+        name,
+        rate,
+        burst: rate,
+        ietf: true,
+        flaky,
+    }
+}
+
+fn parse_args() -> Result<(Duration, usize), String> {
+    let mut seconds = 15.0;
+    let mut tasks = 8;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--seconds" => seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
+            "--tasks" => tasks = value()?.parse().map_err(|e| format!("--tasks: {e}"))?,
+            "-h" | "--help" => return Err("usage: crawl [--seconds S] [--tasks PER_HOST]".into()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let seconds = Duration::try_from_secs_f64(seconds).map_err(|e| format!("--seconds: {e}"))?;
+    if tasks == 0 {
+        return Err("--tasks must be at least 1".into());
+    }
+    Ok((seconds, tasks))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let (seconds, tasks) = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut hosts = Vec::new();
+    for spec in HOSTS {
+        hosts.push(hosts::start(spec).await);
+    }
+    println!(
+        "crawling {} local hosts for {:.1} s with {} tasks each (rates hidden from the client)",
+        hosts.len(),
+        seconds.as_secs_f64(),
+        tasks
+    );
+    let layer = crawl::layer(6);
+    let reports = crawl::crawl(&hosts, &layer, tasks, true, |t, _| t >= seconds).await;
+
+    println!(
+        "{:<4} {:<9} {:>6} {:>10} {:>9} {:>6} {:>9} {:>8} {:>6} {:>9}",
+        "host",
+        "kind",
+        "true",
+        "converged",
+        "measured",
+        "429s",
+        "429s/aft",
+        "retries",
+        "in-fl",
+        "converge"
+    );
+    for r in &reports {
+        let c = &r.client;
+        println!(
+            "{:<4} {:<9} {:>6} {:>10.1} {:>9} {:>6} {:>9} {:>8} {:>6} {:>9}",
+            r.host.spec.name,
+            r.host.spec.kind(),
+            r.host.spec.rate,
+            c.rate,
+            r.recent_rate.map_or("-".into(), |m| format!("{m:.1}")),
+            c.throttled,
+            if r.converged_at.is_some() {
+                format!("{}/{}", r.throttled_after, r.requests_after)
+            } else {
+                "-".into()
+            },
+            c.retries,
+            c.in_flight_max,
+            r.converged_at
+                .map_or("not yet".into(), |t| format!("{:.1} s", t.as_secs_f64())),
+        );
+    }
+    println!(
+        "true: the server's hidden rate; converged: the client's rate at the end; measured: \
+         the server's 200s per second over the last {} s;\n429s/aft: 429s / attempts since \
+         the rate came within 5 % under the true rate (converge: when).",
+        crawl::RECENT.as_secs()
+    );
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,153 @@
+//! Per-host counters for observability: a map from host key to counters under one mutex,
+//! bounded to a capacity with the least recently used host evicted (a scan, paid only when
+//! a new host arrives at a full table). The critical sections are a few additions; no lock
+//! is held across an await.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::signal::ServerSignal;
+
+/// What the client knows of one host, from [`PoliteLayer::host`](crate::PoliteLayer::host).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::AdaptiveConfig;
+/// use tollgate_client::PoliteLayer;
+///
+/// let layer = PoliteLayer::new(AdaptiveConfig::new(5.0));
+/// assert!(layer.host("example.com:80").is_none()); // never seen
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostSnapshot {
+    /// The host's key.
+    pub key: String,
+    /// The rate it is paced at now, in requests per second.
+    pub rate: f64,
+    /// Whether that rate is the server's announced policy (else it is probed).
+    pub announced: bool,
+    /// Requests in flight now.
+    pub in_flight: usize,
+    /// The most requests in flight at once.
+    pub in_flight_max: usize,
+    /// Attempts sent (first tries and retries).
+    pub requests: u64,
+    /// Responses that were successes.
+    pub successes: u64,
+    /// 429 responses.
+    pub throttled: u64,
+    /// 5xx responses.
+    pub server_errors: u64,
+    /// Transport errors from the inner client.
+    pub errors: u64,
+    /// Retries sent.
+    pub retries: u64,
+    /// Requests given up on by the retry policy.
+    pub gave_up: u64,
+    /// Attempts that had to wait (for a permit or for the rate).
+    pub waits: u64,
+    /// The total time attempts waited.
+    pub waited: Duration,
+    /// The last response's signals.
+    pub last_signal: Option<ServerSignal>,
+    /// When (since the layer was made) the host's rate was last lowered by a throttle.
+    pub last_decrease: Option<Duration>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Counters {
+    pub(crate) in_flight_max: usize,
+    pub(crate) requests: u64,
+    pub(crate) successes: u64,
+    pub(crate) throttled: u64,
+    pub(crate) server_errors: u64,
+    pub(crate) errors: u64,
+    pub(crate) retries: u64,
+    pub(crate) gave_up: u64,
+    pub(crate) waits: u64,
+    pub(crate) waited: Duration,
+    pub(crate) last_signal: Option<ServerSignal>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Hosts {
+    inner: Mutex<Inner>,
+    capacity: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    map: HashMap<String, (Counters, u64)>,
+    tick: u64,
+}
+
+impl Hosts {
+    pub(crate) fn new(capacity: usize) -> Hosts {
+        Hosts {
+            inner: Mutex::new(Inner::default()),
+            capacity,
+        }
+    }
+
+    /// Runs `f` on the host's counters, adding it (and evicting the least recently used
+    /// host of a full table) if new.
+    pub(crate) fn with<R>(&self, key: &str, f: impl FnOnce(&mut Counters) -> R) -> R {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.tick += 1;
+        let tick = inner.tick;
+        if !inner.map.contains_key(key) && inner.map.len() >= self.capacity {
+            let oldest = inner
+                .map
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                inner.map.remove(&oldest);
+            }
+        }
+        let entry = match inner.map.get_mut(key) {
+            Some(e) => e,
+            None => inner
+                .map
+                .entry(key.to_owned())
+                .or_insert_with(|| (Counters::default(), tick)),
+        };
+        entry.1 = tick;
+        f(&mut entry.0)
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<Counters> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.map.get(key).map(|(c, _)| c.clone())
+    }
+
+    pub(crate) fn all(&self) -> Vec<(String, Counters)> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<_> = inner
+            .map
+            .iter()
+            .map(|(k, (c, _))| (k.clone(), c.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_least_recently_used_out() {
+        let h = Hosts::new(2);
+        h.with("a", |c| c.requests += 1);
+        h.with("b", |c| c.requests += 1);
+        h.with("a", |c| c.requests += 1);
+        h.with("c", |c| c.requests += 1); // evicts b
+        assert!(h.get("b").is_none());
+        assert_eq!(h.get("a").unwrap().requests, 2);
+        assert_eq!(h.all().len(), 2);
+    }
+}

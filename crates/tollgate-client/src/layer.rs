@@ -1,0 +1,522 @@
+//! [`PoliteLayer`] and its service [`Polite`]: per-host permit, then per-host rate, then the
+//! request; the response's signals fed back; idempotent requests retried.
+
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use http::request::Parts;
+use http::{Method, Request, Response};
+use tollgate::{AdaptiveConfig, AdaptiveRate, InFlight, Timestamp};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::hosts::{HostSnapshot, Hosts};
+use crate::retry::{Decision, Failure, RetryPolicy};
+use crate::signal::{ServerSignal, Verdict};
+
+type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+
+/// The longest a `RateLimit: r=0;t=N` field holds a host back.
+const MAX_RESET_HOLD: Duration = Duration::from_secs(60);
+
+/// An attempt that waited at least this long counts in [`HostSnapshot::waits`].
+const COUNTED_WAIT: Duration = Duration::from_millis(1);
+
+/// The polite client layer: wraps a tower HTTP client so that each host gets at most
+/// [`max_in_flight`](PoliteLayer::max_in_flight) requests at once, paced at a rate learned
+/// from its answers ([`AdaptiveRate`]), with idempotent requests retried under a
+/// [`RetryPolicy`].
+///
+/// Per attempt, in this order (the order [`InFlight`] documents as deadlock-free and
+/// faithful to the paced rate): a permit of the host, then the host's turn at its rate,
+/// then the inner service; the permit is released when the response (head) is in. The
+/// response's [`ServerSignal`] then moves the rate:
+///
+/// * 1xx-3xx: a success (additive increase while probing);
+/// * 429, or 503 with `Retry-After`: a throttle (multiplicative decrease; the host's next
+///   admission moves out by `Retry-After`, capped by the [`AdaptiveConfig`]);
+/// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly;
+///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with a reset) holds the host back
+///   until the reset (at most 60 s).
+///
+/// GET, HEAD and OPTIONS requests are retried on 429, 5xx and errors of the inner service,
+/// as the [`RetryPolicy`] decides; other methods and every other 4xx are never retried.
+/// After the last try the last response (or error) is returned as it came. Requests are
+/// cloned for each attempt, so the request body must be `Clone` (an empty or buffered
+/// body: `String`, `Full<Bytes>`, `Empty<Bytes>`).
+///
+/// Requests whose key cannot be found (no host in the URI) go through unpaced.
+///
+/// Cloning the layer or the service is cheap; every clone shares the hosts' state.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tollgate::AdaptiveConfig;
+/// use tollgate_client::{PoliteLayer, RetryPolicy};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// // A stand-in client that refuses every request with 429 and Retry-After: 0.
+/// let client = service_fn(|_req: http::Request<()>| async {
+///     let res = http::Response::builder().status(429).header("retry-after", "0");
+///     Ok::<_, Infallible>(res.body(()).unwrap())
+/// });
+/// let layer = PoliteLayer::new(AdaptiveConfig::new(100.0))
+///     .retry(RetryPolicy::new().give_up_after_throttles(2));
+/// let polite = layer.layer(client);
+/// futures_executor::block_on(async {
+///     let req = http::Request::get("http://example.com/").body(()).unwrap();
+///     let res = polite.oneshot(req).await.unwrap();
+///     assert_eq!(res.status(), 429); // retried once, then given up
+/// });
+/// let host = layer.host("example.com:80").unwrap();
+/// assert_eq!((host.requests, host.throttled, host.retries, host.gave_up), (2, 2, 1, 1));
+/// assert_eq!(host.rate, 80.0); // lowered once: the second 429 came inside the cooldown
+/// ```
+#[derive(Clone)]
+pub struct PoliteLayer {
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone)]
+struct Shared {
+    rates: AdaptiveRate<str>,
+    inflight: InFlight<str>,
+    retry: RetryPolicy,
+    key: Arc<KeyFn>,
+    hosts: Arc<Hosts>,
+    /// The rates' clock reading when the layer was made (`last_decrease` is since then).
+    created: Timestamp,
+}
+
+impl fmt::Debug for PoliteLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoliteLayer")
+            .field("rates", &self.shared.rates)
+            .field("inflight", &self.shared.inflight)
+            .field("retry", &self.shared.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default key: the URI's host and port (the scheme's default port if none is given),
+/// lower-cased, as `host:port`.
+///
+/// # Examples
+///
+/// ```
+/// let req = http::Request::get("https://Example.COM/a").body(()).unwrap();
+/// let (parts, _) = req.into_parts();
+/// assert_eq!(tollgate_client::host_key(&parts).as_deref(), Some("example.com:443"));
+/// ```
+pub fn host_key(parts: &Parts) -> Option<String> {
+    let uri = &parts.uri;
+    let host = uri.host()?;
+    let port = uri.port_u16().or(match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") | None => Some(80),
+        Some(_) => None,
+    });
+    let host = host.to_ascii_lowercase();
+    Some(match port {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
+}
+
+impl PoliteLayer {
+    /// A layer whose hosts start at `config`'s initial rate; at most 8 requests in flight per
+    /// host, the default [`RetryPolicy`], keyed by [`host_key`], counters for up to 10 000
+    /// hosts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
+    /// assert_eq!(layer.rates().config().initial_rate(), 10.0);
+    /// ```
+    pub fn new(config: AdaptiveConfig) -> PoliteLayer {
+        PoliteLayer::with_rates(AdaptiveRate::new(config))
+    }
+
+    /// A layer over an [`AdaptiveRate`] of your own (on a [`tollgate::ManualClock`] in tests,
+    /// or shared with other code).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
+    /// let layer = tollgate_client::PoliteLayer::with_rates(rates.clone());
+    /// # let _ = layer;
+    /// ```
+    pub fn with_rates(rates: AdaptiveRate<str>) -> PoliteLayer {
+        PoliteLayer {
+            shared: Arc::new(Shared {
+                inflight: InFlight::new(8),
+                retry: RetryPolicy::new(),
+                key: Arc::new(host_key),
+                hosts: Arc::new(Hosts::new(10_000)),
+                created: rates.now(),
+                rates,
+            }),
+        }
+    }
+
+    /// At most `n` requests in flight per host.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0)).max_in_flight(2);
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn max_in_flight(mut self, n: usize) -> Self {
+        Arc::make_mut(&mut self.shared).inflight = InFlight::new(n);
+        self
+    }
+
+    /// The retry policy for idempotent requests ([`RetryPolicy::never`] to switch retries
+    /// off).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::{PoliteLayer, RetryPolicy};
+    /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0)).retry(RetryPolicy::never());
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        Arc::make_mut(&mut self.shared).retry = policy;
+        self
+    }
+
+    /// Keys requests by `f` instead of [`host_key`] (per API token, per tenant); `None` lets
+    /// a request through unpaced.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::PoliteLayer;
+    ///
+    /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0)).key(|parts| {
+    ///     parts.headers.get("x-tenant")?.to_str().ok().map(str::to_owned)
+    /// });
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn key<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        Arc::make_mut(&mut self.shared).key = Arc::new(f);
+        self
+    }
+
+    /// Keeps counters for at most `n` hosts, the least recently used evicted (the
+    /// adaptive rates have their own capacity, in their [`AdaptiveConfig`]).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0)).track_hosts(100);
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn track_hosts(mut self, n: usize) -> Self {
+        assert!(n > 0, "the layer must track at least one host");
+        Arc::make_mut(&mut self.shared).hosts = Arc::new(Hosts::new(n));
+        self
+    }
+
+    /// The adaptive rates the layer paces with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
+    /// assert_eq!(layer.rates().rate("example.com:80"), 10.0);
+    /// ```
+    pub fn rates(&self) -> &AdaptiveRate<str> {
+        &self.shared.rates
+    }
+
+    /// What the layer knows of `key`'s host, if it tracks it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
+    /// assert!(layer.host("example.com:80").is_none());
+    /// ```
+    pub fn host(&self, key: &str) -> Option<HostSnapshot> {
+        let counters = self.shared.hosts.get(key)?;
+        Some(self.shared.snapshot(key, counters))
+    }
+
+    /// Every tracked host, sorted by key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AdaptiveConfig;
+    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
+    /// assert!(layer.hosts().is_empty());
+    /// ```
+    pub fn hosts(&self) -> Vec<HostSnapshot> {
+        let all = self.shared.hosts.all();
+        all.into_iter()
+            .map(|(key, c)| self.shared.snapshot(&key, c))
+            .collect()
+    }
+}
+
+impl Shared {
+    fn snapshot(&self, key: &str, c: crate::hosts::Counters) -> HostSnapshot {
+        let rate = self.rates.snapshot(key);
+        HostSnapshot {
+            key: key.to_owned(),
+            rate: self.rates.rate(key),
+            announced: rate.is_some_and(|r| r.announced.is_some()),
+            in_flight: self.inflight.in_flight(key),
+            in_flight_max: c.in_flight_max,
+            requests: c.requests,
+            successes: c.successes,
+            throttled: c.throttled,
+            server_errors: c.server_errors,
+            errors: c.errors,
+            retries: c.retries,
+            gave_up: c.gave_up,
+            waits: c.waits,
+            waited: c.waited,
+            last_signal: c.last_signal,
+            last_decrease: rate
+                .and_then(|r| r.last_decrease)
+                .map(|t| t.saturating_duration_since(self.created)),
+        }
+    }
+
+    /// Feeds a response's signals to the host's rate and counters.
+    fn apply(&self, key: &str, sig: &ServerSignal) {
+        if let Some(policy) = sig.policy {
+            self.rates.announce(key, policy);
+        }
+        match sig.verdict {
+            Verdict::Success => {
+                self.rates.success(key);
+                if let (Some(0), Some(reset)) = (sig.remaining, sig.reset) {
+                    let _ = self
+                        .rates
+                        .limiter()
+                        .penalize(key, reset.min(MAX_RESET_HOLD));
+                }
+            }
+            Verdict::Throttled => {
+                self.rates.throttled(key, sig.retry_after);
+            }
+            Verdict::Unavailable if sig.retry_after.is_some() => {
+                self.rates.throttled(key, sig.retry_after);
+            }
+            Verdict::Unavailable | Verdict::ServerError | Verdict::Final => {}
+        }
+        self.hosts.with(key, |c| {
+            match sig.verdict {
+                Verdict::Success => c.successes += 1,
+                Verdict::Throttled => c.throttled += 1,
+                Verdict::Unavailable | Verdict::ServerError => c.server_errors += 1,
+                Verdict::Final => {}
+            }
+            c.last_signal = Some(*sig);
+        });
+    }
+}
+
+impl<S> Layer<S> for PoliteLayer {
+    type Service = Polite<S>;
+
+    fn layer(&self, inner: S) -> Polite<S> {
+        Polite {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The service of a [`PoliteLayer`].
+///
+/// `poll_ready` is always ready: each attempt takes its own clone of the inner service and
+/// waits for that clone's readiness after its permit and its turn.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tollgate::AdaptiveConfig;
+/// use tollgate_client::{Polite, PoliteLayer};
+/// use tower::{Layer, service_fn};
+///
+/// let client = service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(()))
+/// });
+/// let polite: Polite<_> = PoliteLayer::new(AdaptiveConfig::new(10.0)).layer(client);
+/// assert!(format!("{polite:?}").starts_with("Polite"));
+/// ```
+#[derive(Clone)]
+pub struct Polite<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> fmt::Debug for Polite<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Polite").finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Polite`]'s `call`.
+///
+/// # Cancel safety
+///
+/// Dropping it drops the attempt under way: a queued permit or rate wait gives its place
+/// up and holds nothing (see [`InFlight::acquire`] and [`tollgate::UntilReady`]); a request
+/// already sent is dropped as the inner client drops it, and its permit is released.
+#[must_use = "futures do nothing unless polled"]
+pub struct ResponseFuture<T, E> {
+    inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
+}
+
+impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+async fn send<S, ReqB, ResB>(
+    mut svc: S,
+    parts: Parts,
+    body: ReqB,
+) -> Result<Response<ResB>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+{
+    poll_fn(|cx| svc.poll_ready(cx)).await?;
+    svc.call(Request::from_parts(parts, body)).await
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for Polite<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send + 'static,
+    ReqB: Clone + Send + 'static,
+    ResB: Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Response<ResB>, S::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        let inner = self.inner.clone();
+        let (parts, body) = req.into_parts();
+        ResponseFuture {
+            inner: Box::pin(async move {
+                let Some(key) = (shared.key)(&parts) else {
+                    return send(inner, parts, body).await;
+                };
+                let idempotent =
+                    matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+                let mut state = shared.retry.start();
+                loop {
+                    let asked = Instant::now();
+                    let permit = shared.inflight.acquire(&key).await;
+                    // An error here is only a full limiter table: go on at the rate alone.
+                    let _ = shared.rates.until_ready(&key).await;
+                    let waited = asked.elapsed();
+                    let in_flight = shared.inflight.in_flight(&key);
+                    shared.hosts.with(&key, |c| {
+                        c.requests += 1;
+                        if waited >= COUNTED_WAIT {
+                            c.waits += 1;
+                            c.waited += waited;
+                        }
+                        c.in_flight_max = c.in_flight_max.max(in_flight);
+                    });
+                    let res = send(inner.clone(), parts.clone(), body.clone()).await;
+                    drop(permit);
+                    let failure = match &res {
+                        Ok(response) => {
+                            let sig = ServerSignal::read(
+                                response.status(),
+                                response.headers(),
+                                SystemTime::now(),
+                            );
+                            shared.apply(&key, &sig);
+                            match sig.verdict {
+                                Verdict::Success | Verdict::Final => return res,
+                                Verdict::Throttled => Failure::Throttled {
+                                    retry_after: sig.retry_after,
+                                },
+                                Verdict::Unavailable | Verdict::ServerError => Failure::Transient {
+                                    retry_after: sig.retry_after,
+                                },
+                            }
+                        }
+                        Err(_) => {
+                            shared.hosts.with(&key, |c| c.errors += 1);
+                            Failure::Transient { retry_after: None }
+                        }
+                    };
+                    if !idempotent {
+                        return res;
+                    }
+                    match shared.retry.decide(&mut state, failure) {
+                        Decision::Retry(delay) => {
+                            shared.hosts.with(&key, |c| c.retries += 1);
+                            drop(res);
+                            RetryPolicy::sleep(delay).await;
+                        }
+                        Decision::GiveUp(_) => {
+                            shared.hosts.with(&key, |c| c.gave_up += 1);
+                            return res;
+                        }
+                    }
+                }
+            }),
+        }
+    }
+}

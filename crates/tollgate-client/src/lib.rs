@@ -1,0 +1,63 @@
+//! A polite HTTP client layer for [tower](https://docs.rs/tower): per-host concurrency,
+//! rates learned from the server, and retries that listen, on [`tollgate`].
+//!
+//! * [`PoliteLayer`] wraps any tower client of `http::Request` to `http::Response`
+//!   (hyper-util's legacy client, your own `Service`; `reqwest::Client` serves its own
+//!   request type, so it needs a `map_request`/`map_response` through reqwest's `http`
+//!   conversions). Each request is keyed by its host (or your key); it
+//!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
+//!   [`tollgate::AdaptiveRate`], then goes out. The response's signals feed the rate back:
+//!   a success raises it, a 429 (or a 503 with `Retry-After`) lowers it and pushes the
+//!   host's next admission by `Retry-After`, and an announced policy (`RateLimit-Policy`,
+//!   `X-RateLimit-Limit;w=`) is paced to exactly.
+//! * Idempotent requests (GET, HEAD, OPTIONS) are retried on 429, 5xx and transport errors
+//!   under a [`RetryPolicy`]; a 4xx other than 429 is never retried.
+//! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
+//!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
+//! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
+//!   never a panic.
+//!
+//! Nothing here needs a runtime: waits are on tollgate's own timer.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use tollgate::AdaptiveConfig;
+//! use tollgate_client::PoliteLayer;
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! // A stand-in for an HTTP client: answers 200 with a policy of 50 per second.
+//! let client = service_fn(|_req: http::Request<String>| async {
+//!     let mut res = http::Response::new(String::new());
+//!     res.headers_mut().insert("ratelimit-policy", "\"h\";q=50;w=1".parse().unwrap());
+//!     Ok::<_, Infallible>(res)
+//! });
+//! let layer = PoliteLayer::new(AdaptiveConfig::new(5.0)).max_in_flight(4);
+//! let polite = layer.layer(client);
+//! futures_executor::block_on(async {
+//!     let req = http::Request::get("http://example.com/").body(String::new()).unwrap();
+//!     let res = polite.clone().oneshot(req).await.unwrap();
+//!     assert_eq!(res.status(), 200);
+//! });
+//! let host = layer.host("example.com:80").unwrap();
+//! assert_eq!(host.rate, 50.0); // the announced policy
+//! assert_eq!(host.requests, 1);
+//! ```
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+
+mod hosts;
+mod layer;
+mod retry;
+mod signal;
+
+pub use hosts::HostSnapshot;
+pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
+pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState};
+pub use signal::{ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after};

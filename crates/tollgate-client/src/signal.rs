@@ -1,0 +1,376 @@
+//! Reading what a response says about the server's limits: the status, `Retry-After`
+//! (delay-seconds or an HTTP-date), the IETF `RateLimit-Policy` / `RateLimit` fields
+//! (draft-ietf-httpapi-ratelimit-headers-10) and the legacy `X-RateLimit-*` fields.
+//!
+//! Policy for malformed input: a field that does not parse is ignored as a whole (RFC 8941
+//! §4.2: a structured field that fails to parse is treated as absent), and the others are
+//! still read. Nothing here panics on any header value.
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{HeaderMap, HeaderName, RETRY_AFTER};
+use http::{HeaderValue, StatusCode};
+use tollgate::Quota;
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// What kind of answer a response is, for pacing and retries.
+///
+/// # Examples
+///
+/// ```
+/// use http::StatusCode;
+/// use tollgate_client::Verdict;
+///
+/// assert_eq!(Verdict::of(StatusCode::TOO_MANY_REQUESTS), Verdict::Throttled);
+/// assert_eq!(Verdict::of(StatusCode::NOT_FOUND), Verdict::Final);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// 1xx, 2xx, 3xx: the request went through.
+    Success,
+    /// 429: refused for rate.
+    Throttled,
+    /// 503: the server is unavailable (for rate if it sent `Retry-After`).
+    Unavailable,
+    /// Another 5xx: a server error that may pass.
+    ServerError,
+    /// A 4xx other than 429: the request itself is wrong; never retried.
+    Final,
+}
+
+impl Verdict {
+    /// The verdict of a status code.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use tollgate_client::Verdict;
+    ///
+    /// assert_eq!(Verdict::of(StatusCode::OK), Verdict::Success);
+    /// assert_eq!(Verdict::of(StatusCode::BAD_GATEWAY), Verdict::ServerError);
+    /// ```
+    pub fn of(status: StatusCode) -> Verdict {
+        match status.as_u16() {
+            429 => Verdict::Throttled,
+            503 => Verdict::Unavailable,
+            500..=599 => Verdict::ServerError,
+            400..=499 => Verdict::Final,
+            _ => Verdict::Success,
+        }
+    }
+}
+
+/// What a response said about the server's limits.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderMap, StatusCode};
+/// use tollgate::Quota;
+/// use tollgate_client::{ServerSignal, Verdict};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("retry-after", "2".parse().unwrap());
+/// headers.insert("ratelimit-policy", "\"default\";q=10;w=1".parse().unwrap());
+/// headers.insert("ratelimit", "\"default\";r=0;t=2".parse().unwrap());
+/// let s = ServerSignal::read(StatusCode::TOO_MANY_REQUESTS, &headers, SystemTime::now());
+/// assert_eq!(s.verdict, Verdict::Throttled);
+/// assert_eq!(s.retry_after, Some(Duration::from_secs(2)));
+/// assert_eq!(s.policy, Some(Quota::per_second(10)));
+/// assert_eq!((s.remaining, s.reset), (Some(0), Some(Duration::from_secs(2))));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSignal {
+    /// The status code.
+    pub status: StatusCode,
+    /// The kind of answer.
+    pub verdict: Verdict,
+    /// `Retry-After`, as a wait from now (an HTTP-date in the past is zero).
+    pub retry_after: Option<Duration>,
+    /// The server's policy: from `RateLimit-Policy` (the most restrictive of its items), or
+    /// from `X-RateLimit-Limit` with a `w` parameter. A bare `X-RateLimit-Limit: 100` does not
+    /// say its window, so it announces nothing.
+    pub policy: Option<Quota>,
+    /// Requests left (`RateLimit`'s `r`, or `X-RateLimit-Remaining`), the least over items.
+    pub remaining: Option<u64>,
+    /// When the quota is back in full (`RateLimit`'s `t`, or `X-RateLimit-Reset` as
+    /// delta-seconds or, above 10⁹, as Unix seconds).
+    pub reset: Option<Duration>,
+}
+
+impl ServerSignal {
+    /// Reads a response's status and fields; `now` turns HTTP-dates into waits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use http::{HeaderMap, StatusCode};
+    /// use tollgate_client::ServerSignal;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("ratelimit-policy", "\"x\";q=oops".parse().unwrap()); // malformed
+    /// let s = ServerSignal::read(StatusCode::OK, &headers, SystemTime::now());
+    /// assert_eq!(s.policy, None); // ignored, no panic
+    /// ```
+    pub fn read(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> ServerSignal {
+        let ietf = field(headers, &RATELIMIT).and_then(|v| parse_ratelimit(&v));
+        ServerSignal {
+            status,
+            verdict: Verdict::of(status),
+            retry_after: headers
+                .get(RETRY_AFTER)
+                .and_then(|v| parse_retry_after(v, now)),
+            policy: field(headers, &RATELIMIT_POLICY)
+                .and_then(|v| parse_policy(&v))
+                .or_else(|| field(headers, &X_LIMIT).and_then(|v| parse_legacy_limit(&v))),
+            remaining: ietf
+                .map(|(r, _)| r)
+                .or_else(|| single(headers, &X_REMAINING).and_then(|v| parse_integer(v.trim()))),
+            reset: ietf.map(|(_, t)| t).or_else(|| {
+                single(headers, &X_RESET).and_then(|v| parse_legacy_reset(v.trim(), now))
+            }),
+        }
+    }
+}
+
+/// All lines of a field joined with ", " (as RFC 9110 §5.3 allows for list fields), or
+/// `None` if absent or not visible ASCII.
+fn field(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
+    let mut out: Option<String> = None;
+    for v in headers.get_all(name) {
+        let s = v.to_str().ok()?;
+        match &mut out {
+            Some(o) => {
+                o.push_str(", ");
+                o.push_str(s);
+            }
+            None => out = Some(s.to_owned()),
+        }
+    }
+    out
+}
+
+/// A field that must appear once.
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
+    let mut all = headers.get_all(name).iter();
+    let first = all.next()?;
+    if all.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()
+}
+
+/// `Retry-After`: delay-seconds (saturating on huge values) or an HTTP-date.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::HeaderValue;
+/// use tollgate_client::parse_retry_after;
+///
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777);
+/// assert_eq!(parse_retry_after(&HeaderValue::from_static("120"), now), Some(Duration::from_secs(120)));
+/// let date = HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"); // 784111777 + 0
+/// assert_eq!(parse_retry_after(&date, now), Some(Duration::ZERO));
+/// assert_eq!(parse_retry_after(&HeaderValue::from_static("-1"), now), None);
+/// ```
+pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let s = value.to_str().ok()?.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        let secs = s.parse::<u64>().unwrap_or(u64::MAX);
+        return Some(Duration::from_secs(secs));
+    }
+    let date = httpdate::parse_http_date(s).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// A non-negative sf-integer (at most 15 digits, RFC 8941 §3.3.1).
+fn parse_integer(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 15 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// One list member: the item (a String or Token, not checked further) and its parameters.
+struct Member<'a> {
+    item: &'a str,
+    params: Vec<(&'a str, &'a str)>,
+}
+
+/// Splits a structured-field list into members, honouring quoted strings. `None` on any
+/// syntax error (an unterminated string, an empty member, a parameter without a key).
+fn parse_list(s: &str) -> Option<Vec<Member<'_>>> {
+    let mut members = Vec::new();
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    loop {
+        // The item: a quoted string, or a token up to ';' or ','.
+        let end = if let Some(body) = rest.strip_prefix('"') {
+            let mut escaped = false;
+            let mut close = None;
+            for (i, c) in body.char_indices() {
+                match (escaped, c) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => {
+                        close = Some(i);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            close? + 2
+        } else {
+            rest.find([';', ',']).unwrap_or(rest.len())
+        };
+        let item = rest[..end].trim();
+        if item.is_empty() {
+            return None;
+        }
+        rest = &rest[end..];
+        let mut params = Vec::new();
+        while let Some(p) = rest.strip_prefix(';') {
+            let stop = p.find([';', ',']).unwrap_or(p.len());
+            let (kv, tail) = p.split_at(stop);
+            let (k, v) = kv.split_once('=').unwrap_or((kv, "?1"));
+            let k = k.trim();
+            if k.is_empty()
+                || !k
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b"_-.*0123456789".contains(&b))
+            {
+                return None;
+            }
+            params.push((k, v.trim()));
+            rest = tail;
+        }
+        members.push(Member { item, params });
+        rest = rest.trim_start();
+        match rest.strip_prefix(',') {
+            Some(r) => rest = r.trim_start(),
+            None if rest.is_empty() => return Some(members),
+            None => return None,
+        }
+        if rest.is_empty() {
+            return None; // a trailing comma
+        }
+    }
+}
+
+impl Member<'_> {
+    fn int(&self, key: &str) -> Result<Option<u64>, ()> {
+        match self.params.iter().find(|(k, _)| *k == key) {
+            None => Ok(None),
+            Some((_, v)) => parse_integer(v).map(Some).ok_or(()),
+        }
+    }
+}
+
+/// `RateLimit-Policy`: the most restrictive item's `q` per `w` seconds. An item without
+/// both is skipped (the draft's default window is the server's to choose, so it says
+/// nothing exact); `None` if the field is malformed or no item has both.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Quota;
+/// use tollgate_client::parse_policy;
+///
+/// let q = parse_policy("\"burst\";q=100;w=60, \"day\";q=1000;w=86400").unwrap();
+/// assert_eq!(q, Quota::new(1000, Duration::from_secs(86_400))); // the slower one
+/// assert_eq!(parse_policy("\"a\";q=10;w=1,"), None); // a trailing comma: malformed
+/// ```
+pub fn parse_policy(value: &str) -> Option<Quota> {
+    let members = parse_list(value)?;
+    let mut best: Option<Quota> = None;
+    for m in &members {
+        let (Ok(q), Ok(w)) = (m.int("q"), m.int("w")) else {
+            return None;
+        };
+        let (Some(q), Some(w)) = (q, w) else { continue };
+        let Ok(q) = u32::try_from(q) else { continue };
+        let Ok(quota) = Quota::try_new(q, Duration::from_secs(w)) else {
+            continue;
+        };
+        if best.is_none_or(|b| quota.interval() > b.interval()) {
+            best = Some(quota);
+        }
+    }
+    best
+}
+
+/// `RateLimit`: the least `r` and, among items, the longest `t` (seconds). `None` if
+/// malformed or no item has `r`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate_client::parse_ratelimit;
+///
+/// assert_eq!(parse_ratelimit("\"a\";r=5;t=1, \"b\";r=0;t=30"), Some((0, Duration::from_secs(30))));
+/// assert_eq!(parse_ratelimit("\"a\";r=-1"), None);
+/// ```
+pub fn parse_ratelimit(value: &str) -> Option<(u64, Duration)> {
+    let members = parse_list(value)?;
+    let mut out: Option<(u64, u64)> = None;
+    for m in &members {
+        let (Ok(r), Ok(t)) = (m.int("r"), m.int("t")) else {
+            return None;
+        };
+        let Some(r) = r else { continue };
+        let t = t.unwrap_or(0);
+        out = Some(match out {
+            None => (r, t),
+            Some((r0, t0)) => (r0.min(r), t0.max(t)),
+        });
+    }
+    out.map(|(r, t)| (r, Duration::from_secs(t)))
+}
+
+/// `X-RateLimit-Limit` as a list of `N;w=SECONDS` items (some APIs send the policy
+/// there, as the drafts before RateLimit-Policy did): the most restrictive. A bare number
+/// does not say its window and gives `None`, as does anything malformed.
+fn parse_legacy_limit(value: &str) -> Option<Quota> {
+    let mut best: Option<Quota> = None;
+    for m in parse_list(value)? {
+        let Ok(Some(w)) = m.int("w") else { continue };
+        let Some(q) = parse_integer(m.item.trim()).and_then(|q| u32::try_from(q).ok()) else {
+            continue;
+        };
+        let Ok(quota) = Quota::try_new(q, Duration::from_secs(w)) else {
+            continue;
+        };
+        if best.is_none_or(|b| quota.interval() > b.interval()) {
+            best = Some(quota);
+        }
+    }
+    best
+}
+
+/// `X-RateLimit-Reset`: delta-seconds, or Unix seconds if above 10⁹.
+fn parse_legacy_reset(value: &str, now: SystemTime) -> Option<Duration> {
+    let n = parse_integer(value)?;
+    if n > 1_000_000_000 {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(n);
+        Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    } else {
+        Some(Duration::from_secs(n))
+    }
+}

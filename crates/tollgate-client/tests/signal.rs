@@ -1,0 +1,200 @@
+//! Reading the server's signals: statuses, `Retry-After` in both forms, the IETF fields and
+//! the legacy ones, and malformed input of every kind ignored without a panic.
+
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderMap, HeaderValue, StatusCode};
+use tollgate::Quota;
+use tollgate_client::{ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after};
+
+fn now() -> SystemTime {
+    // Sun, 06 Nov 1994 08:49:37 GMT
+    SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777)
+}
+
+fn read(status: u16, fields: &[(&str, &str)]) -> ServerSignal {
+    let mut h = HeaderMap::new();
+    for (k, v) in fields {
+        h.append(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    ServerSignal::read(StatusCode::from_u16(status).unwrap(), &h, now())
+}
+
+#[test]
+fn verdicts() {
+    let v = |s| Verdict::of(StatusCode::from_u16(s).unwrap());
+    assert_eq!(v(200), Verdict::Success);
+    assert_eq!(v(304), Verdict::Success);
+    assert_eq!(v(429), Verdict::Throttled);
+    assert_eq!(v(503), Verdict::Unavailable);
+    assert_eq!(v(500), Verdict::ServerError);
+    assert_eq!(v(404), Verdict::Final);
+    assert_eq!(v(400), Verdict::Final);
+}
+
+#[test]
+fn retry_after_seconds_and_dates() {
+    let ra = |s: &str| parse_retry_after(&HeaderValue::from_str(s).unwrap(), now());
+    assert_eq!(ra("0"), Some(Duration::ZERO));
+    assert_eq!(ra(" 17 "), Some(Duration::from_secs(17)));
+    assert_eq!(
+        ra("99999999999999999999999"),
+        Some(Duration::from_secs(u64::MAX))
+    ); // saturates
+    assert_eq!(
+        ra("Sun, 06 Nov 1994 08:50:07 GMT"),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(ra("Sun, 06 Nov 1994 08:00:00 GMT"), Some(Duration::ZERO)); // in the past
+    for bad in ["", "-5", "1.5", "soon", "Sun, 06 Nov 1994", "0x10", "+3"] {
+        assert_eq!(ra(bad), None, "{bad:?}");
+    }
+    let opaque = HeaderValue::from_bytes(b"\xff\xfe").unwrap();
+    assert_eq!(parse_retry_after(&opaque, now()), None);
+}
+
+#[test]
+fn ietf_policy_and_ratelimit() {
+    let s = read(
+        200,
+        &[
+            ("ratelimit-policy", "\"default\";q=10;w=1"),
+            ("ratelimit", "\"default\";r=7;t=1"),
+        ],
+    );
+    assert_eq!(s.policy, Some(Quota::per_second(10)));
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(7), Some(Duration::from_secs(1)))
+    );
+
+    // Several items, over several lines: the most restrictive policy, the least remaining.
+    let s = read(
+        200,
+        &[
+            ("ratelimit-policy", "\"burst\";q=100;w=60"),
+            ("ratelimit-policy", "day;q=1000;w=86400;pk=:abc=:"),
+            ("ratelimit", "\"burst\";r=50;t=30, day;r=2;t=4000"),
+        ],
+    );
+    assert_eq!(
+        s.policy,
+        Some(Quota::new(1000, Duration::from_secs(86_400)))
+    );
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(2), Some(Duration::from_secs(4000)))
+    );
+
+    // Quoted names with separators inside.
+    assert_eq!(
+        parse_policy(r#""a;b,c\"";q=5;w=1"#),
+        Some(Quota::per_second(5))
+    );
+    // An item without a window says nothing exact.
+    assert_eq!(parse_policy("\"x\";q=5"), None);
+}
+
+#[test]
+fn malformed_ietf_fields_are_ignored() {
+    for bad in [
+        "",
+        ",",
+        "\"a\";q=10;w=1,",
+        "\"a\";q=10;w=1,,\"b\";q=1;w=1",
+        "\"unterminated;q=10;w=1",
+        "\"a\";q=-10;w=1",
+        "\"a\";q=1.5;w=1",
+        "\"a\";q=10;w=0",
+        "\"a\";q=0;w=1",
+        "\"a\";q=99999999999999999;w=1",
+        "\"a\";q=10;w=99999999999999999999",
+        "\"a\";=10",
+        "\"a\";Q=10;w=1",
+        "\"a\" junk;q=10;w=1",
+        "\"a\";q=10;w=1 \"b\"",
+    ] {
+        assert_eq!(parse_policy(bad), None, "policy {bad:?}");
+    }
+    for bad in ["", "\"a\";r=x", "\"a\";r=1;t=-1", "\"a\";t=1", "\"a\";r=1,"] {
+        assert_eq!(parse_ratelimit(bad), None, "ratelimit {bad:?}");
+    }
+    // A malformed field does not spoil the others.
+    let s = read(
+        429,
+        &[
+            ("ratelimit-policy", "\"a\";q=ten;w=1"),
+            ("ratelimit", "\"a\";r=0;t=2"),
+            ("retry-after", "2"),
+        ],
+    );
+    assert_eq!(s.policy, None);
+    assert_eq!(s.remaining, Some(0));
+    assert_eq!(s.retry_after, Some(Duration::from_secs(2)));
+}
+
+#[test]
+fn legacy_fields() {
+    let s = read(
+        200,
+        &[
+            ("x-ratelimit-limit", "60"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "12"),
+        ],
+    );
+    assert_eq!(s.policy, None); // a bare limit has no window
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(0), Some(Duration::from_secs(12)))
+    );
+
+    let s = read(200, &[("x-ratelimit-limit", "60;w=60")]);
+    assert_eq!(s.policy, Some(Quota::per_minute(60)));
+
+    // Unix seconds.
+    let s = read(200, &[("x-ratelimit-reset", "1000000000")]);
+    assert_eq!(s.reset, Some(Duration::from_secs(1_000_000_000)));
+    let s = read(200, &[("x-ratelimit-reset", "1000000001")]);
+    assert_eq!(
+        s.reset,
+        Some(Duration::from_secs(1_000_000_001 - 784_111_777))
+    ); // a date
+
+    // The IETF fields win over the legacy ones.
+    let s = read(
+        200,
+        &[
+            ("ratelimit-policy", "p;q=5;w=1"),
+            ("x-ratelimit-limit", "50;w=1"),
+        ],
+    );
+    assert_eq!(s.policy, Some(Quota::per_second(5)));
+
+    // Malformed legacy fields: ignored.
+    for (k, v) in [
+        ("x-ratelimit-remaining", "-1"),
+        ("x-ratelimit-remaining", "lots"),
+        ("x-ratelimit-reset", "soon"),
+        ("x-ratelimit-limit", "a;w=1"),
+    ] {
+        let s = read(200, &[(k, v)]);
+        assert_eq!(
+            (s.policy, s.remaining, s.reset),
+            (None, None, None),
+            "{k}: {v}"
+        );
+    }
+    // Repeated single-valued fields are ambiguous: ignored.
+    let s = read(
+        200,
+        &[
+            ("x-ratelimit-remaining", "1"),
+            ("x-ratelimit-remaining", "2"),
+        ],
+    );
+    assert_eq!(s.remaining, None);
+}

@@ -1,0 +1,319 @@
+//! [`AdaptiveConfig`]: the bounds and gains of an [`AdaptiveRate`](crate::AdaptiveRate).
+
+use std::time::Duration;
+
+/// The highest rate an [`AdaptiveConfig`] accepts, in requests per second (one a nanosecond
+/// is the finest interval a [`Quota`](crate::Quota) can express).
+pub const MAX_RATE: f64 = 1e9;
+
+/// The lowest rate an [`AdaptiveConfig`] accepts: one request a day.
+pub const MIN_RATE: f64 = 1.0 / 86_400.0;
+
+/// How an [`AdaptiveRate`](crate::AdaptiveRate) moves each key's rate, in requests per second.
+///
+/// * Until its first throttle, a key's **success** adds [`increase`](AdaptiveConfig::increase)
+///   to its rate, up to the ceiling: the rate grows in proportion to itself, about
+///   `increase × rate` per second (a fast start).
+/// * A **throttle** marks its rate as too fast and falls back to the fastest rate known to
+///   be safe, or multiplies the rate by [`decrease`](AdaptiveConfig::decrease) if none is,
+///   down to the floor; at most once per [`cooldown`](AdaptiveConfig::cooldown) (the
+///   responses of requests already sent at the old rate must not cut it again). It moves
+///   the key's next admission out by the server's `Retry-After`, capped at
+///   [`max_retry_after`](AdaptiveConfig::max_retry_after).
+/// * After the first throttle, a rate that draws [`confirm`](AdaptiveConfig::confirm)
+///   successes without a throttle is safe, and the next rate tried is halfway to the
+///   lowest rate throttled: a bisection, which stops within [`band`](AdaptiveConfig::band)
+///   of that rate and settles half a band under the safe one. Every [`reprobe`](AdaptiveConfig::reprobe) without a
+///   throttle, the throttled mark moves up by two bands, so a server that raised its limit
+///   is found again. A throttle at or under the safe rate is a strike; a second strike
+///   before `confirm` successes forgets the safe rate (the server slowed down) and
+///   decreases.
+/// * An **announced policy** replaces probing: the key is paced at exactly the announced
+///   rate (clamped to floor and ceiling) until another announcement.
+///
+/// # Panics
+///
+/// Each setter panics on a value outside its documented range: a configuration is code, and
+/// a wrong one is a bug to be found at start-up, not a state to run in.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::AdaptiveConfig;
+///
+/// let config = AdaptiveConfig::new(5.0)
+///     .floor(0.5)
+///     .ceiling(200.0)
+///     .decrease(0.7)
+///     .max_retry_after(Duration::from_secs(30));
+/// assert_eq!(config.initial_rate(), 5.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveConfig {
+    pub(crate) initial: f64,
+    pub(crate) floor: f64,
+    pub(crate) ceiling: f64,
+    pub(crate) increase: f64,
+    pub(crate) decrease: f64,
+    pub(crate) band: f64,
+    pub(crate) cooldown: Duration,
+    pub(crate) confirm: u32,
+    pub(crate) reprobe: Duration,
+    pub(crate) max_retry_after: Duration,
+    pub(crate) capacity: usize,
+}
+
+fn check_rate(what: &str, rate: f64) {
+    assert!(
+        rate.is_finite() && (MIN_RATE..=MAX_RATE).contains(&rate),
+        "{what} must be a rate between {MIN_RATE} and {MAX_RATE} per second, got {rate}"
+    );
+}
+
+impl AdaptiveConfig {
+    /// A new key starts at `initial` requests per second. The defaults: floor 0.1, ceiling
+    /// 10 000, increase 0.1 per success, decrease 0.8, band 3 %, cooldown 1 s, confirm 100,
+    /// reprobe 30 s, `Retry-After` capped at 60 s, 10 000 keys.
+    ///
+    /// # Panics
+    ///
+    /// If `initial` is not between [`MIN_RATE`] and [`MAX_RATE`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0);
+    /// assert_eq!(config.initial_rate(), 10.0);
+    /// ```
+    pub fn new(initial: f64) -> AdaptiveConfig {
+        check_rate("the initial rate", initial);
+        AdaptiveConfig {
+            initial,
+            floor: 0.1_f64.min(initial),
+            ceiling: 10_000_f64.max(initial),
+            increase: 0.1,
+            decrease: 0.8,
+            band: 0.03,
+            cooldown: Duration::from_secs(1),
+            confirm: 100,
+            reprobe: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(60),
+            capacity: 10_000,
+        }
+    }
+
+    /// The rate a new key starts at.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate::AdaptiveConfig::new(3.0).initial_rate(), 3.0);
+    /// ```
+    pub fn initial_rate(&self) -> f64 {
+        self.initial
+    }
+
+    /// The lowest rate a key is slowed to by throttles (a `Retry-After` can still hold it
+    /// back longer).
+    ///
+    /// # Panics
+    ///
+    /// If `floor` is not between [`MIN_RATE`] and the initial rate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0).floor(1.0);
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn floor(mut self, floor: f64) -> Self {
+        check_rate("the floor", floor);
+        assert!(
+            floor <= self.initial,
+            "the floor {floor} is above the initial rate"
+        );
+        self.floor = floor;
+        self
+    }
+
+    /// The highest rate a key reaches, by probing or by a server's announcement.
+    ///
+    /// # Panics
+    ///
+    /// If `ceiling` is not between the initial rate and [`MAX_RATE`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0).ceiling(50.0);
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn ceiling(mut self, ceiling: f64) -> Self {
+        check_rate("the ceiling", ceiling);
+        assert!(
+            ceiling >= self.initial,
+            "the ceiling {ceiling} is below the initial rate"
+        );
+        self.ceiling = ceiling;
+        self
+    }
+
+    /// Requests per second added by each success while probing.
+    ///
+    /// # Panics
+    ///
+    /// If `increase` is not finite and positive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0).increase(0.5);
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn increase(mut self, increase: f64) -> Self {
+        assert!(
+            increase.is_finite() && increase > 0.0,
+            "the increase must be finite and positive, got {increase}"
+        );
+        self.increase = increase;
+        self
+    }
+
+    /// The factor a throttle multiplies the rate by.
+    ///
+    /// # Panics
+    ///
+    /// If `decrease` is not in `(0, 1)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0).decrease(0.5);
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn decrease(mut self, decrease: f64) -> Self {
+        assert!(
+            decrease > 0.0 && decrease < 1.0,
+            "the decrease must be in (0, 1), got {decrease}"
+        );
+        self.decrease = decrease;
+        self
+    }
+
+    /// How close to the lowest throttled rate the bisection goes, as a fraction of it.
+    ///
+    /// # Panics
+    ///
+    /// If `band` is not in `(0, 0.5)`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0).band(0.02);
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn band(mut self, band: f64) -> Self {
+        assert!(
+            band > 0.0 && band < 0.5,
+            "the band must be in (0, 0.5), got {band}"
+        );
+        self.band = band;
+        self
+    }
+
+    /// The least time between two decreases of one key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = tollgate::AdaptiveConfig::new(10.0).cooldown(Duration::from_millis(500));
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn cooldown(mut self, cooldown: Duration) -> Self {
+        self.cooldown = cooldown;
+        self
+    }
+
+    /// How many successes in a row make a rate safe. A server whose burst leaves `e`
+    /// cells of slack refuses a rate `ε` over its own after about `e / ε` requests, so
+    /// `confirm` successes tell rates more than `e / confirm` over it from safe ones (the
+    /// default 100: 1 % per cell of slack); the settling half band covers the rest.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0).confirm(200);
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn confirm(mut self, n: u32) -> Self {
+        assert!(n > 0, "a rate needs at least one success to count as safe");
+        self.confirm = n;
+        self
+    }
+
+    /// How long a key holds below its throttled mark before probing two bands higher.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = tollgate::AdaptiveConfig::new(10.0).reprobe(Duration::from_secs(60));
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn reprobe(mut self, reprobe: Duration) -> Self {
+        self.reprobe = reprobe;
+        self
+    }
+
+    /// The longest a server's `Retry-After` may hold a key back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = tollgate::AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn max_retry_after(mut self, cap: Duration) -> Self {
+        self.max_retry_after = cap;
+        self
+    }
+
+    /// The most keys whose state is kept; a new key beyond it evicts the least recently
+    /// used one (which starts over at the initial rate if it comes back).
+    ///
+    /// # Panics
+    ///
+    /// If `capacity` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = tollgate::AdaptiveConfig::new(10.0).capacity(1_000);
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        assert!(
+            capacity > 0,
+            "an adaptive rate needs room for at least one key"
+        );
+        self.capacity = capacity;
+        self
+    }
+}
