@@ -134,10 +134,12 @@ impl Size {
             },
             (true, false) => Size {
                 mode: "full",
-                rounds: 5,
+                // Many short windows rather than a few long ones: on a shared machine the
+                // load changes within seconds, and the rotation spreads it over subjects.
+                rounds: 15,
                 connections: 64,
-                warmup: Duration::from_millis(500),
-                window: Duration::from_secs(2),
+                warmup: Duration::from_millis(200),
+                window: Duration::from_secs(1),
             },
         };
         if let Some(rounds) = std::env::var("TOLLGATE_BENCH_ROUNDS")
