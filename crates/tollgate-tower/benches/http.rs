@@ -46,6 +46,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -111,6 +112,8 @@ struct Size {
     connections: usize,
     warmup: Duration,
     window: Duration,
+    /// Requests per subject per round in process.
+    calls: usize,
 }
 
 impl Size {
@@ -124,6 +127,7 @@ impl Size {
                 connections: 8,
                 warmup: Duration::from_millis(20),
                 window: Duration::from_millis(50),
+                calls: 2_000,
             },
             (true, true) => Size {
                 mode: "quick",
@@ -131,6 +135,7 @@ impl Size {
                 connections: 64,
                 warmup: Duration::from_millis(100),
                 window: Duration::from_millis(250),
+                calls: 50_000,
             },
             (true, false) => Size {
                 mode: "full",
@@ -140,6 +145,7 @@ impl Size {
                 connections: 64,
                 warmup: Duration::from_millis(200),
                 window: Duration::from_secs(1),
+                calls: 300_000,
             },
         };
         if let Some(rounds) = std::env::var("TOLLGATE_BENCH_ROUNDS")
@@ -193,8 +199,93 @@ const SUBJECTS: [&str; 4] = [
     "tower_governor",
 ];
 
-async fn hello(_req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+async fn hello<B>(_req: Request<B>) -> Result<Response<Body>, Infallible> {
     Ok(Response::new(Body::from("hello\n")))
+}
+
+/// What a subject's service is handed to: a server on a listener, or the in-process timer.
+/// `B` is the request body the service takes.
+trait Sink<B> {
+    /// Serves or times `svc`; the timer returns nanoseconds per request.
+    fn run<S>(self, svc: S) -> f64
+    where
+        S: Service<Request<B>, Response = Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        <S as Service<Request<B>>>::Future: Send + 'static;
+}
+
+/// Serves on a listener of the server thread's runtime.
+struct Serve(std::net::TcpListener);
+
+impl Sink<Incoming> for Serve {
+    fn run<S>(self, svc: S) -> f64
+    where
+        S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        <S as Service<Request<Incoming>>>::Future: Send + 'static,
+    {
+        serve(self.0, svc);
+        f64::NAN
+    }
+}
+
+/// Calls the service in process, no sockets: `calls` requests of `mix`, each built with the
+/// same headers and extensions the server gives it, polled once (every subject answers at
+/// once), the response dropped.
+struct TimeCalls {
+    mix: Mix,
+    calls: usize,
+}
+
+impl Sink<()> for TimeCalls {
+    fn run<S>(self, mut svc: S) -> f64
+    where
+        S: Service<Request<()>, Response = Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        <S as Service<Request<()>>>::Future: Send + 'static,
+    {
+        let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
+        let headers: Vec<http::HeaderMap> = match self.mix {
+            Mix::OneClient => vec![http::HeaderMap::new()],
+            Mix::ManyClients => (1..=CLIENTS)
+                .map(|i| {
+                    let mut map = http::HeaderMap::new();
+                    let ip = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 0xff, i & 0xff);
+                    map.insert("x-forwarded-for", ip.parse().expect("a header value"));
+                    map
+                })
+                .collect(),
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        // A warm-up pass over every key first: the figures are for keys the limiter holds.
+        let warm = headers.len();
+        let mut start = Instant::now();
+        for i in 0..warm + self.calls {
+            if i == warm {
+                start = Instant::now();
+            }
+            let mut req = Request::new(());
+            *req.headers_mut() = headers[i % headers.len()].clone();
+            req.extensions_mut().insert(peer);
+            req.extensions_mut().insert(ConnectInfo(peer));
+            assert!(svc.poll_ready(&mut cx).is_ready(), "every subject is ready");
+            let mut call = std::pin::pin!(svc.call(req));
+            match call.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(response)) => {
+                    assert_eq!(response.status(), 200, "the quota admits every request");
+                    std::hint::black_box(response);
+                }
+                Poll::Pending => panic!("every subject answers at once"),
+            }
+        }
+        start.elapsed().as_nanos() as f64 / self.calls as f64
+    }
 }
 
 /// Serves `svc` on `listener` until the process ends: a task per connection, the peer
@@ -241,9 +332,9 @@ fn tollgate_layer<E: KeyExtractor>(key: E, fields: bool) -> RateLimitLayer<E> {
         .build()
 }
 
-/// Serves the subject `subject` for `mix` on `listener` (on the calling runtime).
-fn serve_subject(mix: Mix, subject: usize, listener: std::net::TcpListener) {
-    let app = service_fn(hello);
+/// Hands the subject `subject`, built for `mix`, to `sink`.
+fn with_subject<B: Send + 'static, K: Sink<B>>(mix: Mix, subject: usize, sink: K) -> f64 {
+    let app = service_fn(hello::<B>);
     let client_ip = || ClientIp::trusting(["127.0.0.0/8"]).expect("a valid CIDR");
     // One cell per microsecond, bursts of BURST: the same quota as tollgate's.
     let mut governor = GovernorConfigBuilder::default();
@@ -251,24 +342,18 @@ fn serve_subject(mix: Mix, subject: usize, listener: std::net::TcpListener) {
         .per_nanosecond(1_000_000_000 / u64::from(RATE))
         .burst_size(BURST);
     match (subject, mix) {
-        (0, _) => serve(listener, app),
-        (1, Mix::OneClient) => serve(listener, tollgate_layer(PeerIp::new(), true).layer(app)),
-        (1, Mix::ManyClients) => serve(listener, tollgate_layer(client_ip(), true).layer(app)),
-        (2, Mix::OneClient) => serve(listener, tollgate_layer(PeerIp::new(), false).layer(app)),
-        (2, Mix::ManyClients) => serve(listener, tollgate_layer(client_ip(), false).layer(app)),
+        (0, _) => sink.run(app),
+        (1, Mix::OneClient) => sink.run(tollgate_layer(PeerIp::new(), true).layer(app)),
+        (1, Mix::ManyClients) => sink.run(tollgate_layer(client_ip(), true).layer(app)),
+        (2, Mix::OneClient) => sink.run(tollgate_layer(PeerIp::new(), false).layer(app)),
+        (2, Mix::ManyClients) => sink.run(tollgate_layer(client_ip(), false).layer(app)),
         (3, Mix::OneClient) => {
             let config = governor.key_extractor(PeerIpKeyExtractor).finish();
-            serve(
-                listener,
-                GovernorLayer::new(config.expect("config")).layer(app),
-            );
+            sink.run(GovernorLayer::new(config.expect("config")).layer(app))
         }
         (3, Mix::ManyClients) => {
             let config = governor.key_extractor(SmartIpKeyExtractor).finish();
-            serve(
-                listener,
-                GovernorLayer::new(config.expect("config")).layer(app),
-            );
+            sink.run(GovernorLayer::new(config.expect("config")).layer(app))
         }
         _ => unreachable!("four subjects"),
     }
@@ -311,7 +396,7 @@ fn start_server(mixes: &[Mix]) -> (Vec<Vec<SocketAddr>>, Option<String>) {
                 .expect("server runtime");
             runtime.block_on(async move {
                 for (mix, subject, listener) in listeners {
-                    serve_subject(mix, subject, listener);
+                    with_subject(mix, subject, Serve(listener));
                 }
                 tx.send(thread_id()).expect("main thread waits");
                 std::future::pending::<()>().await;
@@ -476,6 +561,22 @@ fn main() {
         "Server: one current-thread Tokio runtime on one thread; client: one current-thread \
          runtime on the main thread. Quota for every limiter: {RATE}/s per key, burst {BURST}."
     );
+    // In process first, on this thread, while nothing else of the bench runs.
+    // in_process[mix][subject][round], nanoseconds per request.
+    let mut in_process: Vec<Vec<Vec<f64>>> = mixes
+        .iter()
+        .map(|_| SUBJECTS.iter().map(|_| Vec::new()).collect())
+        .collect();
+    for round in 0..size.rounds {
+        for (m, &mix) in mixes.iter().enumerate() {
+            for k in 0..SUBJECTS.len() {
+                let subject = (k + round) % SUBJECTS.len();
+                let calls = size.calls;
+                in_process[m][subject].push(with_subject(mix, subject, TimeCalls { mix, calls }));
+            }
+        }
+    }
+
     let (addrs, server_tid) = start_server(&mixes);
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -533,6 +634,38 @@ fn main() {
                 fmt::time_summary(Summary::of(&cpu)),
                 fmt::plain_summary(Summary::of(&share), "%"),
                 not_ok
+            );
+        }
+    }
+    println!(
+        "\n## In process: the same service stacks called directly, no sockets \
+         ({} requests per subject per round)\n",
+        size.calls
+    );
+    fmt::table_header(&[
+        "clients",
+        "limiter",
+        "time per request",
+        "limiter's cost",
+        "loopback server CPU + cost: % of no limiter",
+    ]);
+    for (m, mix) in mixes.iter().enumerate() {
+        // The no-limiter server's CPU per request over loopback, to put the cost beside.
+        let server_cpu = Summary::of(&samples[m][0].iter().map(|s| s.cpu_ns).collect::<Vec<_>>());
+        let base = &in_process[m][0];
+        for (subject, name) in SUBJECTS.iter().enumerate() {
+            let runs = &in_process[m][subject];
+            let cost: Vec<f64> = runs.iter().zip(base).map(|(r, b)| r - b).collect();
+            let predicted: Vec<f64> = cost
+                .iter()
+                .map(|c| 100.0 * server_cpu.median / (server_cpu.median + c))
+                .collect();
+            println!(
+                "| {} | {name} | {} | {} | {} |",
+                mix.name(),
+                fmt::time_summary(Summary::of(runs)),
+                fmt::time_summary(Summary::of(&cost)),
+                fmt::plain_summary(Summary::of(&predicted), "%"),
             );
         }
     }
