@@ -1,0 +1,694 @@
+//! Requests per second over loopback for a hello-world hyper service served three ways in
+//! one process run: with no limiter, behind tollgate-tower's layer, and behind
+//! tower_governor's layer; the cost of the limiter is the ratio to the no-limiter run.
+//!
+//! ```text
+//! cargo bench -p tollgate-tower --bench http                          # full run
+//! TOLLGATE_BENCH_QUICK=1 cargo bench -p tollgate-tower --bench http   # smoke run (seconds)
+//! ```
+//!
+//! * **The server**: hyper's HTTP/1.1 connection driver (keep-alive), `GET /` answering
+//!   `200 hello` with an axum body (tower_governor only builds its refusals for axum's or
+//!   tonic's body, so every subject uses axum's). Every connection's requests get the peer
+//!   address as a `SocketAddr` extension (what tollgate-tower reads) and as axum's
+//!   `ConnectInfo` (what tower_governor reads), whichever subject serves them. One
+//!   current-thread Tokio runtime on one thread serves every subject.
+//! * **The load**: 64 keep-alive connections (one request in flight on each, no
+//!   pipelining) driven by a hand-rolled HTTP/1.1 client on one current-thread Tokio
+//!   runtime on the main thread: it writes prebuilt requests and reads each response by its
+//!   `content-length`, so it costs the server's core as little as a client can. The server
+//!   and the client share the machine's cores (two here), and so does anything else running.
+//! * **Limits**: every limiter gets the same quota, one cell per microsecond with bursts of
+//!   1,000,000 per key, far above what a key can be sent here, so nothing is refused and the
+//!   figures are the limiters' overhead; a run that sees any answer other than 200 fails.
+//! * **Mixes**: *one client*, every request from 127.0.0.1, keyed by the peer address
+//!   (tollgate-tower's `PeerIp`, tower_governor's `PeerIpKeyExtractor`); *10,000 clients*,
+//!   every request carrying `X-Forwarded-For: 10.a.b.c` from a pool of 10,000 addresses,
+//!   cycled so that each connection walks its own stretch of the pool, keyed by the
+//!   forwarded address (tollgate-tower's `ClientIp` trusting 127.0.0.0/8, which walks the
+//!   header from the right; tower_governor's `SmartIpKeyExtractor`, which takes its
+//!   leftmost entry and trusts no proxy list). With one entry both find the same address.
+//!   Binding client sockets to distinct 127.x.y.z addresses would give as many keys as
+//!   connections only (64 at a time), so the forwarded header is how 10,000 keys are seen.
+//! * **Subjects**: `none`; `tollgate-tower` as built by default (the IETF `RateLimit` and
+//!   `RateLimit-Policy` fields on every response); `tollgate-tower, fields off`
+//!   (`.headers(false)`); `tower_governor` as built by default (no fields on success).
+//!
+//! Each round measures every subject in turn (the order rotates from round to round), for
+//! each mix: connect, warm up, then count responses over a fixed window. Reported per subject
+//! as the median over rounds with min–max: requests per second; the ratio to the no-limiter
+//! run *of the same round*; the server thread's CPU time per request (from
+//! `/proc/self/task/TID/schedstat`, in nanoseconds, which the machine's other load inflates
+//! less than it does the rate) and the share of a core the server thread got in the window.
+//!
+//! Then the same service stacks are called in process on one thread, no sockets: CPU time
+//! per request, and the limiter's cost as the difference to the no-limiter stack, which the
+//! machine's other load cannot hide as it hides a few per cent of the loopback rate.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tollgate::{Limiter, Quota};
+use tollgate_tower::{ClientIp, KeyExtractor, PeerIp, RateLimitLayer};
+use tower::{Layer, Service, ServiceBuilder, service_fn};
+use tower_governor::GovernorLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::key_extractor::{PeerIpKeyExtractor, SmartIpKeyExtractor};
+
+// The core's bench harness: its number formatting and machine description.
+#[allow(dead_code)]
+#[path = "../../../benches/common/fmt.rs"]
+mod fmt;
+#[allow(dead_code)]
+#[path = "../../../benches/common/machine.rs"]
+mod machine;
+
+/// Cells per second, and the burst, of every limiter (per key).
+const RATE: u32 = 1_000_000;
+const BURST: u32 = 1_000_000;
+/// Distinct forwarded client addresses in the many-clients mix.
+const CLIENTS: usize = 10_000;
+
+/// Median, min and max of per-round figures (what `fmt` formats).
+#[derive(Debug, Clone, Copy)]
+struct Summary {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Summary {
+    fn of(samples: &[f64]) -> Summary {
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Summary {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        }
+    }
+}
+
+/// How big a run is: full under `cargo bench`, a smoke run with `TOLLGATE_BENCH_QUICK=1`,
+/// tiny when built as a test (`cargo test --all-targets` runs bench targets without
+/// `--bench`). `TOLLGATE_BENCH_ROUNDS` overrides the rounds.
+struct Size {
+    mode: &'static str,
+    rounds: usize,
+    connections: usize,
+    warmup: Duration,
+    window: Duration,
+    /// Requests per subject per round in process.
+    calls: usize,
+}
+
+impl Size {
+    fn from_env() -> Size {
+        let bench = std::env::args().any(|a| a == "--bench");
+        let quick = std::env::var("TOLLGATE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let mut size = match (bench, quick) {
+            (false, _) => Size {
+                mode: "test",
+                rounds: 1,
+                connections: 8,
+                warmup: Duration::from_millis(20),
+                window: Duration::from_millis(50),
+                calls: 2_000,
+            },
+            (true, true) => Size {
+                mode: "quick",
+                rounds: 2,
+                connections: 64,
+                warmup: Duration::from_millis(100),
+                window: Duration::from_millis(250),
+                calls: 50_000,
+            },
+            (true, false) => Size {
+                mode: "full",
+                // Many short windows rather than a few long ones: on a shared machine the
+                // load changes within seconds, and the rotation spreads it over subjects.
+                rounds: 15,
+                connections: 64,
+                warmup: Duration::from_millis(200),
+                window: Duration::from_secs(1),
+                calls: 300_000,
+            },
+        };
+        if let Some(rounds) = std::env::var("TOLLGATE_BENCH_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .filter(|&r| r > 0)
+        {
+            size.rounds = rounds;
+        }
+        size
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    OneClient,
+    ManyClients,
+}
+
+impl Mix {
+    fn name(self) -> &'static str {
+        match self {
+            Mix::OneClient => "one client (peer address)",
+            Mix::ManyClients => "10,000 clients (X-Forwarded-For)",
+        }
+    }
+
+    /// The requests a connection cycles through.
+    fn requests(self) -> Vec<Vec<u8>> {
+        match self {
+            Mix::OneClient => vec![b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_vec()],
+            Mix::ManyClients => (1..=CLIENTS)
+                .map(|i| {
+                    format!(
+                        "GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nx-forwarded-for: 10.{}.{}.{}\r\n\r\n",
+                        i >> 16,
+                        (i >> 8) & 0xff,
+                        i & 0xff
+                    )
+                    .into_bytes()
+                })
+                .collect(),
+        }
+    }
+}
+
+const SUBJECTS: [&str; 4] = [
+    "none",
+    "tollgate-tower",
+    "tollgate-tower, fields off",
+    "tower_governor",
+];
+
+async fn hello<B>(_req: Request<B>) -> Result<Response<Body>, Infallible> {
+    Ok(Response::new(Body::from("hello\n")))
+}
+
+/// What a subject's service is handed to: a server on a listener, or the in-process timer.
+/// `B` is the request body the service takes.
+trait Sink<B> {
+    /// Serves or times `svc`; the timer returns nanoseconds per request.
+    fn run<S>(self, svc: S) -> f64
+    where
+        S: Service<Request<B>, Response = Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        <S as Service<Request<B>>>::Future: Send + 'static;
+}
+
+/// Serves on a listener of the server thread's runtime.
+struct Serve(std::net::TcpListener);
+
+impl Sink<Incoming> for Serve {
+    fn run<S>(self, svc: S) -> f64
+    where
+        S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        <S as Service<Request<Incoming>>>::Future: Send + 'static,
+    {
+        serve(self.0, svc);
+        f64::NAN
+    }
+}
+
+/// Calls the service in process, no sockets: `calls` requests of `mix`, each built with the
+/// same headers and extensions the server gives it, polled once (every subject answers at
+/// once), the response dropped. Timed in this thread's CPU time where `/proc` tells it.
+struct TimeCalls {
+    mix: Mix,
+    calls: usize,
+}
+
+impl Sink<()> for TimeCalls {
+    fn run<S>(self, mut svc: S) -> f64
+    where
+        S: Service<Request<()>, Response = Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        <S as Service<Request<()>>>::Future: Send + 'static,
+    {
+        let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
+        let headers: Vec<http::HeaderMap> = match self.mix {
+            Mix::OneClient => vec![http::HeaderMap::new()],
+            Mix::ManyClients => (1..=CLIENTS)
+                .map(|i| {
+                    let mut map = http::HeaderMap::new();
+                    let ip = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 0xff, i & 0xff);
+                    map.insert("x-forwarded-for", ip.parse().expect("a header value"));
+                    map
+                })
+                .collect(),
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        // A warm-up pass over every key first: the figures are for keys the limiter holds.
+        // The calling thread's CPU time, not the wall clock: time spent descheduled (by
+        // the machine's other jobs) is not the stack's.
+        let tid = thread_id();
+        let now = || {
+            let cpu = tid.as_deref().and_then(thread_cpu_ns);
+            (Instant::now(), cpu)
+        };
+        let warm = headers.len();
+        let mut start = now();
+        for i in 0..warm + self.calls {
+            if i == warm {
+                start = now();
+            }
+            let mut req = Request::new(());
+            *req.headers_mut() = headers[i % headers.len()].clone();
+            req.extensions_mut().insert(peer);
+            req.extensions_mut().insert(ConnectInfo(peer));
+            assert!(svc.poll_ready(&mut cx).is_ready(), "every subject is ready");
+            let mut call = std::pin::pin!(svc.call(req));
+            match call.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(response)) => {
+                    assert_eq!(response.status(), 200, "the quota admits every request");
+                    std::hint::black_box(response);
+                }
+                Poll::Pending => panic!("every subject answers at once"),
+            }
+        }
+        let end = now();
+        let ns = match (start.1, end.1) {
+            (Some(a), Some(b)) => (b - a) as f64,
+            _ => (end.0 - start.0).as_nanos() as f64,
+        };
+        ns / self.calls as f64
+    }
+}
+
+/// Serves `svc` on `listener` until the process ends: a task per connection, the peer
+/// address in each request's extensions.
+fn serve<S>(listener: std::net::TcpListener, svc: S)
+where
+    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    tokio::spawn(async move {
+        let listener = TcpListener::from_std(listener).expect("listener");
+        loop {
+            let Ok((stream, peer)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let svc = ServiceBuilder::new()
+                .map_request(move |mut req: Request<Incoming>| {
+                    req.extensions_mut().insert(peer);
+                    req.extensions_mut().insert(ConnectInfo(peer));
+                    req
+                })
+                .service(svc.clone());
+            tokio::spawn(async move {
+                // A client closing its connection at the end of a window is no error here.
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc))
+                    .await;
+            });
+        }
+    });
+}
+
+fn quota() -> Quota {
+    Quota::per_second(RATE).allow_burst(BURST)
+}
+
+fn tollgate_layer<E: KeyExtractor>(key: E, fields: bool) -> RateLimitLayer<E> {
+    RateLimitLayer::builder(Limiter::keyed(quota()), key)
+        .headers(fields)
+        .build()
+}
+
+/// Hands the subject `subject`, built for `mix`, to `sink`.
+fn with_subject<B: Send + 'static, K: Sink<B>>(mix: Mix, subject: usize, sink: K) -> f64 {
+    let app = service_fn(hello::<B>);
+    let client_ip = || ClientIp::trusting(["127.0.0.0/8"]).expect("a valid CIDR");
+    // One cell per microsecond, bursts of BURST: the same quota as tollgate's.
+    let mut governor = GovernorConfigBuilder::default();
+    governor
+        .per_nanosecond(1_000_000_000 / u64::from(RATE))
+        .burst_size(BURST);
+    match (subject, mix) {
+        (0, _) => sink.run(app),
+        (1, Mix::OneClient) => sink.run(tollgate_layer(PeerIp::new(), true).layer(app)),
+        (1, Mix::ManyClients) => sink.run(tollgate_layer(client_ip(), true).layer(app)),
+        (2, Mix::OneClient) => sink.run(tollgate_layer(PeerIp::new(), false).layer(app)),
+        (2, Mix::ManyClients) => sink.run(tollgate_layer(client_ip(), false).layer(app)),
+        (3, Mix::OneClient) => {
+            let config = governor.key_extractor(PeerIpKeyExtractor).finish();
+            sink.run(GovernorLayer::new(config.expect("config")).layer(app))
+        }
+        (3, Mix::ManyClients) => {
+            let config = governor.key_extractor(SmartIpKeyExtractor).finish();
+            sink.run(GovernorLayer::new(config.expect("config")).layer(app))
+        }
+        _ => unreachable!("four subjects"),
+    }
+}
+
+/// This thread's id, from `/proc/thread-self` (`PID/task/TID`).
+fn thread_id() -> Option<String> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    Some(link.file_name()?.to_string_lossy().into_owned())
+}
+
+/// CPU time of thread `tid` of this process so far, in nanoseconds.
+fn thread_cpu_ns(tid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// Starts the server thread: one current-thread runtime serving every (mix, subject) on
+/// its own listener. Returns the addresses, indexed `[mix][subject]`, and the thread's id.
+fn start_server(mixes: &[Mix]) -> (Vec<Vec<SocketAddr>>, Option<String>) {
+    let mut listeners = Vec::new();
+    let mut addrs = Vec::new();
+    for &mix in mixes {
+        let mut row = Vec::new();
+        for subject in 0..SUBJECTS.len() {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+            listener.set_nonblocking(true).expect("nonblocking");
+            row.push(listener.local_addr().expect("local address"));
+            listeners.push((mix, subject, listener));
+        }
+        addrs.push(row);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("server".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("server runtime");
+            runtime.block_on(async move {
+                for (mix, subject, listener) in listeners {
+                    with_subject(mix, subject, Serve(listener));
+                }
+                tx.send(thread_id()).expect("main thread waits");
+                std::future::pending::<()>().await;
+            });
+        })
+        .expect("server thread");
+    let tid = rx.recv().expect("server thread started");
+    (addrs, tid)
+}
+
+async fn write_all(stream: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match stream.try_write(buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The whole response's length once its head is in `buf`, from its `content-length`.
+fn response_len(buf: &[u8]) -> io::Result<Option<usize>> {
+    let Some(head) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&buf[..head])
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "non-UTF-8 response head"))?;
+    let length = text
+        .split("\r\n")
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no content-length"))?;
+    Ok(Some(head + 4 + length))
+}
+
+/// Counters shared by one measurement's connections.
+#[derive(Default)]
+struct Shared {
+    stop: AtomicBool,
+    done: AtomicU64,
+    not_ok: AtomicU64,
+}
+
+/// One keep-alive connection: a request, its whole response, the next, until `stop`.
+async fn drive(
+    addr: SocketAddr,
+    requests: Arc<Vec<Vec<u8>>>,
+    first: usize,
+    shared: Arc<Shared>,
+) -> io::Result<()> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let mut buf = vec![0u8; 4096];
+    let mut next = first;
+    // ordering: `stop` and the counters carry no other data; the main task reads the
+    // counters after joining (which synchronizes) or as a running estimate.
+    while !shared.stop.load(Ordering::Relaxed) {
+        write_all(&stream, &requests[next]).await?;
+        next = (next + 1) % requests.len();
+        let mut filled = 0;
+        loop {
+            stream.readable().await?;
+            match stream.try_read(&mut buf[filled..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+            if let Some(len) = response_len(&buf[..filled])? {
+                if filled >= len {
+                    break;
+                }
+                if len > buf.len() {
+                    buf.resize(len, 0);
+                }
+            } else if filled == buf.len() {
+                buf.resize(2 * buf.len(), 0);
+            }
+        }
+        if !buf.starts_with(b"HTTP/1.1 200 ") {
+            shared.not_ok.fetch_add(1, Ordering::Relaxed); // ordering: a counter
+        }
+        shared.done.fetch_add(1, Ordering::Relaxed); // ordering: a counter
+    }
+    Ok(())
+}
+
+/// One measurement of one subject.
+struct Sample {
+    rps: f64,
+    /// Server thread CPU nanoseconds per request (NaN if unreadable).
+    cpu_ns: f64,
+    /// Share of one core the server thread had in the window (NaN if unreadable).
+    core_share: f64,
+    not_ok: u64,
+}
+
+async fn measure(
+    addr: SocketAddr,
+    requests: &Arc<Vec<Vec<u8>>>,
+    size: &Size,
+    server: Option<&str>,
+) -> Sample {
+    let shared = Arc::new(Shared::default());
+    let stride = requests.len() / size.connections;
+    let tasks: Vec<_> = (0..size.connections)
+        .map(|c| {
+            let first = (c * stride) % requests.len();
+            let (requests, shared) = (Arc::clone(requests), Arc::clone(&shared));
+            tokio::spawn(drive(addr, requests, first, shared))
+        })
+        .collect();
+    let cpu = || server.and_then(thread_cpu_ns);
+    tokio::time::sleep(size.warmup).await;
+    // ordering: counters (see `drive`).
+    let (t0, done0, cpu0) = (Instant::now(), shared.done.load(Ordering::Relaxed), cpu());
+    tokio::time::sleep(size.window).await;
+    let (t1, done1, cpu1) = (Instant::now(), shared.done.load(Ordering::Relaxed), cpu());
+    shared.stop.store(true, Ordering::Relaxed); // ordering: a flag; joined below
+    for task in tasks {
+        task.await
+            .expect("connection task")
+            .unwrap_or_else(|e| panic!("connection to {addr}: {e}"));
+    }
+    let requests = (done1 - done0) as f64;
+    let secs = (t1 - t0).as_secs_f64();
+    let (cpu_ns, core_share) = match (cpu0, cpu1) {
+        (Some(a), Some(b)) => {
+            let ns = (b - a) as f64;
+            (ns / requests, ns / 1e9 / secs)
+        }
+        _ => (f64::NAN, f64::NAN),
+    };
+    Sample {
+        rps: requests / secs,
+        cpu_ns,
+        core_share,
+        not_ok: shared.not_ok.load(Ordering::Relaxed), // ordering: after the joins
+    }
+}
+
+fn main() {
+    let size = Size::from_env();
+    let mixes = [Mix::OneClient, Mix::ManyClients];
+    let before = machine::loadavg();
+    println!(
+        "# tollgate-tower http bench ({} run, {}): {} CPUs ({}), {} rounds, {} keep-alive \
+         connections, {} ms warm-up + {} ms window per measurement",
+        size.mode,
+        machine::today(),
+        machine::cpus(),
+        machine::cpu_model(),
+        size.rounds,
+        size.connections,
+        size.warmup.as_millis(),
+        size.window.as_millis(),
+    );
+    println!(
+        "Server: one current-thread Tokio runtime on one thread; client: one current-thread \
+         runtime on the main thread. Quota for every limiter: {RATE}/s per key, burst {BURST}."
+    );
+    // In process first, on this thread, while nothing else of the bench runs.
+    // in_process[mix][subject][round], nanoseconds per request.
+    let mut in_process: Vec<Vec<Vec<f64>>> = mixes
+        .iter()
+        .map(|_| SUBJECTS.iter().map(|_| Vec::new()).collect())
+        .collect();
+    for round in 0..size.rounds {
+        for (m, &mix) in mixes.iter().enumerate() {
+            for k in 0..SUBJECTS.len() {
+                let subject = (k + round) % SUBJECTS.len();
+                let calls = size.calls;
+                in_process[m][subject].push(with_subject(mix, subject, TimeCalls { mix, calls }));
+            }
+        }
+    }
+
+    let (addrs, server_tid) = start_server(&mixes);
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let requests: Vec<Arc<Vec<Vec<u8>>>> = mixes.iter().map(|m| Arc::new(m.requests())).collect();
+
+    // samples[mix][subject][round]
+    let mut samples: Vec<Vec<Vec<Sample>>> = mixes
+        .iter()
+        .map(|_| SUBJECTS.iter().map(|_| Vec::new()).collect())
+        .collect();
+    client.block_on(async {
+        for round in 0..size.rounds {
+            for (m, _) in mixes.iter().enumerate() {
+                for k in 0..SUBJECTS.len() {
+                    let subject = (k + round) % SUBJECTS.len();
+                    let sample = measure(
+                        addrs[m][subject],
+                        &requests[m],
+                        &size,
+                        server_tid.as_deref(),
+                    )
+                    .await;
+                    samples[m][subject].push(sample);
+                }
+            }
+        }
+    });
+
+    let mut refused = 0;
+    for (m, mix) in mixes.iter().enumerate() {
+        println!("\n## {}\n", mix.name());
+        fmt::table_header(&[
+            "limiter",
+            "requests/s",
+            "% of no limiter",
+            "server CPU per request",
+            "server's share of a core",
+            "not 200",
+        ]);
+        let base: Vec<f64> = samples[m][0].iter().map(|s| s.rps).collect();
+        for (subject, name) in SUBJECTS.iter().enumerate() {
+            let runs = &samples[m][subject];
+            let rps: Vec<f64> = runs.iter().map(|s| s.rps).collect();
+            let ratio: Vec<f64> = rps.iter().zip(&base).map(|(r, b)| 100.0 * r / b).collect();
+            let cpu: Vec<f64> = runs.iter().map(|s| s.cpu_ns).collect();
+            let share: Vec<f64> = runs.iter().map(|s| 100.0 * s.core_share).collect();
+            let not_ok: u64 = runs.iter().map(|s| s.not_ok).sum();
+            refused += not_ok;
+            println!(
+                "| {name} | {} | {} | {} | {} | {} |",
+                fmt::plain_summary(Summary::of(&rps), ""),
+                fmt::plain_summary(Summary::of(&ratio), "%"),
+                fmt::time_summary(Summary::of(&cpu)),
+                fmt::plain_summary(Summary::of(&share), "%"),
+                not_ok
+            );
+        }
+    }
+    println!(
+        "\n## In process: the same service stacks called directly, no sockets \
+         ({} requests per subject per round)\n",
+        size.calls
+    );
+    fmt::table_header(&[
+        "clients",
+        "limiter",
+        "time per request",
+        "limiter's cost",
+        "loopback server CPU + cost: % of no limiter",
+    ]);
+    for (m, mix) in mixes.iter().enumerate() {
+        // The no-limiter server's CPU per request over loopback, to put the cost beside.
+        let server_cpu = Summary::of(&samples[m][0].iter().map(|s| s.cpu_ns).collect::<Vec<_>>());
+        let base = &in_process[m][0];
+        for (subject, name) in SUBJECTS.iter().enumerate() {
+            let runs = &in_process[m][subject];
+            let cost: Vec<f64> = runs.iter().zip(base).map(|(r, b)| r - b).collect();
+            let predicted: Vec<f64> = cost
+                .iter()
+                .map(|c| 100.0 * server_cpu.median / (server_cpu.median + c))
+                .collect();
+            println!(
+                "| {} | {name} | {} | {} | {} |",
+                mix.name(),
+                fmt::time_summary(Summary::of(runs)),
+                fmt::time_summary(Summary::of(&cost)),
+                fmt::plain_summary(Summary::of(&predicted), "%"),
+            );
+        }
+    }
+    println!("\n{}", machine::loadavg_line(&before));
+    assert_eq!(
+        refused, 0,
+        "some requests were not answered 200: the quota must admit everything for the \
+         figures to be the limiters' overhead"
+    );
+}
