@@ -72,6 +72,7 @@
 //!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
 
 mod cache;
+mod lease;
 mod limiter;
 mod offset;
 mod rt;
