@@ -450,13 +450,18 @@ impl FleetBuilder {
     /// **The bound it buys.** Over any window `W`, per key, fleet-wide, however many nodes
     /// lease: at most `b + floor((W + max_hold) / T)` cells are spent (instead of
     /// `b + floor(W / T)`): a cell is admitted by the server at its lease's instant and spent
-    /// within `max_hold` of it. The bound is tight (a node may lease a full burst, then a
-    /// cell each `T`, and spend them all at `max_hold`). The other way, while leases hold
+    /// within `max_hold` of it. Also at most `b + floor(W / T) + H`, where `H` is the leased
+    /// cells the nodes hold unspent when the window opens (at most `cells - 1` per node and
+    /// key, as the check that takes a lease spends from it at once, unless several tasks of
+    /// a node take leases of a key at the same moment). The other way, while leases hold
     /// unspent cells the fleet may refuse: at most `cells` per node per key at any instant,
     /// and a lease whose give-back is declined leaves the key at most `cells·T` late until
     /// it goes idle. With Redis away, leased cells are still spent until they expire (they
     /// were admitted), then the fault policy decides; they cannot be given back. `cells` is
-    /// capped at the burst; `cells` of 0 or 1, or a zero `max_hold`, turn leasing off. The
+    /// capped at the burst; `cells` of 0 or 1, or a zero `max_hold`, turn leasing off.
+    /// [`peek`](FleetLimiter::peek) answers from a lease held here without a round trip;
+    /// `remaining` counts this node's leased cells (plus, on the check that took the lease,
+    /// what the server had left). The
     /// store holds leases for at most [`local_cache`](Self::local_cache) keys (at least
     /// 1,024). Derivation: `src/lease.rs`.
     ///
@@ -1101,7 +1106,7 @@ impl FleetLimiter {
                 Op::Check => return self.decide_leased(leasing, &key, n, quota).await,
                 Op::Peek => {
                     if let Some(l) = leasing.store.held(&key, qt, Instant::now()) {
-                        return Ok(self.from_lease(&l, l.cells, burst));
+                        return Ok(lease_admission(&l, l.cells, burst));
                     }
                 }
             }
@@ -1196,7 +1201,7 @@ impl FleetLimiter {
         {
             Spend::Spent { left, lease } => {
                 c.spent_locally.fetch_add(u64::from(n), Relaxed);
-                return Ok(self.from_lease(&lease, left, burst));
+                return Ok(lease_admission(&lease, left, burst));
             }
             Spend::Empty { expired } => expired,
         };
@@ -1292,17 +1297,6 @@ impl FleetLimiter {
             e.cells = e.unspent();
             let lost = leasing.store.put(key, e, Instant::now());
             self.inner.counters.expired_unspent.fetch_add(lost, Relaxed);
-        }
-    }
-
-    /// An admission from a lease held here: `left` cells remain in it.
-    fn from_lease(&self, lease: &Lease, left: u32, burst: u32) -> Admitted {
-        let reset_at = lease.recv + Duration::from_micros(lease.tat_ahead_us);
-        Admitted {
-            limit: burst,
-            remaining: left,
-            reset_after: reset_at.saturating_duration_since(Instant::now()),
-            source: Source::Redis,
         }
     }
 
@@ -1452,6 +1446,17 @@ impl FleetLimiter {
                 Err(Unavailable::Timeout(self.inner.timeout))
             }
         }
+    }
+}
+
+/// An admission from a lease held here: `left` cells remain in it.
+fn lease_admission(lease: &Lease, left: u32, burst: u32) -> Admitted {
+    let reset_at = lease.recv + Duration::from_micros(lease.tat_ahead_us);
+    Admitted {
+        limit: burst,
+        remaining: left,
+        reset_after: reset_at.saturating_duration_since(Instant::now()),
+        source: Source::Redis,
     }
 }
 

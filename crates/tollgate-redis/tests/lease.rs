@@ -192,7 +192,7 @@ async fn unspent_cells_are_given_back_when_the_key_allows() {
     other.check("j").await.unwrap();
     tokio::time::sleep(hold * 2).await;
     node.check("j").await.unwrap(); // gives back (declined), leases 4 of the 4 left
-    assert_eq!(other.peek("j").await.unwrap_err().is_rate_limited(), true);
+    assert!(other.peek("j").await.unwrap_err().is_rate_limited());
     let s = node.stats();
     assert_eq!((s.returned, s.expired_unspent), (8, 4), "{s:?}");
     // reset drops this node's lease (counted lost) with the key.
