@@ -311,6 +311,12 @@ pub(crate) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Relaxed);
 }
 
+/// Adds `n` to a counter.
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    // ordering: a statistic; nothing is published through it, so Relaxed.
+    c.fetch_add(n, Relaxed);
+}
+
 /// Builds a [`FleetLimiter`].
 ///
 /// # Examples
@@ -1049,8 +1055,7 @@ impl FleetLimiter {
         let mut leases = leasing.store.drain().into_iter();
         let mut given = 0;
         while let Some((key, l)) = leases.next() {
-            c.expired_unspent
-                .fetch_add(u64::from(l.cells - l.unspent()), Relaxed);
+            add(&c.expired_unspent, u64::from(l.cells - l.unspent()));
             if l.unspent() == 0 {
                 continue;
             }
@@ -1066,19 +1071,18 @@ impl FleetLimiter {
             ];
             match self.invoke(&key, args).await {
                 Ok(r) if r.admitted => {
-                    c.returned.fetch_add(u64::from(l.unspent()), Relaxed);
+                    add(&c.returned, u64::from(l.unspent()));
                     given += u64::from(l.unspent());
                     if let Some(cache) = &self.inner.cache {
                         cache.remove(&key);
                     }
                 }
                 Ok(_) => {
-                    c.expired_unspent.fetch_add(u64::from(l.unspent()), Relaxed);
+                    add(&c.expired_unspent, u64::from(l.unspent()));
                 }
                 Err(e) => {
                     let rest: u64 = leases.map(|(_, l)| u64::from(l.cells)).sum();
-                    c.expired_unspent
-                        .fetch_add(u64::from(l.unspent()) + rest, Relaxed);
+                    add(&c.expired_unspent, u64::from(l.unspent()) + rest);
                     return Err(e);
                 }
             }
@@ -1200,15 +1204,14 @@ impl FleetLimiter {
             .spend(key, n, (interval_us, burst), Instant::now())
         {
             Spend::Spent { left, lease } => {
-                c.spent_locally.fetch_add(u64::from(n), Relaxed);
+                add(&c.spent_locally, u64::from(n));
                 return Ok(lease_admission(&lease, left, burst));
             }
             Spend::Empty { expired } => expired,
         };
         // Cells of older merged leases cannot be given back: lost now.
         if let Some(e) = &expired {
-            c.expired_unspent
-                .fetch_add(u64::from(e.cells - e.unspent()), Relaxed);
+            add(&c.expired_unspent, u64::from(e.cells - e.unspent()));
         }
         // The fast path's bound counts the expired lease's cells as spent: with cells to give
         // back, ask Redis (the give-back rides on this call) rather than refuse on them.
@@ -1245,12 +1248,12 @@ impl FleetLimiter {
         let (granted, back) = reply.lease.unwrap_or((0, false));
         if give.1 > 0 {
             if back {
-                c.returned.fetch_add(u64::from(give.1), Relaxed);
+                add(&c.returned, u64::from(give.1));
                 if let Some(cache) = &self.inner.cache {
                     cache.remove(key); // the TAT moved earlier
                 }
             } else {
-                c.expired_unspent.fetch_add(u64::from(give.1), Relaxed);
+                add(&c.expired_unspent, u64::from(give.1));
             }
         }
         if !reply.admitted {
@@ -1259,7 +1262,7 @@ impl FleetLimiter {
             return Err(self.limited(Duration::from_micros(reply.after_us), burst));
         }
         bump(&c.admitted);
-        c.leased.fetch_add(u64::from(granted), Relaxed);
+        add(&c.leased, u64::from(granted));
         let recv = Instant::now();
         let left = granted.saturating_sub(n);
         if left > 0 {
@@ -1273,7 +1276,7 @@ impl FleetLimiter {
                 tat_ahead_us: reply.tat_ahead_us,
             };
             let lost = leasing.store.put(key, lease, recv);
-            c.expired_unspent.fetch_add(lost, Relaxed);
+            add(&c.expired_unspent, lost);
         }
         match (reply.remaining, &self.inner.cache) {
             (0, _) => self.remember(key, &reply),
@@ -1296,7 +1299,7 @@ impl FleetLimiter {
         {
             e.cells = e.unspent();
             let lost = leasing.store.put(key, e, Instant::now());
-            self.inner.counters.expired_unspent.fetch_add(lost, Relaxed);
+            add(&self.inner.counters.expired_unspent, lost);
         }
     }
 
@@ -1305,10 +1308,7 @@ impl FleetLimiter {
         if let Some(leasing) = &self.inner.lease
             && let Some(l) = leasing.store.take(key)
         {
-            self.inner
-                .counters
-                .expired_unspent
-                .fetch_add(u64::from(l.cells), Relaxed);
+            add(&self.inner.counters.expired_unspent, u64::from(l.cells));
         }
     }
 
