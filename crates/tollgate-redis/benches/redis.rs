@@ -4,7 +4,9 @@
 //!    an empty script (the floor of scripting) and a plain Lua GCRA in the redis_rate style (float seconds, `EVALSHA`), the baseline;
 //! 2. throughput with one connection shared by many tasks and with one connection per task;
 //! 3. an abusive key hammered with and without the local fast path: round trips per 1,000
-//!    checks (`INFO commandstats`).
+//!    checks (`INFO commandstats`);
+//! 4. a hot key under its limit, with and without leases (`FleetBuilder::lease`): round trips
+//!    per 1,000 checks and checks/s.
 //!
 //! `cargo bench -p tollgate-redis --bench redis`; `TOLLGATE_BENCH_QUICK=1` for a smoke run.
 
@@ -240,6 +242,48 @@ async fn main() {
             if cache { "on " } else { "off" },
             trips as f64 * 1_000.0 / checks as f64,
             trips as f64 / intervals
+        );
+    }
+
+    // 4. A hot key under its limit (every check admitted): 4 tasks on one node, leases of
+    //    16 cells held up to 50 ms, against one round trip per check.
+    let hot = Quota::per_second(1_000_000).allow_burst(100_000);
+    let checks_per_task = if quick { 2_000 } else { 20_000 };
+    for lease in [true, false] {
+        let mut b = FleetLimiter::builder(hot);
+        if lease {
+            b = b.lease(16, Duration::from_millis(50));
+        }
+        let l = b.connect(client.clone()).await.unwrap();
+        l.peek("warm-up").await.unwrap();
+        let key = format!("hot:{lease}");
+        let before = server.calls("evalsha");
+        let start = Instant::now();
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (l, key) = (l.clone(), key.clone());
+                tokio::spawn(async move {
+                    for _ in 0..checks_per_task {
+                        l.check(&key).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let checks = 4 * checks_per_task as u64;
+        let trips = server.calls("evalsha") - before;
+        let s = l.stats();
+        println!(
+            "4. hot key, lease {}: {checks} checks, {trips} round trips = {:.1} per 1,000 checks, {:>9.0} checks/s (spent locally {}, returned {}, lost {})",
+            if lease { "on " } else { "off" },
+            trips as f64 * 1_000.0 / checks as f64,
+            checks as f64 / secs,
+            s.spent_locally,
+            s.returned,
+            s.expired_unspent
         );
     }
 }

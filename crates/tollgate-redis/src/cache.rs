@@ -4,8 +4,9 @@
 //!
 //! An entry is written only from a server answer, and holds the key's TAT as the server
 //! stored it, on the server's clock (µs). The server's TAT for a key only moves later
-//! (every write of a check, a penalty or a reservation is a `max`), except by `reset`
-//! (which also clears this node's entry), a refunded reservation (likewise), and expiry,
+//! (every write of a check, a penalty, a reservation or a lease is a `max`), except by
+//! `reset` (which also clears this node's entry), a refunded reservation or a lease's
+//! give-back (likewise), and expiry,
 //! which happens only once the TAT is in the past and so carries no information. A
 //! `reset` or a refund on *another* node moves the TAT earlier behind this node's back:
 //! until the entry's TAT passes, this node may then refuse what Redis would admit (the

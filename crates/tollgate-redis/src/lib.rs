@@ -16,6 +16,16 @@
 //!   all replies, aged for drift: `src/offset.rs`) says Redis would refuse too: an abusive
 //!   client costs about one round trip per interval, not one per request. The cache is
 //!   bounded.
+//! * **Leases for hot keys** (opt-in, [`FleetBuilder::lease`]). A check that finds no leased
+//!   cells takes up to `k` cells that are available now in its one round trip and spends
+//!   the rest locally until `max_hold` (`L`) after it sent the request: a key admitted at a
+//!   high rate costs about one round trip per `k` checks. The bound becomes, per key and
+//!   fleet-wide, `b + floor((W + L) / T)` over any window `W` (a cell is admitted by the
+//!   server at its lease's instant and spent within `L` of it); it is also at most
+//!   `b + floor(W / T)` plus the leased cells the nodes held unspent when the window
+//!   opened. Unspent cells are given back at expiry by compare and restore when no one has
+//!   written the key since, else lost (under-admission: at most `k` cells per lease, a lag
+//!   of at most `k·T` until the key goes idle). The derivation is in `src/lease.rs`.
 //! * **Waiting.** [`FleetLimiter::until_ready`] reserves the cells on the server in one
 //!   round trip (the script moves the TAT and answers the wait), waits here on
 //!   [`tollgate::timer`] (no runtime timer), and when dropped before its instant gives the
@@ -61,8 +71,13 @@
 //! * [`FleetLimiter::reset`] clears this node's fast path; other nodes' fast paths may refuse
 //!   the key until the bounds they cached pass. The same holds for a refunded reservation
 //!   (a cancelled [`UntilReady`]): the node that refunds forgets its bound, the others may
-//!   refuse for at most the refunded cells' span. These are the only ways a key's TAT moves
-//!   earlier; otherwise a local refusal is always one Redis would make.
+//!   refuse for at most the refunded cells' span. Leased cells given back move the TAT
+//!   earlier too, by at most `k·T`. These are the only ways a key's TAT moves earlier;
+//!   otherwise a local refusal is always one Redis would make.
+//! * With leases, [`FleetLimiter::reset`] and [`FleetLimiter::penalize`] drop this node's
+//!   lease of the key (its cells are lost); other nodes keep spending theirs until they
+//!   expire, so a penalty reaches a leasing node at most `max_hold` late, and right after a
+//!   reset the key may admit its burst plus the cells other nodes hold.
 //! * The fast path assumes the server's clock does not step forward by less than a round
 //!   trip (larger steps are detected at the next reply; drift up to 1,000 ppm is absorbed).
 //! * A wait dropped while its reservation call is in flight cannot give its cells back.
@@ -72,6 +87,7 @@
 //!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
 
 mod cache;
+mod lease;
 mod limiter;
 mod offset;
 mod rt;

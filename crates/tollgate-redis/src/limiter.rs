@@ -9,7 +9,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
 
-use crate::cache::{LocalCache, Lookup};
+use crate::cache::{LocalCache, Lookup, ProbeGuard};
+use crate::lease::{Lease, LeaseStore, Spend};
 use crate::offset::ServerClock;
 use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
 use crate::wait::UntilReady;
@@ -273,6 +274,17 @@ pub struct Stats {
     /// Cancelled reservations that could not be given back (the key had moved on, or
     /// Redis did not answer): their cells stay spent.
     pub refunds_declined: u64,
+    /// Cells granted to this node by leases ([`FleetBuilder::lease`]), including those the
+    /// leasing check spent at once.
+    pub leased: u64,
+    /// Leased cells spent here without a round trip.
+    pub spent_locally: u64,
+    /// Unspent leased cells given back on the server.
+    pub returned: u64,
+    /// Leased cells neither spent nor given back (the key had moved on, Redis was away, or
+    /// the lease was dropped by `reset`, `penalize` or the store's bound): spent on the
+    /// server for nothing.
+    pub expired_unspent: u64,
 }
 
 #[derive(Debug, Default)]
@@ -289,10 +301,20 @@ pub(crate) struct Counters {
     pub(crate) reserved: AtomicU64,
     pub(crate) refunded: AtomicU64,
     pub(crate) refunds_declined: AtomicU64,
+    pub(crate) leased: AtomicU64,
+    pub(crate) spent_locally: AtomicU64,
+    pub(crate) returned: AtomicU64,
+    pub(crate) expired_unspent: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Relaxed);
+}
+
+/// Adds `n` to a counter.
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    // ordering: a statistic; nothing is published through it, so Relaxed.
+    c.fetch_add(n, Relaxed);
 }
 
 /// Builds a [`FleetLimiter`].
@@ -322,6 +344,7 @@ pub struct FleetBuilder {
     timeout: Duration,
     policy: FaultPolicy,
     cache: usize,
+    lease: Option<(u32, Duration)>,
     manager: Option<ConnectionManagerConfig>,
 }
 
@@ -422,6 +445,50 @@ impl FleetBuilder {
         self
     }
 
+    /// Batching for hot keys (off by default): a check under the default quota that finds no
+    /// leased cells here takes a *lease* of up to `cells` cells of its key from Redis in its
+    /// one round trip (only cells available now, never a wait), spends one, and keeps the
+    /// rest for later checks on this node, which need no round trip, until `max_hold` after
+    /// the lease was sent. Unspent cells are then given back on the server if no one has
+    /// written the key since (compare and restore), else lost. Per-call quotas (`*_with`)
+    /// and waits do not use leases.
+    ///
+    /// **The bound it buys.** Over any window `W`, per key, fleet-wide, however many nodes
+    /// lease: at most `b + floor((W + max_hold) / T)` cells are spent (instead of
+    /// `b + floor(W / T)`): a cell is admitted by the server at its lease's instant and spent
+    /// within `max_hold` of it. Also at most `b + floor(W / T) + H`, where `H` is the leased
+    /// cells the nodes hold unspent when the window opens (at most `cells - 1` per node and
+    /// key, as the check that takes a lease spends from it at once, unless several tasks of
+    /// a node take leases of a key at the same moment). The other way, while leases hold
+    /// unspent cells the fleet may refuse: at most `cells` per node per key at any instant,
+    /// and a lease whose give-back is declined leaves the key at most `cells·T` late until
+    /// it goes idle. With Redis away, leased cells are still spent until they expire (they
+    /// were admitted), then the fault policy decides; they cannot be given back. `cells` is
+    /// capped at the burst; `cells` of 0 or 1, or a zero `max_hold`, turn leasing off.
+    /// [`peek`](FleetLimiter::peek) answers from a lease held here without a round trip;
+    /// `remaining` counts this node's leased cells (plus, on the check that took the lease,
+    /// what the server had left). The
+    /// store holds leases for at most [`local_cache`](Self::local_cache) keys (at least
+    /// 1,024). Derivation: `src/lease.rs`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// // 1,000/s; a node takes 10 cells at a time and spends them within 20 ms: over any
+    /// // window W, at most b + floor((W + 20 ms) / 1 ms) per key.
+    /// let builder = FleetLimiter::builder(Quota::per_second(1_000).allow_burst(50))
+    ///     .lease(10, Duration::from_millis(20));
+    /// # let _ = builder;
+    /// ```
+    pub fn lease(mut self, cells: u32, max_hold: Duration) -> Self {
+        self.lease = (cells > 1 && !max_hold.is_zero()).then_some((cells, max_hold));
+        self
+    }
+
     /// The connection manager's configuration (reconnection back-off and so on). By default
     /// its response and connection timeouts are the per-call timeout, and it retries a
     /// reconnection a few times with a back-off capped at one second; later calls start a new
@@ -487,6 +554,11 @@ impl FleetBuilder {
                 timeout: self.timeout,
                 policy: self.policy,
                 cache: (self.cache > 0).then(|| LocalCache::new(self.cache)),
+                lease: self.lease.map(|(cells, max_hold)| Leasing {
+                    cells: cells.min(self.quota.burst()),
+                    max_hold,
+                    store: LeaseStore::new(self.cache.max(1_024)),
+                }),
                 fallback,
                 clock: MonotonicClock::new(),
                 server_clock: ServerClock::new(),
@@ -533,10 +605,18 @@ pub(crate) struct Inner {
     pub(crate) timeout: Duration,
     pub(crate) policy: FaultPolicy,
     pub(crate) cache: Option<LocalCache>,
+    pub(crate) lease: Option<Leasing>,
     pub(crate) fallback: Option<Limiter<[u8]>>,
     pub(crate) clock: MonotonicClock,
     pub(crate) server_clock: ServerClock,
     pub(crate) counters: Counters,
+}
+
+/// Leasing's settings and store.
+pub(crate) struct Leasing {
+    pub(crate) cells: u32,
+    pub(crate) max_hold: Duration,
+    pub(crate) store: LeaseStore,
 }
 
 impl fmt::Debug for Inner {
@@ -547,6 +627,7 @@ impl fmt::Debug for Inner {
             .field("timeout", &self.timeout)
             .field("policy", &self.policy)
             .field("cache", &self.cache.is_some())
+            .field("lease", &self.lease.as_ref().map(|l| (l.cells, l.max_hold)))
             .finish_non_exhaustive()
     }
 }
@@ -578,6 +659,7 @@ impl FleetLimiter {
             timeout: FleetBuilder::DEFAULT_TIMEOUT,
             policy: FaultPolicy::default(),
             cache: FleetBuilder::DEFAULT_CACHE,
+            lease: None,
             manager: None,
         }
     }
@@ -838,6 +920,7 @@ impl FleetLimiter {
         if let Some(cache) = &self.inner.cache {
             cache.remove(&key);
         }
+        self.drop_lease(&key);
         if let Some(fallback) = &self.inner.fallback {
             fallback.reset(&key);
         }
@@ -901,6 +984,7 @@ impl FleetLimiter {
         quota: Quota,
     ) -> Result<(), Unavailable> {
         let key = self.redis_key(key);
+        self.drop_lease(&key);
         if let Some(fallback) = &self.inner.fallback {
             let _ = fallback.penalize(&key, delay);
         }
@@ -938,7 +1022,72 @@ impl FleetLimiter {
             reserved: c.reserved.load(Relaxed),
             refunded: c.refunded.load(Relaxed),
             refunds_declined: c.refunds_declined.load(Relaxed),
+            leased: c.leased.load(Relaxed),
+            spent_locally: c.spent_locally.load(Relaxed),
+            returned: c.returned.load(Relaxed),
+            expired_unspent: c.expired_unspent.load(Relaxed),
         }
+    }
+
+    /// Gives back every leased cell this node holds ([`FleetBuilder::lease`]), expired or
+    /// not: for a node shutting down, or a key going quiet. Each lease is given back only if
+    /// its key still holds exactly the TAT the lease stored (compare and restore); the rest
+    /// are lost. Returns how many cells were given back. Without leasing, returns 0 at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] if Redis did not answer in time or failed; the cells not yet given
+    /// back by then are lost (counted in [`Stats::expired_unspent`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let given_back = limiter.return_leases().await.unwrap();
+    /// println!("{given_back} cells given back");
+    /// # }
+    /// ```
+    pub async fn return_leases(&self) -> Result<u64, Unavailable> {
+        let Some(leasing) = &self.inner.lease else {
+            return Ok(0);
+        };
+        let c = &self.inner.counters;
+        let mut leases = leasing.store.drain().into_iter();
+        let mut given = 0;
+        while let Some((key, l)) = leases.next() {
+            add(&c.expired_unspent, u64::from(l.cells - l.unspent()));
+            if l.unspent() == 0 {
+                continue;
+            }
+            let (interval_us, burst) = l.quota;
+            let args = [
+                Arg::Op("giveback"),
+                Arg::Num(interval_us),
+                Arg::Num(u64::from(burst)),
+                Arg::Num(0),
+                Arg::Num(0),
+                Arg::Num(l.written),
+                Arg::Num(u64::from(l.unspent())),
+            ];
+            match self.invoke(&key, args).await {
+                Ok(r) if r.admitted => {
+                    add(&c.returned, u64::from(l.unspent()));
+                    given += u64::from(l.unspent());
+                    if let Some(cache) = &self.inner.cache {
+                        cache.remove(&key);
+                    }
+                }
+                Ok(_) => {
+                    add(&c.expired_unspent, u64::from(l.unspent()));
+                }
+                Err(e) => {
+                    let rest: u64 = leases.map(|(_, l)| u64::from(l.cells)).sum();
+                    add(&c.expired_unspent, u64::from(l.unspent()) + rest);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(given)
     }
 
     async fn decide(&self, key: &[u8], n: u32, quota: Quota, op: Op) -> Result<Admitted, Error> {
@@ -952,35 +1101,21 @@ impl FleetLimiter {
         let key = self.redis_key(key);
         let interval_us = interval_micros(quota);
         let name = if op == Op::Check { "check" } else { "peek" };
-        // The fast path: refuse here, or be the key's one probe, or wait for the probe in
-        // flight and look again (`cache.rs`); after waiting the call's timeout in all, ask
-        // Redis anyway.
-        let mut _probe = None;
-        if let Some(cache) = &self.inner.cache
+        if let Some(leasing) = &self.inner.lease
             && n > 0
+            && quota == self.inner.quota
         {
-            let give_up = Instant::now() + self.inner.timeout;
-            loop {
-                let now = Instant::now();
-                let Some(server_now) = self.inner.server_clock.upper(now) else {
-                    break; // no reply yet, so nothing cached
-                };
-                match cache.lookup(&key, server_now, n, interval_us, burst) {
-                    Lookup::Refuse(wait) => {
-                        bump(&self.inner.counters.local_refusals);
-                        return Err(self.limited(wait, burst));
+            let qt = (interval_us, burst);
+            match op {
+                Op::Check => return self.decide_leased(leasing, &key, n, quota).await,
+                Op::Peek => {
+                    if let Some(l) = leasing.store.held(&key, qt, Instant::now()) {
+                        return Ok(lease_admission(&l, l.cells, burst));
                     }
-                    Lookup::Probe(guard) => {
-                        _probe = Some(guard);
-                        break;
-                    }
-                    Lookup::Wait(probe) if now < give_up => {
-                        let _ = crate::rt::timeout(give_up - now, probe).await;
-                    }
-                    Lookup::Wait(_) | Lookup::Miss => break,
                 }
             }
         }
+        let _probe = self.fast_path(&key, n, interval_us, burst).await?;
         match self.run_script(&key, name, quota, n, 0, 0).await {
             Ok(reply) => {
                 let c = &self.inner.counters;
@@ -1011,6 +1146,169 @@ impl FleetLimiter {
                 }
             }
             Err(_) => self.on_fault(&key, n, quota, op),
+        }
+    }
+
+    /// The fast path: refuse here, or be the key's one probe, or wait for the probe in
+    /// flight and look again (`cache.rs`); after waiting the call's timeout in all, ask
+    /// Redis anyway.
+    async fn fast_path(
+        &self,
+        key: &[u8],
+        n: u32,
+        interval_us: u64,
+        burst: u32,
+    ) -> Result<Option<ProbeGuard<'_>>, Error> {
+        let mut probe = None;
+        if let Some(cache) = &self.inner.cache
+            && n > 0
+        {
+            let give_up = Instant::now() + self.inner.timeout;
+            loop {
+                let now = Instant::now();
+                let Some(server_now) = self.inner.server_clock.upper(now) else {
+                    break; // no reply yet, so nothing cached
+                };
+                match cache.lookup(key, server_now, n, interval_us, burst) {
+                    Lookup::Refuse(wait) => {
+                        bump(&self.inner.counters.local_refusals);
+                        return Err(self.limited(wait, burst));
+                    }
+                    Lookup::Probe(guard) => {
+                        probe = Some(guard);
+                        break;
+                    }
+                    Lookup::Wait(probe) if now < give_up => {
+                        let _ = crate::rt::timeout(give_up - now, probe).await;
+                    }
+                    Lookup::Wait(_) | Lookup::Miss => break,
+                }
+            }
+        }
+        Ok(probe)
+    }
+
+    /// A check under the default quota with leasing on: spend a leased cell here, or take a
+    /// lease (giving back an expired one's cells in the same round trip).
+    async fn decide_leased(
+        &self,
+        leasing: &Leasing,
+        key: &[u8],
+        n: u32,
+        quota: Quota,
+    ) -> Result<Admitted, Error> {
+        let c = &self.inner.counters;
+        let (interval_us, burst) = (interval_micros(quota), quota.burst());
+        let expired = match leasing
+            .store
+            .spend(key, n, (interval_us, burst), Instant::now())
+        {
+            Spend::Spent { left, lease } => {
+                add(&c.spent_locally, u64::from(n));
+                return Ok(lease_admission(&lease, left, burst));
+            }
+            Spend::Empty { expired } => expired,
+        };
+        // Cells of older merged leases cannot be given back: lost now.
+        if let Some(e) = &expired {
+            add(&c.expired_unspent, u64::from(e.cells - e.unspent()));
+        }
+        // The fast path's bound counts the expired lease's cells as spent: with cells to give
+        // back, ask Redis (the give-back rides on this call) rather than refuse on them.
+        let probe = if expired.is_some_and(|e| e.unspent() > 0) {
+            None
+        } else {
+            self.fast_path(key, n, interval_us, burst).await?
+        };
+        let want = leasing.cells.max(n).min(burst);
+        let give = expired.map_or((0, 0), |e| (e.written, e.unspent()));
+        let sent = Instant::now();
+        let reply = self
+            .invoke(
+                key,
+                [
+                    Arg::Op("lease"),
+                    Arg::Num(interval_us),
+                    Arg::Num(u64::from(burst)),
+                    Arg::Num(u64::from(want)),
+                    Arg::Num(u64::from(n)),
+                    Arg::Num(give.0),
+                    Arg::Num(u64::from(give.1)),
+                ],
+            )
+            .await;
+        drop(probe);
+        let reply = match reply {
+            Ok(r) => r,
+            Err(_) => {
+                self.keep_expired(leasing, key, expired);
+                return self.on_fault(key, n, quota, Op::Check);
+            }
+        };
+        let (granted, back) = reply.lease.unwrap_or((0, false));
+        if give.1 > 0 {
+            if back {
+                add(&c.returned, u64::from(give.1));
+                if let Some(cache) = &self.inner.cache {
+                    cache.remove(key); // the TAT moved earlier
+                }
+            } else {
+                add(&c.expired_unspent, u64::from(give.1));
+            }
+        }
+        if !reply.admitted {
+            bump(&c.limited);
+            self.remember(key, &reply);
+            return Err(self.limited(Duration::from_micros(reply.after_us), burst));
+        }
+        bump(&c.admitted);
+        add(&c.leased, u64::from(granted));
+        let recv = Instant::now();
+        let left = granted.saturating_sub(n);
+        if left > 0 {
+            let lease = Lease {
+                cells: left,
+                expires: sent + leasing.max_hold,
+                quota: (interval_us, burst),
+                written: reply.reserved.map_or(0, |(_, new)| new),
+                returnable: left,
+                recv,
+                tat_ahead_us: reply.tat_ahead_us,
+            };
+            let lost = leasing.store.put(key, lease, recv);
+            add(&c.expired_unspent, lost);
+        }
+        match (reply.remaining, &self.inner.cache) {
+            (0, _) => self.remember(key, &reply),
+            (_, Some(cache)) => cache.remove(key),
+            (_, None) => {}
+        }
+        Ok(Admitted {
+            limit: burst,
+            remaining: left.saturating_add(reply.remaining),
+            reset_after: Duration::from_micros(reply.after_us),
+            source: Source::Redis,
+        })
+    }
+
+    /// An expired lease whose give-back did not happen goes back into the store, to be
+    /// given back by a later call (counted lost if the store drops it).
+    fn keep_expired(&self, leasing: &Leasing, key: &[u8], expired: Option<Lease>) {
+        if let Some(mut e) = expired
+            && e.unspent() > 0
+        {
+            e.cells = e.unspent();
+            let lost = leasing.store.put(key, e, Instant::now());
+            add(&self.inner.counters.expired_unspent, lost);
+        }
+    }
+
+    /// Forgets this node's lease of `key` (reset, penalty): its cells are lost.
+    fn drop_lease(&self, key: &[u8]) {
+        if let Some(leasing) = &self.inner.lease
+            && let Some(l) = leasing.store.take(key)
+        {
+            add(&self.inner.counters.expired_unspent, u64::from(l.cells));
         }
     }
 
@@ -1079,21 +1377,37 @@ impl FleetLimiter {
     pub(crate) async fn run_script(
         &self,
         key: &[u8],
-        op: &str,
+        op: &'static str,
         quota: Quota,
         n: u32,
         arg_us: u64,
         written: u64,
     ) -> Result<Reply, Unavailable> {
+        let args = [
+            Arg::Op(op),
+            Arg::Num(interval_micros(quota)),
+            Arg::Num(u64::from(quota.burst())),
+            Arg::Num(u64::from(n)),
+            Arg::Num(arg_us),
+            Arg::Num(written),
+        ];
+        self.invoke(key, args).await
+    }
+
+    /// Runs the script with `args` as ARGV.
+    async fn invoke<const N: usize>(
+        &self,
+        key: &[u8],
+        args: [Arg; N],
+    ) -> Result<Reply, Unavailable> {
         let mut conn = self.inner.conn.clone();
         let mut invocation = self.inner.script.key(key);
-        invocation
-            .arg(op)
-            .arg(interval_micros(quota))
-            .arg(quota.burst())
-            .arg(n)
-            .arg(arg_us)
-            .arg(written);
+        for a in args {
+            match a {
+                Arg::Op(op) => invocation.arg(op),
+                Arg::Num(x) => invocation.arg(x),
+            };
+        }
         bump(&self.inner.counters.round_trips);
         let sent = Instant::now();
         let values: Vec<i64> = self.call(invocation.invoke_async(&mut conn)).await?;
@@ -1133,6 +1447,24 @@ impl FleetLimiter {
             }
         }
     }
+}
+
+/// An admission from a lease held here: `left` cells remain in it.
+fn lease_admission(lease: &Lease, left: u32, burst: u32) -> Admitted {
+    let reset_at = lease.recv + Duration::from_micros(lease.tat_ahead_us);
+    Admitted {
+        limit: burst,
+        remaining: left,
+        reset_after: reset_at.saturating_duration_since(Instant::now()),
+        source: Source::Redis,
+    }
+}
+
+/// One ARGV entry of the script.
+#[derive(Clone, Copy)]
+enum Arg {
+    Op(&'static str),
+    Num(u64),
 }
 
 /// The fallback's share of `quota` for one of `nodes` nodes.

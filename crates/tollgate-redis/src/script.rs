@@ -29,9 +29,11 @@ use std::time::Duration;
 use tollgate::Quota;
 
 /// The script. KEYS\[1\] is the key; ARGV is `op, interval_us, burst, n, arg_us, written`
-/// with `op` one of `check`, `peek`, `penalize` (`arg_us`: the delay), `reserve` (`arg_us`:
-/// the longest wait) and `refund` (`arg_us`: the TAT to restore, `written`: the TAT the
-/// reservation stored). It answers `{admitted, remaining, after_us, tat_ahead_us, now_us}`:
+/// (and for leases `unspent`) with `op` one of `check`, `peek`, `penalize` (`arg_us`: the
+/// delay), `reserve` (`arg_us`: the longest wait), `refund` (`arg_us`: the TAT to restore,
+/// `written`: the TAT the reservation stored), `lease` (up to `n` cells available now, at
+/// least `arg_us`; first gives back `unspent` cells of the lease that stored `written`) and
+/// `giveback` (that give-back alone). It answers `{admitted, remaining, after_us, tat_ahead_us, now_us}`:
 /// `after_us` is the reset time if admitted and the wait if not (for `reserve`, the wait
 /// until the reserved instant); `tat_ahead_us` is how far the key's stored TAT is ahead of
 /// the server's `now` after the call (0 if not ahead); `now_us` is the server's `TIME`, from
@@ -98,6 +100,41 @@ if op == 'refund' then
     return {1, 0, 0, ahead(prev), now}
   end
   return {0, 0, 0, ahead(tat), now}
+end
+
+-- Gives back u = ARGV[7] cells of a lease that stored `w` = ARGV[6], compare and restore:
+-- only if the key still holds exactly `w`, the TAT moves back by u*T (the key then holds
+-- what a lease of the cells spent would have left). Answers 1 if given back.
+local function giveback(w, u)
+  if u <= 0 or w <= 0 or not v or tat ~= w then return 0 end
+  local back = w - u * T
+  if back > now then tat = store(back) else redis.call('DEL', KEYS[1]); tat = 0 end
+  return 1
+end
+
+if op == 'giveback' then
+  local back = giveback(tonumber(ARGV[6]), tonumber(ARGV[7]))
+  return {back, 0, 0, ahead(tat), now}
+end
+
+if op == 'lease' then
+  -- Up to n cells available now (never a wait), at least ARGV[5] (the caller's own need),
+  -- after giving back an expired lease's cells. Answers the script's five values, then
+  -- prev, new, granted, given back.
+  local back = giveback(tonumber(ARGV[6]), tonumber(ARGV[7]))
+  local need = tonumber(ARGV[5])
+  local avail = remaining(tat, now)
+  local g = n
+  if avail < g then g = avail end
+  local tat0 = tat
+  if tat0 < now then tat0 = now end
+  if g < need or g == 0 then
+    local wait = tat0 + (need - 1) * T - tau - now
+    if wait < 1 then wait = 1 end
+    return {0, 0, wait, ahead(tat), now, 0, 0, 0, back}
+  end
+  local new = store(tat0 + g * T)
+  return {1, remaining(new, now), new - now, new - now, now, tat, new, g, back}
 end
 
 if op == 'penalize' then
@@ -175,6 +212,8 @@ pub(crate) struct Reply {
     pub(crate) now_us: u64,
     /// A reservation's `(prev, new)` TATs.
     pub(crate) reserved: Option<(u64, u64)>,
+    /// A lease's `(granted, given back)`.
+    pub(crate) lease: Option<(u32, bool)>,
 }
 
 impl Reply {
@@ -183,6 +222,16 @@ impl Reply {
         let (head, reserved) = match *v {
             [a, r, af, ah, now] => ([a, r, af, ah, now], None),
             [a, r, af, ah, now, prev, new] => ([a, r, af, ah, now], Some((u(prev)?, u(new)?))),
+            [a, r, af, ah, now, prev, new, granted, back] => {
+                let lease = Some((u32::try_from(granted).ok()?, back == 1));
+                let head = [a, r, af, ah, now];
+                let r = Reply::from_values(&head)?;
+                return Some(Reply {
+                    reserved: (a == 1).then_some((u(prev)?, u(new)?)),
+                    lease,
+                    ..r
+                });
+            }
             _ => return None,
         };
         let [admitted, remaining, after, ahead, now] = head;
@@ -193,6 +242,7 @@ impl Reply {
             tat_ahead_us: u(ahead)?,
             now_us: u(now)?,
             reserved,
+            lease: None,
         })
     }
 
