@@ -282,6 +282,9 @@
 //! at the rate (the order §9 argues), sends, releases the permit, and feeds the response
 //! back; GET/HEAD/OPTIONS are retried on 429, 5xx and transport errors, never on another
 //! 4xx.
+//! reqwest's client serves its own request type; the few lines that adapt it to `http`
+//! types (`Reqwest`) are in the crate behind the `reqwest` feature, off by default, so the
+//! dependency is paid only by its users.
 //!
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
