@@ -1,6 +1,7 @@
 //! The `inflight` benchmark: acquire/release pairs per second of the per-key concurrency
-//! limit ([`InFlight`]) beside the usual hand-rolled one, a `tokio::sync::Semaphore` per key
-//! in a `Mutex<HashMap<u64, Arc<Semaphore>>>`, in the same process run.
+//! limit ([`InFlight`]) beside the usual hand-rolled ones, a `tokio::sync::Semaphore` per
+//! key in a `Mutex<HashMap<u64, Arc<Semaphore>>>` or in a `DashMap<u64, Arc<Semaphore>>`
+//! (sharded `RwLock`s), in the same process run.
 //!
 //! ```text
 //! cargo bench --bench inflight                           # full run
@@ -12,7 +13,10 @@
 //! map, get or insert the key's semaphore, clone its `Arc`, unlock, `acquire_owned()` polled
 //! once, drop the permit. It never removes a semaphore (removing one safely needs the
 //! reference count checked under the map lock, which such code rarely does), so it keeps
-//! every key it has seen; tollgate keeps a key only while a permit is out. A third subject,
+//! every key it has seen; tollgate keeps a key only while a permit is out. The DashMap
+//! subject does the same through `entry().or_insert_with()` on its shard's write lock
+//! (the get-or-insert that per-key semaphore code over DashMap writes), and keeps every
+//! key too. A fourth subject,
 //! *reclaiming*, is the same map whose permit's drop removes the key's semaphore under the
 //! map lock once its reference count says nobody holds or waits on it: bounded memory like
 //! tollgate's. The *keys held after* column shows the difference. Throughputs are also given
@@ -38,6 +42,8 @@ use std::time::Instant;
 
 use futures_util::FutureExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use dashmap::DashMap;
 
 use common::fmt::{plain_summary, table_header, thousands};
 use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
@@ -83,6 +89,27 @@ impl Subject for Semaphores {
     }
     fn keys(&self) -> usize {
         self.0.lock().unwrap().len()
+    }
+}
+
+/// A semaphore per key in a `DashMap`: get or insert under the key's shard lock, clone the
+/// `Arc`, acquire. Never removes a key.
+#[derive(Default)]
+struct DashSemaphores(DashMap<u64, Arc<Semaphore>>);
+
+impl Subject for DashSemaphores {
+    type Permit = OwnedSemaphorePermit;
+    fn acquire(&self, key: u64) -> OwnedSemaphorePermit {
+        let sem = Arc::clone(
+            &self
+                .0
+                .entry(key)
+                .or_insert_with(|| Arc::new(Semaphore::new(LIMIT))),
+        );
+        sem.acquire_owned().now_or_never().expect("free").unwrap()
+    }
+    fn keys(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -213,9 +240,10 @@ fn main() {
         "scenario",
         "tollgate InFlight (M pairs/s)",
         "Mutex<HashMap<_, Arc<Semaphore>>> (M pairs/s)",
-        "the same, reclaiming (M pairs/s)",
-        "tollgate / semaphores / reclaiming (ratio of medians)",
-        "keys held after (tollgate / semaphores / reclaiming)",
+        "DashMap<_, Arc<Semaphore>> (M pairs/s)",
+        "Mutex<HashMap>, reclaiming (M pairs/s)",
+        "tollgate / mutex map / DashMap / reclaiming (ratio of medians)",
+        "keys held after (tollgate / mutex map / DashMap / reclaiming)",
     ]);
     let mut rng = Rng::new(11);
     let keys = rng.keys(sizes.keys);
@@ -223,11 +251,13 @@ fn main() {
         &'static str,
         Box<dyn Fn(&Tollgate) -> f64 + 'k>,
         Box<dyn Fn(&Semaphores) -> f64 + 'k>,
+        Box<dyn Fn(&DashSemaphores) -> f64 + 'k>,
         Box<dyn Fn(&Reclaiming) -> f64 + 'k>,
     );
     let scenarios: Vec<Scenario<'_>> = vec![
         (
             "hot: 1 thread, 1 key",
+            Box::new(|s| hot(s, sizes.hot_pairs)),
             Box::new(|s| hot(s, sizes.hot_pairs)),
             Box::new(|s| hot(s, sizes.hot_pairs)),
             Box::new(|s| hot(s, sizes.hot_pairs)),
@@ -237,9 +267,11 @@ fn main() {
             Box::new(|s| spread(s, &keys)),
             Box::new(|s| spread(s, &keys)),
             Box::new(|s| spread(s, &keys)),
+            Box::new(|s| spread(s, &keys)),
         ),
         (
             "1M held: 1 thread, every key held, then released",
+            Box::new(|s| held(s, &keys)),
             Box::new(|s| held(s, &keys)),
             Box::new(|s| held(s, &keys)),
             Box::new(|s| held(s, &keys)),
@@ -249,36 +281,47 @@ fn main() {
             Box::new(|s| two_threads(s, sizes.threads_pairs)),
             Box::new(|s| two_threads(s, sizes.threads_pairs)),
             Box::new(|s| two_threads(s, sizes.threads_pairs)),
+            Box::new(|s| two_threads(s, sizes.threads_pairs)),
         ),
     ];
-    for (name, ours, theirs, reclaiming) in &scenarios {
-        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
-        let mut held = (0, 0, 0);
+    for (name, ours, mutex, dash, reclaiming) in &scenarios {
+        let (mut a, mut b, mut d, mut c) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut held = (0, 0, 0, 0);
         for round in 0..sizes.rounds {
             // Fresh subjects per round, run in a rotating order.
             let t = Tollgate(InFlight::new(LIMIT));
             let s = Semaphores::default();
+            let m = DashSemaphores::default();
             let r = Reclaiming::default();
-            for i in 0..3 {
-                match (round + i) % 3 {
+            for i in 0..4 {
+                match (round + i) % 4 {
                     0 => a.push(ours(&t)),
-                    1 => b.push(theirs(&s)),
+                    1 => b.push(mutex(&s)),
+                    2 => d.push(dash(&m)),
                     _ => c.push(reclaiming(&r)),
                 }
             }
-            held = (t.keys(), s.keys(), r.keys());
+            held = (t.keys(), s.keys(), m.keys(), r.keys());
         }
-        let (sa, sb, sc) = (Summary::of(&a), Summary::of(&b), Summary::of(&c));
+        let (sa, sb, sd, sc) = (
+            Summary::of(&a),
+            Summary::of(&b),
+            Summary::of(&d),
+            Summary::of(&c),
+        );
         println!(
-            "| {name} | {} | {} | {} | 1 / {:.2} / {:.2} | {} / {} / {} |",
+            "| {name} | {} | {} | {} | {} | 1 / {:.2} / {:.2} / {:.2} | {} / {} / {} / {} |",
             plain_summary(sa, ""),
             plain_summary(sb, ""),
+            plain_summary(sd, ""),
             plain_summary(sc, ""),
             sb.median / sa.median,
+            sd.median / sa.median,
             sc.median / sa.median,
             thousands(held.0),
             thousands(held.1),
             thousands(held.2),
+            thousands(held.3),
         );
     }
     println!("\n{}", loadavg_line(&before));

@@ -264,7 +264,12 @@
 //! successes tell apart rates more than `e / confirm` over it; the half band covers the rest.
 //! A throttle at or under L forgets L (it was wrong, or the server slowed down); a quiet
 //! `reprobe` period moves U up two bands (the server may have sped up). An announced policy
-//! (`RateLimit-Policy`) replaces all of this: the key is paced to it exactly.
+//! (`RateLimit-Policy`) replaces all of this: the key is paced to it exactly. So the server
+//! side (tollgate-tower) must never announce more than it enforces: `w` is whole seconds,
+//! and a rate that does not divide a second has its interval rounded up to the nanosecond,
+//! so it announces `q <= burst` cells per `w` with `q` intervals fitting in `w` seconds
+//! exactly, the closest such pair it finds (30/s is `q=29;w=1`; rounding the window up from
+//! the rounded interval once gave `q=30;w=2`, and clients went at half the rate).
 //!
 //! The HTTP side lives in `crates/tollgate-client`, over the core's public API only: parsing
 //! of the response's signals (429/503, `Retry-After` as seconds or HTTP-date, the IETF
@@ -277,6 +282,9 @@
 //! at the rate (the order §9 argues), sends, releases the permit, and feeds the response
 //! back; GET/HEAD/OPTIONS are retried on 429, 5xx and transport errors, never on another
 //! 4xx.
+//! reqwest's client serves its own request type; the few lines that adapt it to `http`
+//! types (`Reqwest`) are in the crate behind the `reqwest` feature, off by default, so the
+//! dependency is paid only by its users.
 //!
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |

@@ -19,10 +19,9 @@ use std::time::Duration;
 
 use hosts::HostSpec;
 
-// The IETF hosts' rates divide a second into whole nanoseconds: tollgate-tower announces
-// its window rounded up to whole seconds, so 30 per second (an interval of 33 333 334 ns)
-// would be announced as `q=30;w=2`, and a client pacing to the announcement exactly would
-// go at 15.
+// The IETF hosts' rates divide a second into whole nanoseconds, so their policies are exact
+// (`q=50;w=1`); a rate that does not (30/s: 33,333,334 ns per cell) is announced a little
+// under it (`q=29;w=1`), never over.
 const HOSTS: [HostSpec; 6] = [
     probing("a", 80),
     probing("b", 120),

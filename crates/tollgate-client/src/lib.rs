@@ -3,8 +3,7 @@
 //!
 //! * [`PoliteLayer`] wraps any tower client of `http::Request` to `http::Response`
 //!   (hyper-util's legacy client, your own `Service`; `reqwest::Client` serves its own
-//!   request type, so it needs a `map_request`/`map_response` through reqwest's `http`
-//!   conversions). Each request is keyed by its host (or your key); it
+//!   request type, so wrap it in `Reqwest`, feature `reqwest`). Each request is keyed by its host (or your key); it
 //!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
 //!   [`tollgate::AdaptiveRate`], then goes out. The response's signals feed the rate back:
 //!   a success raises it, a 429 (or a 503 with `Retry-After`) lowers it and pushes the
@@ -54,10 +53,14 @@
 
 mod hosts;
 mod layer;
+#[cfg(feature = "reqwest")]
+mod reqwest;
 mod retry;
 mod signal;
 
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
+#[cfg(feature = "reqwest")]
+pub use reqwest::{Reqwest, ReqwestFuture};
 pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState};
 pub use signal::{ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after};

@@ -97,6 +97,19 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     /// Whether to send the `RateLimit-Policy` and `RateLimit` fields (on by default).
     /// `Retry-After` is always sent on a `429`.
     ///
+    /// `RateLimit-Policy` says `q` cells per `w` seconds, and `w` is a whole number: the
+    /// policy announced is never looser than the quota enforces, so a client that spends
+    /// at most `q` in any `w` seconds, all at once or spread out, is never refused. That
+    /// needs `q` at most the burst and `q / w` at most the rate (`q` intervals within `w`
+    /// seconds, to the nanosecond). When the burst refills in whole seconds it is exact
+    /// (`per_second(10)`: `q=10;w=1`; `per_minute(100)`: `q=100;w=60`). Otherwise it is
+    /// the pair with the highest rate among `w` = the refill time rounded up (with `q` =
+    /// the burst) and the 8 whole seconds at or below it (with the largest `q` that fits):
+    /// `per_second(30)` (33,333,334 ns per cell) is `q=29;w=1`, `per_second(2)` with a
+    /// burst of 5 is `q=4;w=2`. A burst that refills in under a second is announced per
+    /// second (`per_second(30).allow_burst(5)`: `q=5;w=1`), the price of `q` being
+    /// spendable at once.
+    ///
     /// # Examples
     ///
     /// ```

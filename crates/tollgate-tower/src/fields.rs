@@ -42,14 +42,44 @@ pub(crate) fn sf_string(name: &str) -> String {
     out
 }
 
-/// The window a quota advertises: the time to refill its whole burst (`burst` cells at one
-/// per interval), in whole seconds rounded up, at least 1. A client that spends at most
-/// `q` per `w` seconds is never refused.
-pub(crate) fn window_secs(quota: Quota) -> u64 {
-    let nanos = quota.interval().as_nanos() * u128::from(quota.burst());
-    let secs = nanos.div_ceil(1_000_000_000);
-    u64::try_from(secs).unwrap_or(u64::MAX).max(1)
+/// The policy a quota announces, `(q, w)`: `q` cells per `w` whole seconds, never looser
+/// than the quota enforces and as close to it as whole seconds allow.
+///
+/// The rule: `q <= burst` (a client may spend its `q` at once) and `q / w <=` the enforced
+/// rate, exactly (`q * interval <= w` seconds, in integer nanoseconds, so the rounded-up
+/// interval of a rate that does not divide a second is honoured). Then a client that spends
+/// at most `q` in any `w` seconds is never refused: over any span it has spent at most one
+/// `q` more than the quota has refilled, and `q` fits in the burst. Among such pairs the one
+/// with the highest rate wins, searched over `w = ceil(burst * interval)` (with `q = burst`)
+/// and the [`SEARCH`] whole seconds at or below `burst * interval` (with the largest `q`
+/// that fits); ties go to the larger window. When `burst * interval` is whole seconds (10/s,
+/// 100/min, ...) that is `(burst, burst * interval)`, exact. A 30/s quota (interval
+/// 33,333,334 ns) announces `q=29;w=1`: 30 per second would be 20 ns per second too fast.
+pub(crate) fn policy_window(quota: Quota) -> (u32, u64) {
+    const SEC: u128 = 1_000_000_000;
+    let burst = quota.burst();
+    let interval = quota.interval().as_nanos().max(1);
+    let refill = interval * u128::from(burst);
+    let secs = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+    // The full burst per its refill time, rounded up: always safe.
+    let mut best = (burst, secs(refill.div_ceil(SEC)).max(1));
+    if refill % SEC == 0 {
+        return best;
+    }
+    let top = refill / SEC;
+    for w in (top.saturating_sub(SEARCH - 1).max(1)..=top).rev() {
+        // `w <= refill / SEC`, so `q <= burst`.
+        let q = (w * SEC / interval) as u32;
+        // Higher rate: q / w > best.0 / best.1.
+        if q > 0 && u128::from(q) * u128::from(best.1) > u128::from(best.0) * w {
+            best = (q, secs(w));
+        }
+    }
+    best
 }
+
+/// How many whole-second windows below a quota's refill time [`policy_window`] tries.
+const SEARCH: u128 = 8;
 
 /// `X-RateLimit-Limit`.
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -151,7 +181,8 @@ impl Fields {
 }
 
 fn policy_item(name: &str, quota: Quota) -> String {
-    format!("{name};q={};w={}", quota.burst(), window_secs(quota))
+    let (q, w) = policy_window(quota);
+    format!("{name};q={q};w={w}")
 }
 
 fn ratelimit_item(name: &str, remaining: u32, reset_secs: u64) -> String {
@@ -168,10 +199,50 @@ mod tests {
         assert_eq!(retry_after_secs(Duration::from_nanos(1)), 1);
         assert_eq!(retry_after_secs(Duration::from_millis(1000)), 1);
         assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
-        assert_eq!(window_secs(Quota::per_second(10)), 1);
-        assert_eq!(window_secs(Quota::per_minute(10)), 60);
-        assert_eq!(window_secs(Quota::per_second(5).allow_burst(1)), 1);
-        assert_eq!(window_secs(Quota::per_second(2).allow_burst(5)), 3);
+    }
+
+    /// `q / w` never exceeds the enforced rate, `q` never the burst.
+    fn assert_safe(quota: Quota) -> (u32, u64) {
+        let (q, w) = policy_window(quota);
+        assert!(
+            q >= 1 && q <= quota.burst() && w >= 1,
+            "{quota:?}: q={q};w={w}"
+        );
+        let spent = quota.interval().as_nanos() * u128::from(q);
+        assert!(
+            spent <= u128::from(w) * 1_000_000_000,
+            "{quota:?}: q={q};w={w}"
+        );
+        (q, w)
+    }
+
+    #[test]
+    fn policy_windows() {
+        // Exact when the burst refills in whole seconds.
+        assert_eq!(assert_safe(Quota::per_second(10)), (10, 1));
+        assert_eq!(assert_safe(Quota::per_minute(10)), (10, 60));
+        assert_eq!(assert_safe(Quota::per_second(5).allow_burst(1)), (1, 1));
+        // 2.5 s to refill 5 cells: 4 per 2 s is the rate exactly, 5 per 3 s is slower.
+        assert_eq!(assert_safe(Quota::per_second(2).allow_burst(5)), (4, 2));
+        // 30/s is 33,333,334 ns per cell: 30 per second would be too fast, 30 per 2 s is
+        // half the rate.
+        assert_eq!(assert_safe(Quota::per_second(30)), (29, 1));
+        assert_eq!(assert_safe(Quota::per_second(7)), (6, 1));
+        // A slow interval: one cell per 1.5 s, burst 1, is one per 2 s.
+        let slow = Quota::new(1, Duration::from_millis(1500));
+        assert_eq!(assert_safe(slow), (1, 2));
+        // The search finds a shorter window when it is closer: 260 ms per cell, burst 30
+        // (7.8 s): 23 per 6 s (3.83/s) beats 30 per 8 s and 26 per 7 s.
+        let odd = Quota::new(30, Duration::from_millis(7800));
+        assert_eq!(assert_safe(odd), (23, 6));
+        for n in 1..=1000 {
+            for burst in [1, 2, 3, 7, 30, n] {
+                assert_safe(Quota::per_second(n).allow_burst(burst));
+                assert_safe(Quota::per_minute(n).allow_burst(burst));
+            }
+        }
+        assert_safe(Quota::new(1_000_007, Duration::from_secs(500_000_000)));
+        assert_safe(Quota::new(999_999_999, Duration::from_secs(1)));
     }
 
     #[test]

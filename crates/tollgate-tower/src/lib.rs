@@ -12,8 +12,10 @@
 //!   (at least 1), so a client that obeys it is admitted.
 //! * **The IETF fields** (draft-ietf-httpapi-ratelimit-headers-10) on every limited
 //!   response, admitted or refused, unless switched off ([`Builder::headers`]):
-//!   `RateLimit-Policy: "default";q=10;w=1` (the burst, and the seconds it takes to refill)
-//!   and `RateLimit: "default";r=3;t=1` (cells left, and seconds until the burst is back in
+//!   `RateLimit-Policy: "default";q=10;w=1` (the burst, and the seconds it takes to refill;
+//!   never looser than enforced: when those are not whole seconds, the closest `q` per `w`
+//!   whole seconds with `q` at most the burst and `q / w` at most the rate, so 30/s is
+//!   `q=29;w=1`, see [`Builder::headers`]) and `RateLimit: "default";r=3;t=1` (cells left, and seconds until the burst is back in
 //!   full).
 //! * **No key** (no peer address, no API key header): `400 Bad Request` by default, or let
 //!   through ([`MissingKey`]); never a 500.

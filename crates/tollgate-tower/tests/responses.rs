@@ -237,3 +237,38 @@ async fn grpc_requests_are_refused_as_grpc() {
     assert!(collected.trailers().is_none());
     assert!(collected.to_bytes().is_empty());
 }
+
+/// A quota whose burst does not refill in whole seconds announces a policy slightly
+/// stricter than it enforces, never looser: a client that spends its `q` at once at the
+/// start of every `w` seconds is never refused, and 30/s is announced as 29 per second (not
+/// 30 per 2 s, half the rate, as the window rounded up from the rounded-up interval gave).
+#[tokio::test]
+async fn the_policy_never_announces_more_than_is_enforced() {
+    let odd = Quota::new(30, Duration::from_millis(7800)); // 260 ms per cell
+    for (quota, announced) in [
+        (Quota::per_second(30), (29, 1)),
+        (Quota::per_second(7), (6, 1)),
+        (Quota::per_second(2).allow_burst(5), (4, 2)),
+        (odd, (23, 6)),
+        (Quota::per_minute(3), (3, 60)),
+    ] {
+        let (clock, limiter) = manual(quota);
+        let addr = serve(RateLimitLayer::builder(limiter, PeerIp::new()).build()).await;
+        let mut conn = connect(addr).await;
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        let (_, q, w) = policy(&h);
+        assert_eq!((q, w), announced, "{quota:?}");
+        // The first request spent one of this window's q.
+        let mut spent = 1;
+        for window in 0..20 {
+            while spent < q {
+                let (status, h) = get(&mut conn, &[]).await;
+                assert_eq!(status, StatusCode::OK, "{quota:?}: window {window}: {h:?}");
+                spent += 1;
+            }
+            clock.advance(Duration::from_secs(w as u64));
+            spent = 0;
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! [`Reqwest`]: `reqwest::Client` as a tower service of `http` types, so that
+//! [`PoliteLayer`](crate::PoliteLayer) (which reads `http::Request` and `http::Response`)
+//! can wrap it. Feature `reqwest`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+/// `reqwest::Client` serving `http::Request<B>` (any body reqwest takes: `String`,
+/// `Vec<u8>`, `Bytes`, `&'static str`) with `http::Response<reqwest::Body>`, through
+/// reqwest's own conversions. A request reqwest cannot take (a URI without a scheme or
+/// host, say) is its error, not a panic.
+///
+/// The client's settings (timeouts, TLS, proxies, connection pool) are reqwest's: build
+/// the `reqwest::Client` as usual and wrap it. Cloning is cheap (reqwest's client is an
+/// `Arc`).
+///
+/// # Examples
+///
+/// ```no_run
+/// use tollgate::AdaptiveConfig;
+/// use tollgate_client::{PoliteLayer, Reqwest};
+/// use tower::{Layer, ServiceExt};
+///
+/// # async fn crawl() -> Result<(), reqwest::Error> {
+/// let layer = PoliteLayer::new(AdaptiveConfig::new(5.0)).max_in_flight(4);
+/// let client = layer.layer(Reqwest::new(reqwest::Client::new()));
+/// let req = http::Request::get("http://example.com/").body(String::new()).unwrap();
+/// let res = client.oneshot(req).await?;
+/// println!("{} (paced at {:.1}/s)", res.status(), layer.host("example.com:80").unwrap().rate);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Reqwest {
+    client: reqwest::Client,
+}
+
+impl Reqwest {
+    /// Wraps `client`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let svc = tollgate_client::Reqwest::new(reqwest::Client::new());
+    /// assert!(format!("{svc:?}").starts_with("Reqwest"));
+    /// ```
+    pub fn new(client: reqwest::Client) -> Reqwest {
+        Reqwest { client }
+    }
+
+    /// The wrapped client.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let svc = tollgate_client::Reqwest::new(reqwest::Client::new());
+    /// let _client: &reqwest::Client = svc.client();
+    /// ```
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
+impl From<reqwest::Client> for Reqwest {
+    fn from(client: reqwest::Client) -> Reqwest {
+        Reqwest::new(client)
+    }
+}
+
+impl<B: Into<reqwest::Body>> Service<Request<B>> for Reqwest {
+    type Response = Response<reqwest::Body>;
+    type Error = reqwest::Error;
+    type Future = ReqwestFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Service::<reqwest::Request>::poll_ready(&mut self.client, cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> ReqwestFuture {
+        let inner: Pin<Box<dyn Future<Output = _> + Send>> = match reqwest::Request::try_from(req) {
+            Ok(req) => Box::pin(self.client.execute(req)),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        };
+        ReqwestFuture { inner }
+    }
+}
+
+/// The future of [`Reqwest`]'s `call`: reqwest's response as an `http::Response`.
+///
+/// # Cancel safety
+///
+/// Dropping it drops reqwest's request future: the request is abandoned (its connection
+/// closed or returned to the pool, as reqwest decides); nothing is leaked.
+///
+/// # Examples
+///
+/// ```
+/// use tower::Service;
+///
+/// let mut svc = tollgate_client::Reqwest::new(reqwest::Client::new());
+/// // Not a URL reqwest takes: the future resolves to reqwest's error.
+/// let fut: tollgate_client::ReqwestFuture = svc.call(http::Request::new(String::new()));
+/// assert!(futures_executor::block_on(fut).unwrap_err().is_builder());
+/// ```
+pub struct ReqwestFuture {
+    inner: Pin<Box<dyn Future<Output = Result<reqwest::Response, reqwest::Error>> + Send>>,
+}
+
+impl fmt::Debug for ReqwestFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReqwestFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for ReqwestFuture {
+    type Output = Result<Response<reqwest::Body>, reqwest::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx).map_ok(Response::from)
+    }
+}
