@@ -167,7 +167,7 @@
 //! | HTTP clients: reading 429/503, `Retry-After`, `RateLimit` fields | `crates/tollgate-client/src/signal.rs` |
 //! | the retry schedule (backoff, jitter, give-up) | `crates/tollgate-client/src/retry.rs` |
 //! | the polite client layer: permit, rate, retries, per-host counters | `crates/tollgate-client/src/layer.rs`, `hosts.rs` |
-//! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` (the decision in `call`: `decide.rs`; the options: `builder.rs`; the Layer and the Service: `layer.rs`, `service.rs`; the modes: `mode.rs`, delay mode's wait: `delay.rs`, dry-run: `dry_run.rs`; forwarding headers: `forwarded.rs`; how a refusal is rendered, HTTP, problem+json or gRPC: `refusal.rs`; decision counts: `counts.rs`) |
+//! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` (the decision in `call`: `decide.rs`; the options: `builder.rs`; the Layer and the Service: `layer.rs`, `service.rs`; the modes: `mode.rs`, delay mode's wait: `delay.rs`, dry-run: `dry_run.rs`; forwarding headers, walked from the right without allocating: `forwarded.rs`; the response fields, `RateLimit-Policy` rendered once per quota and `RateLimit` written without `format!` (they were most of the layer's per-request cost): `fields.rs`; how a refusal is rendered, HTTP, problem+json or gRPC: `refusal.rs`; decision counts: `counts.rs`) |
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` (the script: `script.rs`; when the fast path may refuse: `cache.rs`, `offset.rs`; reserving and refunding waits: `wait.rs`; leases of cells for hot keys and their over-admission bound: `lease.rs`) |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
 //!

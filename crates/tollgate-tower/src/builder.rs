@@ -13,7 +13,7 @@ use tollgate::{Limiter, Quota};
 use crate::config::Config;
 use crate::counts::Counters;
 use crate::dry_run::DryRun;
-use crate::fields::{Format, sf_string};
+use crate::fields::{Format, Policy};
 use crate::key::{Cidr, CidrError, KeyExtractor};
 use crate::layer::RateLimitLayer;
 use crate::mode::{Delay, Reject};
@@ -80,7 +80,7 @@ impl<E: KeyExtractor> Builder<E> {
                     ietf: true,
                     legacy: false,
                 },
-                policy_name: sf_string("default"),
+                policy: Policy::new("default"),
                 policy_raw: String::from("default"),
                 missing_key: MissingKey::Reject,
                 extras: Vec::new(),
@@ -341,7 +341,7 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     /// # let _ = layer;
     /// ```
     pub fn policy_name(mut self, name: &str) -> Self {
-        self.config.policy_name = sf_string(name);
+        self.config.policy = Policy::new(name);
         self.config.policy_raw = name.to_owned();
         self
     }
@@ -435,7 +435,7 @@ impl<E: KeyExtractor, M> Builder<E, M> {
         key: E2,
     ) -> Self {
         self.config.extras.push(Box::new(Extra {
-            name: sf_string(name),
+            policy: Policy::new(name),
             raw_name: name.to_owned(),
             limiter,
             extractor: key,

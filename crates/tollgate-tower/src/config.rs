@@ -11,7 +11,7 @@ use tollgate::{Limiter, Quota, Stats};
 
 use crate::builder::MissingKey;
 use crate::counts::Counters;
-use crate::fields::Format;
+use crate::fields::{Format, Policy};
 use crate::key::KeyExtractor;
 use crate::stack::StackedLimit;
 
@@ -24,8 +24,8 @@ pub(crate) struct Config<E: KeyExtractor> {
     pub(crate) extractor: E,
     pub(crate) quota_for: Option<Arc<QuotaFn>>,
     pub(crate) format: Format,
-    /// The policy's name as a structured-field String, quotes included.
-    pub(crate) policy_name: String,
+    /// The policy's name as the fields write it, and its `RateLimit-Policy` items.
+    pub(crate) policy: Policy,
     /// The policy's name as given.
     pub(crate) policy_raw: String,
     pub(crate) missing_key: MissingKey,
@@ -59,7 +59,7 @@ where
             .field("limiter", &self.limiter)
             .field("extractor", &self.extractor)
             .field("format", &self.format)
-            .field("policy_name", &self.policy_name)
+            .field("policy", &self.policy)
             .field("missing_key", &self.missing_key)
             .finish_non_exhaustive()
     }

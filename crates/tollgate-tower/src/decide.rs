@@ -14,7 +14,7 @@ use crate::builder::MissingKey;
 use crate::config::Config;
 use crate::counts::Outcome;
 use crate::dry_run::DryRunRefusal;
-use crate::fields::Fields;
+use crate::fields::{Fields, Policy};
 use crate::future::ResponseFuture;
 use crate::key::KeyExtractor;
 use crate::refusal::{Kind, Rejection, is_grpc, problem_json};
@@ -47,7 +47,7 @@ impl<E: KeyExtractor> Config<E> {
         self.format.any().then(|| {
             let quota = quota.unwrap_or_else(|| self.limiter.quota());
             Fields::admitted(
-                &self.policy_name,
+                &self.policy,
                 quota,
                 admitted.remaining(),
                 admitted.reset_after(),
@@ -57,18 +57,18 @@ impl<E: KeyExtractor> Config<E> {
 
     pub(crate) fn refusal(&self, quota: Option<Quota>, error: Error) -> Rejection {
         let quota = quota.unwrap_or_else(|| self.limiter.quota());
-        self.refusal_by(&self.policy_name, quota, error)
+        self.refusal_by(&self.policy, quota, error)
     }
 
-    /// A refusal by the policy `name` (a structured-field String) under `quota`.
-    fn refusal_by(&self, name: &str, quota: Quota, error: Error) -> Rejection {
+    /// A refusal by `policy` under `quota`.
+    fn refusal_by(&self, policy: &Policy, quota: Quota, error: Error) -> Rejection {
         let mut headers = HeaderMap::new();
         match error {
             Error::RateLimited { wait, .. } => {
-                let fields = Fields::refused(name, quota, wait);
+                let fields = Fields::refused(policy, quota, wait);
                 let retry = fields.retry_after();
                 fields.insert_into(&mut headers, self.format);
-                self.rejection(Kind::RateLimited, headers, Some(name), retry)
+                self.rejection(Kind::RateLimited, headers, Some(policy.name()), retry)
             }
             // A full table that refuses new keys (or a request that can never pass): the
             // server is out of room, not the client over its rate.
@@ -170,7 +170,7 @@ impl<E: KeyExtractor> Config<E> {
                     for undo in undos.into_iter().rev() {
                         undo();
                     }
-                    return Err(self.refusal_by(extra.name(), extra.quota(), error));
+                    return Err(self.refusal_by(extra.policy(), extra.quota(), error));
                 }
             }
         }

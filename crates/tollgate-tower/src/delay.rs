@@ -70,7 +70,7 @@ pub(crate) fn delayed<E: KeyExtractor>(
         let quota = quota.unwrap_or_else(|| limiter.quota());
         let mut fields = match after {
             Ok(admitted) => Fields::admitted(
-                &config.policy_name,
+                &config.policy,
                 quota,
                 admitted.remaining().saturating_add(1).min(quota.burst()),
                 admitted.reset_after().saturating_sub(quota.interval()),
@@ -78,7 +78,7 @@ pub(crate) fn delayed<E: KeyExtractor>(
             Err(Error::RateLimited { wait, .. }) => {
                 let tolerance = quota.interval() * quota.burst().saturating_sub(1);
                 let reset = wait.saturating_add(tolerance);
-                Fields::admitted(&config.policy_name, quota, 0, reset)
+                Fields::admitted(&config.policy, quota, 0, reset)
             }
             Err(_) => return Ok(extra_fields),
         };

@@ -2,6 +2,7 @@
 //! (draft-ietf-httpapi-ratelimit-headers-10, structured-field lists of items whose value is
 //! the policy's name as a String, with the parameters `q`, `w` and `r`, `t`).
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -81,6 +82,52 @@ pub(crate) fn policy_window(quota: Quota) -> (u32, u64) {
 /// How many whole-second windows below a quota's refill time [`policy_window`] tries.
 const SEARCH: u128 = 8;
 
+/// A policy as the fields name it: its name as a structured-field String, and its
+/// `RateLimit-Policy` items, rendered once per quota. A request's `RateLimit-Policy` value
+/// is then a clone of a shared `HeaderValue` (a reference count), not a new string.
+pub(crate) struct Policy {
+    name: String,
+    /// The items of the quotas seen so far, first come first served: a quota that finds
+    /// every slot taken by others (more than [`POLICY_SLOTS`] tiers) is rendered afresh.
+    rendered: [OnceLock<(Quota, HeaderValue)>; POLICY_SLOTS],
+}
+
+/// How many quotas a [`Policy`] keeps its items for (tiers of one policy).
+const POLICY_SLOTS: usize = 8;
+
+impl Policy {
+    /// The policy named `name` (checked and quoted by [`sf_string`]).
+    pub(crate) fn new(name: &str) -> Policy {
+        Policy {
+            name: sf_string(name),
+            rendered: Default::default(),
+        }
+    }
+
+    /// The name as a structured-field String, quotes included.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The `RateLimit-Policy` item under `quota`.
+    fn item(&self, quota: Quota) -> HeaderValue {
+        for slot in &self.rendered {
+            // ordering: `OnceLock` publishes its value with release/acquire itself.
+            let (q, item) = slot.get_or_init(|| (quota, policy_item(&self.name, quota)));
+            if *q == quota {
+                return item.clone();
+            }
+        }
+        policy_item(&self.name, quota)
+    }
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
 /// `X-RateLimit-Limit`.
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`.
@@ -106,8 +153,8 @@ impl Format {
 /// most restrictive policy in the legacy ones.
 #[derive(Debug, Clone)]
 pub(crate) struct Fields {
-    policy: String,
-    ratelimit: String,
+    policy: HeaderValue,
+    ratelimit: HeaderValue,
     retry_after: Option<u64>,
     /// `(limit, remaining, reset seconds)` of the policy with the fewest cells left.
     legacy: (u32, u32, u64),
@@ -115,24 +162,29 @@ pub(crate) struct Fields {
 
 impl Fields {
     /// After an admission: `remaining` cells left, the burst back in full after `reset`.
-    pub(crate) fn admitted(name: &str, quota: Quota, remaining: u32, reset: Duration) -> Fields {
+    pub(crate) fn admitted(
+        policy: &Policy,
+        quota: Quota,
+        remaining: u32,
+        reset: Duration,
+    ) -> Fields {
         Fields {
-            policy: policy_item(name, quota),
-            ratelimit: ratelimit_item(name, remaining, ceil_secs(reset)),
+            policy: policy.item(quota),
+            ratelimit: ratelimit_item(&policy.name, remaining, ceil_secs(reset)),
             retry_after: None,
             legacy: (quota.burst(), remaining, ceil_secs(reset)),
         }
     }
 
     /// After a refusal: the next cell comes in `wait`.
-    pub(crate) fn refused(name: &str, quota: Quota, wait: Duration) -> Fields {
+    pub(crate) fn refused(policy: &Policy, quota: Quota, wait: Duration) -> Fields {
         // The burst is back in full `(burst - 1)` intervals after the next cell.
         let tolerance = quota.interval() * quota.burst().saturating_sub(1);
         let reset = ceil_secs(wait.saturating_add(tolerance));
         let retry = retry_after_secs(wait);
         Fields {
-            policy: policy_item(name, quota),
-            ratelimit: ratelimit_item(name, 0, reset.max(retry)),
+            policy: policy.item(quota),
+            ratelimit: ratelimit_item(&policy.name, 0, reset.max(retry)),
             retry_after: Some(retry),
             legacy: (quota.burst(), 0, reset.max(retry)),
         }
@@ -140,10 +192,8 @@ impl Fields {
 
     /// Adds another policy's items (stacked limits).
     pub(crate) fn append(&mut self, other: Fields) {
-        self.policy.push_str(", ");
-        self.policy.push_str(&other.policy);
-        self.ratelimit.push_str(", ");
-        self.ratelimit.push_str(&other.ratelimit);
+        self.policy = join(&self.policy, &other.policy);
+        self.ratelimit = join(&self.ratelimit, &other.ratelimit);
         self.retry_after = self.retry_after.max(other.retry_after);
         if other.legacy.1 < self.legacy.1 {
             self.legacy = other.legacy;
@@ -152,16 +202,14 @@ impl Fields {
 
     /// Adds the fields `format` asks for, and `Retry-After` after a refusal.
     pub(crate) fn insert_into(self, headers: &mut HeaderMap, format: Format) {
+        // One reservation for every field this adds (the map is usually still empty).
+        let count = 2 * usize::from(format.ietf)
+            + 3 * usize::from(format.legacy)
+            + usize::from(self.retry_after.is_some());
+        headers.reserve(count);
         if format.ietf {
-            let ascii = "a structured field of printable ASCII";
-            headers.insert(
-                RATELIMIT_POLICY,
-                HeaderValue::try_from(self.policy).expect(ascii),
-            );
-            headers.insert(
-                RATELIMIT,
-                HeaderValue::try_from(self.ratelimit).expect(ascii),
-            );
+            headers.insert(RATELIMIT_POLICY, self.policy);
+            headers.insert(RATELIMIT, self.ratelimit);
         }
         if format.legacy {
             let (limit, remaining, reset) = self.legacy;
@@ -180,13 +228,66 @@ impl Fields {
     }
 }
 
-fn policy_item(name: &str, quota: Quota) -> String {
+fn policy_item(name: &str, quota: Quota) -> HeaderValue {
     let (q, w) = policy_window(quota);
-    format!("{name};q={q};w={w}")
+    item(name, b";q=", u64::from(q), b";w=", w)
 }
 
-fn ratelimit_item(name: &str, remaining: u32, reset_secs: u64) -> String {
-    format!("{name};r={remaining};t={reset_secs}")
+fn ratelimit_item(name: &str, remaining: u32, reset_secs: u64) -> HeaderValue {
+    item(name, b";r=", u64::from(remaining), b";t=", reset_secs)
+}
+
+/// `{name}{k1}{v1}{k2}{v2}` as a header value, written into a stack buffer (a heap one for
+/// long names) with integer formatting of its own: no `format!` and no intermediate
+/// `String`, one allocation (the value's).
+fn item(name: &str, k1: &[u8], v1: u64, k2: &[u8], v2: u64) -> HeaderValue {
+    const MAX_U64_DIGITS: usize = 20;
+    let len = name.len() + k1.len() + k2.len() + 2 * MAX_U64_DIGITS;
+    let mut stack = [0u8; 96];
+    let mut heap = Vec::new();
+    let buf: &mut [u8] = if len <= stack.len() {
+        &mut stack
+    } else {
+        heap.resize(len, 0);
+        &mut heap
+    };
+    let mut at = 0;
+    for part in [name.as_bytes(), k1] {
+        buf[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    at += write_u64(&mut buf[at..], v1);
+    buf[at..at + k2.len()].copy_from_slice(k2);
+    at += k2.len();
+    at += write_u64(&mut buf[at..], v2);
+    HeaderValue::from_bytes(&buf[..at]).expect("a structured field of printable ASCII")
+}
+
+/// Writes `n` in decimal at the start of `out` (which has room for 20 digits); returns the
+/// number of digits.
+fn write_u64(out: &mut [u8], mut n: u64) -> usize {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    out[..len].copy_from_slice(&digits[i..]);
+    len
+}
+
+/// Two lists of items as one: `a, b`.
+fn join(a: &HeaderValue, b: &HeaderValue) -> HeaderValue {
+    let mut out = Vec::with_capacity(a.len() + 2 + b.len());
+    out.extend_from_slice(a.as_bytes());
+    out.extend_from_slice(b", ");
+    out.extend_from_slice(b.as_bytes());
+    HeaderValue::from_bytes(&out).expect("a structured field of printable ASCII")
 }
 
 #[cfg(test)]
@@ -259,7 +360,7 @@ mod tests {
 
     #[test]
     fn values() {
-        let name = sf_string("default");
+        let name = Policy::new("default");
         let mut h = HeaderMap::new();
         Fields::refused(&name, Quota::per_second(10), Duration::from_millis(100))
             .insert_into(&mut h, IETF);
@@ -269,7 +370,7 @@ mod tests {
 
         let mut f = Fields::admitted(&name, Quota::per_second(10), 9, Duration::from_millis(100));
         f.append(Fields::admitted(
-            &sf_string("global"),
+            &Policy::new("global"),
             Quota::per_minute(100),
             50,
             Duration::from_secs(30),
@@ -286,6 +387,42 @@ mod tests {
         assert_eq!(h[X_LIMIT], "10");
         assert_eq!(h[X_REMAINING], "9");
         assert_eq!(h[X_RESET], "1");
+    }
+
+    #[test]
+    fn items_are_rendered_as_format_would() {
+        for (r, t) in [
+            (0, 0),
+            (9, 1),
+            (10, 99),
+            (u32::MAX, u64::MAX),
+            (1_000_000, 1 << 40),
+        ] {
+            assert_eq!(
+                ratelimit_item("\"p\"", r, t),
+                format!("\"p\";r={r};t={t}").as_str()
+            );
+        }
+        // A name too long for the stack buffer.
+        let long = sf_string(&"n".repeat(300));
+        assert_eq!(
+            ratelimit_item(&long, 7, u64::MAX),
+            format!("{long};r=7;t={}", u64::MAX).as_str()
+        );
+    }
+
+    #[test]
+    fn policy_items_are_kept_per_quota() {
+        let policy = Policy::new("tiers");
+        // More quotas than slots: the later ones are rendered afresh, all correct.
+        for round in 0..2 {
+            for n in 1..=(2 * POLICY_SLOTS as u32) {
+                let q = Quota::per_second(n).allow_burst(n * 3);
+                let (cells, w) = policy_window(q);
+                let expected = format!("\"tiers\";q={cells};w={w}");
+                assert_eq!(policy.item(q), expected.as_str(), "round {round}");
+            }
+        }
     }
 
     const IETF: Format = Format {

@@ -55,7 +55,54 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 impl ForwardedHeader {
-    /// The hops the header lists, leftmost first.
+    /// Hands `step` the hops the header lists, rightmost first, while it returns `true`.
+    /// A field that does not parse is one `None` hop, and nothing left of it is handed
+    /// over. `X-Forwarded-For` and `X-Real-IP` are walked without allocating.
+    pub(crate) fn walk_back(
+        self,
+        headers: &HeaderMap,
+        mut step: impl FnMut(Option<IpAddr>) -> bool,
+    ) {
+        match self {
+            ForwardedHeader::XForwardedFor => {
+                for value in headers.get_all(X_FORWARDED_FOR).iter().rev() {
+                    let Ok(text) = value.to_str() else {
+                        step(None);
+                        return;
+                    };
+                    for node in text.rsplit(',') {
+                        if !step(parse_node(node)) {
+                            return;
+                        }
+                    }
+                }
+            }
+            ForwardedHeader::Forwarded => {
+                for value in headers.get_all(FORWARDED).iter().rev() {
+                    let Some(nodes) = value.to_str().ok().and_then(forwarded_for) else {
+                        step(None);
+                        return;
+                    };
+                    for node in nodes.into_iter().rev() {
+                        if !step(node) {
+                            return;
+                        }
+                    }
+                }
+            }
+            ForwardedHeader::XRealIp => {
+                let mut values = headers.get_all(X_REAL_IP).iter();
+                if let Some(value) = values.next() {
+                    let ip = value.to_str().ok().and_then(parse_node);
+                    step(if values.next().is_some() { None } else { ip });
+                }
+            }
+        }
+    }
+
+    /// The hops the header lists, leftmost first (what [`walk_back`](Self::walk_back)
+    /// sees, in reading order; the reference its tests compare it with).
+    #[cfg(test)]
     pub(crate) fn hops(self, headers: &HeaderMap) -> Vec<Option<IpAddr>> {
         let mut hops = Vec::new();
         match self {
@@ -88,6 +135,7 @@ impl ForwardedHeader {
 }
 
 /// A field that does not parse: it and everything left of it become one unusable hop.
+#[cfg(test)]
 fn malformed(hops: &mut Vec<Option<IpAddr>>) {
     hops.clear();
     hops.push(None);
@@ -221,6 +269,59 @@ fn quoted_string(bytes: &[u8], i: &mut usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The walk from the right sees the hops in reverse, and stops when told to.
+    #[test]
+    fn walk_back_is_hops_reversed() {
+        let cases: &[(ForwardedHeader, HeaderName, &[&[u8]])] = &[
+            (ForwardedHeader::XForwardedFor, X_FORWARDED_FOR, &[]),
+            (
+                ForwardedHeader::XForwardedFor,
+                X_FORWARDED_FOR,
+                &[b"1.1.1.1, 2.2.2.2", b"3.3.3.3"],
+            ),
+            (
+                ForwardedHeader::XForwardedFor,
+                X_FORWARDED_FOR,
+                &[b"1.1.1.1", b"\xff, 2.2.2.2", b"3.3.3.3, x"],
+            ),
+            (
+                ForwardedHeader::XForwardedFor,
+                X_FORWARDED_FOR,
+                &[b",,", b""],
+            ),
+            (
+                ForwardedHeader::Forwarded,
+                FORWARDED,
+                &[b"for=1.1.1.1", b"for=\"2.2", b"for=3.3.3.3, by=x"],
+            ),
+            (ForwardedHeader::XRealIp, X_REAL_IP, &[b"1.1.1.1"]),
+            (
+                ForwardedHeader::XRealIp,
+                X_REAL_IP,
+                &[b"1.1.1.1", b"2.2.2.2"],
+            ),
+        ];
+        for (header, name, values) in cases {
+            let mut h = HeaderMap::new();
+            for v in *values {
+                h.append(name.clone(), http::HeaderValue::from_bytes(v).unwrap());
+            }
+            let mut back = Vec::new();
+            header.walk_back(&h, |hop| {
+                back.push(hop);
+                true
+            });
+            back.reverse();
+            assert_eq!(back, header.hops(&h), "{values:?}");
+            let mut seen = 0;
+            header.walk_back(&h, |_| {
+                seen += 1;
+                false
+            });
+            assert_eq!(seen, usize::from(!values.is_empty()), "{values:?}");
+        }
+    }
 
     fn ip(s: &str) -> Option<IpAddr> {
         Some(s.parse().unwrap())

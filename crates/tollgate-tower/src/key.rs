@@ -368,14 +368,11 @@ impl ClientIp {
         if !self.is_trusted(current) {
             return Some(current);
         }
-        let entries = self.header.hops(&parts.headers);
-        for entry in entries.into_iter().rev() {
-            let Some(ip) = entry else { break };
+        self.header.walk_back(&parts.headers, |hop| {
+            let Some(ip) = hop else { return false };
             current = ip;
-            if !self.is_trusted(current) {
-                break;
-            }
-        }
+            self.is_trusted(current)
+        });
         Some(current)
     }
 }

@@ -5,7 +5,7 @@ use http::request::Parts;
 use tollgate::{Error, Limiter};
 
 use crate::KeyExtractor;
-use crate::fields::Fields;
+use crate::fields::{Fields, Policy};
 
 /// Gives an admission back (with [`Limiter::undo`]).
 pub(crate) type Undo = Box<dyn FnOnce() + Send>;
@@ -23,8 +23,8 @@ pub(crate) enum Checked {
 /// A stacked limit with its key type erased.
 pub(crate) trait StackedLimit: Send + Sync + 'static {
     fn check(&self, parts: &Parts) -> Checked;
-    /// The policy's name, as a structured-field String.
-    fn name(&self) -> &str;
+    /// The policy's name and items, as the fields write them.
+    fn policy(&self) -> &Policy;
     fn quota(&self) -> tollgate::Quota;
     /// The policy's name as given.
     fn raw_name(&self) -> &str;
@@ -32,7 +32,7 @@ pub(crate) trait StackedLimit: Send + Sync + 'static {
 }
 
 pub(crate) struct Extra<E: KeyExtractor> {
-    pub(crate) name: String,
+    pub(crate) policy: Policy,
     pub(crate) raw_name: String,
     pub(crate) limiter: Limiter<E::Key>,
     pub(crate) extractor: E,
@@ -46,7 +46,7 @@ impl<E: KeyExtractor> StackedLimit for Extra<E> {
         match self.limiter.check(&key) {
             Ok(admitted) => {
                 let fields = Fields::admitted(
-                    &self.name,
+                    &self.policy,
                     self.limiter.quota(),
                     admitted.remaining(),
                     admitted.reset_after(),
@@ -61,8 +61,8 @@ impl<E: KeyExtractor> StackedLimit for Extra<E> {
         }
     }
 
-    fn name(&self) -> &str {
-        &self.name
+    fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     fn quota(&self) -> tollgate::Quota {
