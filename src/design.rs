@@ -76,6 +76,22 @@
 //! shard's horizon, never earlier than its own last TAT (`src/table/shard.rs`). Memory has a
 //! hard cap with an explicit [`FullPolicy`](crate::FullPolicy).
 //!
+//! **Growth retires nothing.** A shard's slots live in segments that are never moved or freed
+//! before the shard (`src/table/array.rs`): growth adds segments after the current slots
+//! (two per octave, so a large shard grows by 1.5x and 1.33x in turn), rebuilds the shard
+//! over old and new slots under its lock with the compaction's protocol, and publishes the
+//! new length with a Release store. A lock-free reader that read the old length probes slots
+//! that still exist; one that read the new length sees the new segments. The alternatives
+//! were weighed against the check path, which takes no lock: reclaiming outgrown arrays
+//! safely needs the reader to announce itself (a per-shard reader count, an epoch pin,
+//! hazard pointers), which costs a locked RMW or a full fence on every check, a third or more
+//! of scenario A's check without its clock read; growing in place costs the readers nothing
+//! (the slot address is one directory load from the shard, as the array pointer was) and
+//! costs growth a rebuild, about 2.5 moves per key over a shard's life instead of one. Before
+//! (outgrown arrays kept until drop): 59 B/key in scenario C, 27 of them retired; after:
+//! 20 B/key (BENCHMARKS.md). Loom: "reader in a new segment vs growth" fails when the length's
+//! Release store or its Acquire load is made Relaxed.
+//!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
 //! A waiter on a key with no queue and a free cell is admitted at once (one CAS). Otherwise

@@ -235,6 +235,14 @@ impl<'a> SlotArray<'a> {
         // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
         // entry's store before us (module docs).
         let biased = self.segments.dir[self.segment_of(i)].load(Ordering::Relaxed);
+        // A reader that saw a length without its segments (a broken publication) would
+        // index from null: stop it here in tests and loom models rather than fault.
+        if cfg!(any(debug_assertions, tollgate_loom)) {
+            assert!(
+                !biased.is_null(),
+                "slot {i} read before its segment was published"
+            );
+        }
         // SAFETY: (1) `i < len`, and every segment below a published (or, for the lock
         // holder, extended) length is allocated and its entry stored before that length
         // was; (2) the entry is the segment's base minus its first index, so `biased + i` is

@@ -51,7 +51,7 @@ pub(crate) struct Table {
 }
 
 /// Multiplier that mixes a route hash before its top bits pick the shard. Odd, and unrelated
-/// to `SlotArray::home`'s multiplier, so a key's shard and its home slot in that shard
+/// to `SlotArray::home`'s multiplier (`array.rs`), so a key's shard and its home slot in that shard
 /// depend on its hash in different ways.
 const ROUTE_MIX: u64 = 0xFF51_AFD7_ED55_8CCD;
 
