@@ -85,9 +85,12 @@
 //! were weighed against the check path, which takes no lock: reclaiming outgrown arrays
 //! safely needs the reader to announce itself (a per-shard reader count, an epoch pin,
 //! hazard pointers), which costs a locked RMW or a full fence on every check, a third or more
-//! of scenario A's check without its clock read; growing in place costs the readers nothing
+//! of scenario A's check without its clock read; growing in place adds no load to a check
 //! (the slot address is one directory load from the shard, as the array pointer was) and
-//! costs growth a rebuild, about 2.5 moves per key over a shard's life instead of one. Before
+//! costs growth a rebuild, about 2.5 moves per key over a shard's life instead of one. The
+//! finer growth steps leave shards denser (42–83 % load instead of 42 % then less), and at
+//! that load linear probing's misses are long: inserts (C, churn) and B's `check_at` got
+//! slower, measured in BENCHMARKS.md (*Growth in place*). Before
 //! (outgrown arrays kept until drop): 59 B/key in scenario C, 27 of them retired; after:
 //! 20 B/key (BENCHMARKS.md). Loom: "reader in a new segment vs growth" fails when the length's
 //! Release store or its Acquire load is made Relaxed.
@@ -208,11 +211,16 @@
 //! | C. 5M new live keys inserted | <= 0.7x governor's time; <= 24 B/key growing, <= 20 B/key presized; every key still held |
 //! | D. two threads, one key, denied | <= 1.3x the check ideal |
 //! | E. two threads, 1M shared live keys | <= 1.5x the check ideal |
+//! | F. a full table, 16,384 keys at the cap (`check.rs`) | a refused or evicting new key <= 2x a hit |
 //! | F1. 10,000 tasks on one key, 20,000/s burst 1 (`wait.rs`) | >= 99.5 % of the rate, no task starved, p99 wait beyond the fair share <= 2 ms, CPU per admission <= 1.2x the waiting ideal |
 //! | F2. 1,000 keys x 10 tasks, 50/s each | as F1 |
 //! | G. 200 tasks on one key, 100/s burst 1, each looping `timeout(500 ms, until_ready)` | >= 99 % of the rate, the window guarantee kept |
 //! | lockout: 300 queued waiters dropped at once | the key free again within one interval plus the timer's lateness |
 //! | timer lateness | median <= 100 µs, p99 <= 1 ms, never early |
+//!
+//! Growth in place met C's and churn's memory targets (20.1 B/key growing, 32.3 B per live key
+//! under churn) and cost C's and churn's insert time and B's `check_at`: the denser table
+//! probes longer (BENCHMARKS.md, *Growth in place*); F misses its target by 2–7x.
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.
