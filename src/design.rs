@@ -87,10 +87,11 @@
 //! hazard pointers), which costs a locked RMW or a full fence on every check, a third or more
 //! of scenario A's check without its clock read; growing in place adds no load to a check
 //! (the slot address is one directory load from the shard, as the array pointer was) and
-//! costs growth a rebuild, about 2.5 moves per key over a shard's life instead of one. The
-//! finer growth steps leave shards denser (42–83 % load instead of 42 % then less), and at
-//! that load linear probing's misses are long: inserts (C, churn) and B's `check_at` got
-//! slower, measured in BENCHMARKS.md (*Growth in place*). Before
+//! costs growth a rebuild, about 2.5 moves per key over a shard's life instead of one. Measured
+//! in one process against the old table, inserts (C 1.4–1.8x, churn 2.4–3x) and B's
+//! `check_at` (1.3–1.7x) got slower, and a doubling variant with the old table sizes was as
+//! slow, so the cost is in the segmented addressing, not the density; A and B with the clock
+//! read are unchanged within the noise (BENCHMARKS.md, *Growth in place*). Open. Before
 //! (outgrown arrays kept until drop): 59 B/key in scenario C, 27 of them retired; after:
 //! 20 B/key (BENCHMARKS.md). Loom: "reader in a new segment vs growth" fails when the length's
 //! Release store or its Acquire load is made Relaxed.
@@ -219,8 +220,8 @@
 //! | timer lateness | median <= 100 µs, p99 <= 1 ms, never early |
 //!
 //! Growth in place met C's and churn's memory targets (20.1 B/key growing, 32.3 B per live key
-//! under churn) and cost C's and churn's insert time and B's `check_at`: the denser table
-//! probes longer (BENCHMARKS.md, *Growth in place*); F misses its target by 2–7x.
+//! under churn) and cost C's and churn's insert time and B's `check_at`, through the
+//! segmented addressing (BENCHMARKS.md, *Growth in place*); F misses its target by 2–7x.
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.
