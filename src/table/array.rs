@@ -253,7 +253,18 @@ impl<'a> SlotArray<'a> {
 
     /// Every slot, in index order.
     pub(crate) fn iter(self) -> impl Iterator<Item = &'a Slot> {
-        (0..self.len).map(move |i| self.slot(i))
+        let (mut i, mut biased, mut end) = (0, std::ptr::null(), 0);
+        std::iter::from_fn(move || {
+            if i == self.len {
+                return None;
+            }
+            if i == end {
+                (biased, end) = self.run(i);
+            }
+            let slot = Self::in_run(biased, i);
+            i += 1;
+            Some(slot)
+        })
     }
 
     #[inline]
@@ -264,38 +275,76 @@ impl<'a> SlotArray<'a> {
         ((u128::from(mixed) * self.len as u128) >> 64) as usize
     }
 
+    /// The segment run holding slot `i` (`i < len`): its directory entry (biased, so slot
+    /// `j` of the run is at `entry + j`) and the index where the run ends (the next
+    /// segment's start, or `len`). Probes step within a run without a segment lookup.
     #[inline]
-    pub(super) fn next(&self, i: usize) -> usize {
-        if i + 1 == self.len { 0 } else { i + 1 }
+    fn run(&self, i: usize) -> (*const Slot, usize) {
+        let s = self.segment_of(i);
+        // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
+        // entry's store before us (module docs).
+        let biased = self.segments.dir[s].load(Ordering::Relaxed);
+        if cfg!(any(debug_assertions, tollgate_loom)) {
+            assert!(
+                !biased.is_null(),
+                "slot {i} read before its segment was published"
+            );
+        }
+        (biased, self.segments.start(s + 1).min(self.len))
     }
 
-    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    /// The slot at `i` of a run from `run` (`i` below the run's end).
     #[inline]
-    pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
+    fn in_run(biased: *const Slot, i: usize) -> &'a Slot {
+        // SAFETY: as in `slot`: `i` lies in the run whose biased entry this is, below a
+        // length whose segments were published, and segments outlive `'a`.
+        unsafe { &*biased.wrapping_add(i) }
+    }
+
+    /// Linear probing from `fp`'s home over every slot once, run by run: `visit` gets each
+    /// index and slot and says whether to stop.
+    #[inline]
+    fn probe<T>(&self, fp: u64, mut visit: impl FnMut(usize, &'a Slot) -> Option<T>) -> Option<T> {
         let mut i = self.home(fp);
+        let (mut biased, mut end) = self.run(i);
         for _ in 0..self.len {
-            let slot = self.slot(i);
-            // ordering: Acquire pairs with the Release fp store of an insert, so the state
-            // word read next is at least the frozen word that preceded it (see slot.rs).
-            match slot.fp.load(Ordering::Acquire) {
-                f if f == fp => return Some(slot),
-                EMPTY => return None,
-                _ => i = self.next(i),
+            if let Some(out) = visit(i, Self::in_run(biased, i)) {
+                return Some(out);
+            }
+            i += 1;
+            if i == end {
+                if i == self.len {
+                    i = 0;
+                }
+                (biased, end) = self.run(i);
             }
         }
         None
     }
 
+    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    #[inline]
+    pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
+        self.probe(fp, |_, slot| {
+            // ordering: Acquire pairs with the Release fp store of an insert, so the state
+            // word read next is at least the frozen word that preceded it (see slot.rs).
+            match slot.fp.load(Ordering::Acquire) {
+                f if f == fp => Some(Some(slot)),
+                EMPTY => Some(None),
+                _ => None,
+            }
+        })
+        .flatten()
+    }
+
     /// Locked probe: the key's slot, or where a new key could go.
     pub(super) fn probe_locked(&self, fp: u64, now: u64) -> Probe {
-        let mut i = self.home(fp);
         let mut free = None;
-        for _ in 0..self.len {
-            let slot = self.slot(i);
+        let found = self.probe(fp, |i, slot| {
             // ordering: fingerprints only change under the lock we hold.
             match slot.fp.load(Ordering::Relaxed) {
-                f if f == fp => return Probe::Found(i),
-                EMPTY => return Probe::Absent(free.or(Some(Free::Empty(i)))),
+                f if f == fp => return Some(Probe::Found(i)),
+                EMPTY => return Some(Probe::Absent(free.or(Some(Free::Empty(i))))),
                 TOMBSTONE => free = free.or(Some(Free::Tombstone(i))),
                 _ => {
                     let word = slot.word();
@@ -304,19 +353,18 @@ impl<'a> SlotArray<'a> {
                     }
                 }
             }
-            i = self.next(i);
-        }
-        Probe::Absent(free)
+            None
+        });
+        found.unwrap_or(Probe::Absent(free))
     }
 
     /// The first `EMPTY` slot on `fp`'s probe run (under the lock).
     pub(super) fn free_slot(&self, fp: u64) -> usize {
-        let mut i = self.home(fp);
         // ordering: fingerprints only change under the lock.
-        while self.slot(i).fp.load(Ordering::Relaxed) != EMPTY {
-            i = self.next(i);
-        }
-        i
+        self.probe(fp, |i, slot| {
+            (slot.fp.load(Ordering::Relaxed) == EMPTY).then_some(i)
+        })
+        .expect("a rebuild or insert has an EMPTY slot on every run")
     }
 }
 
