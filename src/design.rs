@@ -89,8 +89,11 @@
 //! (the slot address is one directory load from the shard, as the array pointer was) and
 //! costs growth a rebuild, about 2.5 moves per key over a shard's life instead of one. Measured
 //! in one process against the old table, inserts (C 1.4–1.8x, churn 2.4–3x) and B's
-//! `check_at` (1.3–1.7x) got slower, and a doubling variant with the old table sizes was as
-//! slow, so the cost is in the segmented addressing, not the density; A and B with the clock
+//! `check_at` (1.3–1.7x) first got slower. Most of that was a segment lookup on every probe
+//! step; probes now look a segment up once per run of slots (`array.rs`), which brought C to
+//! 1.14–1.27x, churn to 1.0–1.5x and B's `check_at` to 1.04x presized, 1.2x growing (noisy).
+//! What remains is the density: a shard grown by 1.33–1.5x, and compacted at up to 71 % live,
+//! probes further on a miss and compacts twice as often under churn. A and B with the clock
 //! read are unchanged within the noise (BENCHMARKS.md, *Growth in place*). Open. Before
 //! (outgrown arrays kept until drop): 59 B/key in scenario C, 27 of them retired; after:
 //! 20 B/key (BENCHMARKS.md). Loom: "reader in a new segment vs growth" fails when the length's
@@ -220,8 +223,9 @@
 //! | timer lateness | median <= 100 µs, p99 <= 1 ms, never early |
 //!
 //! Growth in place met C's and churn's memory targets (20.1 B/key growing, 32.3 B per live key
-//! under churn) and cost C's and churn's insert time and B's `check_at`, through the
-//! segmented addressing (BENCHMARKS.md, *Growth in place*); F misses its target by 2–7x.
+//! under churn); with probes stepping a segment run at a time, C's insert time is 1.14–1.27x
+//! the old table's, churn's 1.0–1.5x and B's `check_at` 1.04x presized and about 1.2x growing
+//! (the denser table; BENCHMARKS.md, *Growth in place*); F misses its target by 2–7x.
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.

@@ -27,7 +27,10 @@
 //! of 55–62 % after growth, against 42 % after a doubling). Finding a slot's segment is a
 //! few register operations (`segment_of`) and one load from the directory, which is as
 //! near the shard as the old array pointer was; each directory entry is biased by its
-//! segment's first index, so slot `i` is at `dir[segment_of(i)] + i`.
+//! segment's first index, so slot `i` is at `dir[segment_of(i)] + i`. Probes and scans
+//! look a segment up once per *run* (`run`: its entry and where it ends) and step within
+//! it like a plain array: a lookup per slot made the probe loop 2.5 times as long, and
+//! was most of the slowdown growth in place first cost (BENCHMARKS.md, *Growth in place*).
 //!
 //! # Publication
 //!
