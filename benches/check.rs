@@ -5,7 +5,7 @@
 //! cargo bench --bench check                                  # full run (~2 min on 2 cores)
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench check           # smoke run (< 30 s)
 //! cargo bench --bench check --no-default-features            # SipHash instead of foldhash
-//! TOLLGATE_BENCH_SCENARIOS=ABE cargo bench --bench check     # a subset (letters of PXABCDE)
+//! TOLLGATE_BENCH_SCENARIOS=ABE cargo bench --bench check     # a subset (letters of PXABCDEF)
 //! ```
 //!
 //! Every figure is nanoseconds per check (for two threads: wall time divided by the checks
@@ -29,7 +29,7 @@ use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
 use common::proc::{peak_rss_bytes, rss_bytes};
 use common::subjects::{
     DENY, ExplicitTime, Governor, Ideal, IdealSparse, LIVE, Naive, Subject, Tollgate,
-    TollgatePresized,
+    TollgatePresized, tollgate_quota,
 };
 use common::{Config, Rng, Summary, run_threads};
 
@@ -289,6 +289,68 @@ fn scenario_b_at<'a, S: ExplicitTime + 'a>(keys: &'a [u64], order: &'a [u64]) ->
         }
         let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
         assert_eq!(ok, order.len() as u64, "{}: B/at denied a check", S::NAME);
+        ns
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// F. a full table (tollgate only): what a new key costs once the cap is reached
+
+/// The full table's cap (64 shards of 256).
+const F_CAP: usize = 16_384;
+const F_HIT: &str = "a held key (hit)";
+const F_REFUSED: &str = "a new key, refused (`RefuseNewKeys`)";
+const F_EVICTING: &str = "a new key, evicting (`EvictClosestToExpiry`)";
+
+/// One round: `checks` checks on a full limiter, of held keys (`hit`) or of new keys, each
+/// refused or evicting a held key. Checks read the clock, as in A and B.
+fn scenario_f(
+    policy: tollgate::FullPolicy,
+    hit: bool,
+    checks: usize,
+    seed: u64,
+) -> RoundFn<'static> {
+    let mut rng = Rng::new(seed);
+    let limiter: tollgate::Limiter<u64> = tollgate::Limiter::builder(tollgate_quota(LIVE))
+        .capacity(F_CAP)
+        .full_policy(policy)
+        .build();
+    // Fill every shard: under RefuseNewKeys a key that does not fit is refused, under
+    // eviction it evicts; either way the table ends at its cap.
+    let mut held = Vec::with_capacity(F_CAP);
+    while limiter.stats().keys_held < limiter.capacity() {
+        // `stats` scans the table: look only once per batch of new keys.
+        for _ in 0..1_024 {
+            let k = rng.next_u64();
+            if limiter.check(&k).is_ok() {
+                held.push(k);
+            }
+        }
+    }
+    held.retain(|k| {
+        limiter
+            .check_n(k, 0)
+            .is_ok_and(|ok| ok.remaining() < LIVE.burst)
+    });
+    Box::new(move || {
+        let fresh: Vec<u64> = (0..checks).map(|_| rng.next_u64()).collect();
+        let start = Instant::now();
+        let mut ok = 0usize;
+        if hit {
+            for i in 0..checks {
+                ok += usize::from(limiter.check(black_box(&held[i % held.len()])).is_ok());
+            }
+        } else {
+            for k in &fresh {
+                ok += usize::from(limiter.check(black_box(k)).is_ok());
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / checks as f64;
+        let want = match (hit, policy) {
+            (false, tollgate::FullPolicy::RefuseNewKeys) => 0,
+            _ => checks,
+        };
+        assert_eq!(ok, want, "F: hit {hit}, {policy:?}");
         ns
     })
 }
@@ -857,6 +919,21 @@ fn main() {
         });
     }
 
+    let full = cfg.runs('F').then(|| {
+        eprintln!("F: a full table");
+        use tollgate::FullPolicy::{EvictClosestToExpiry, RefuseNewKeys};
+        let n = cfg.d_ops / 10;
+        interleave(
+            "F",
+            cfg.rounds,
+            vec![
+                (F_HIT, scenario_f(RefuseNewKeys, true, n, 0xF1)),
+                (F_REFUSED, scenario_f(RefuseNewKeys, false, n, 0xF2)),
+                (F_EVICTING, scenario_f(EvictClosestToExpiry, false, n, 0xF3)),
+            ],
+        )
+    });
+
     println!();
     println!(
         "### tollgate hasher: {hasher} — mode {}, {} rounds (C: {}), {} CPUs, {}, {}",
@@ -881,6 +958,19 @@ fn main() {
         println!("Scenario C in detail ({} keys):", thousands(cfg.c_keys));
         println!();
         print_c_table(c, cfg.c_keys);
+    }
+    if let Some(f) = &full {
+        println!();
+        println!(
+            "Full table (tollgate only; {} keys, 64 shards at their cap, live quota, checks read the clock):",
+            thousands(F_CAP)
+        );
+        println!();
+        table_header(&["check", "ns", "/ hit"]);
+        let hit = find(f, F_HIT);
+        for (name, s) in f {
+            println!("| {name} | {s} | {} |", fmt_ratio(ratio(Some(*s), hit)));
+        }
     }
     let breakdown: Vec<_> = breakdown.iter().filter(|b| b.results.len() > 4).collect();
     if !breakdown.is_empty() {

@@ -486,48 +486,62 @@ fn lagging_caller_vs_sweep() {
 // ---------------------------------------------------------------------------------------
 // 4. Update vs growth.
 
-/// The retired bytes after `inserts` sequential inserts next to key 1 in a table of
-/// `capacity`: the growth the concurrent model below must match. Measured in a one-thread
+/// The limiter's bytes after `inserts` sequential inserts next to key `hot` in a table of
+/// `capacity`: the growth the concurrent models below must match. Measured in a one-thread
 /// loom run (loom types exist only inside one), outside the model so that it costs no
 /// branches there.
-fn retired_after(capacity: usize, inserts: u64) -> usize {
+fn bytes_after(capacity: usize, hot: u64, inserts: u64) -> usize {
     let out = std::sync::Arc::new(AtomicUsize::new(0));
     let result = out.clone();
     let mut builder = loom::model::Builder::new();
     builder.max_branches = builder.max_branches.max(MAX_BRANCHES);
     builder.check(move || {
         let l = limiter(1, capacity, FullPolicy::RefuseNewKeys);
-        for k in 1..2 + inserts {
+        assert!(l.check_at(&hot, at(0)).is_ok());
+        for k in new_keys(hot, inserts) {
             assert!(l.check_at(&k, at(0)).is_ok());
         }
-        result.store(l.stats().retired_bytes, Ordering::Relaxed);
+        result.store(l.stats().bytes, Ordering::Relaxed);
     });
     out.load(Ordering::Relaxed)
 }
 
-/// Key E is held in a two-slot array; one thread checks E `checks` times while the other
-/// inserts `inserts` new keys into a table of `capacity`. The first new key does not fit and
-/// grows the array (freezing and copying E): capacity 3 grows it once, 2 -> 4 slots;
-/// capacity 7 with 3 inserts grows it twice, 2 -> 4 -> 9 (the third insert). Every admission
-/// of E must land exactly once, in whichever array is current, and every key must be held
-/// exactly once, with exactly the growth that the same inserts cause sequentially
-/// (`retired`).
-fn update_vs_growth(roles: Roles, checks: u64, inserts: u64, capacity: usize, retired: usize) {
+/// The first `n` keys from 1 on other than `hot`.
+fn new_keys(hot: u64, n: u64) -> Vec<u64> {
+    (1..).filter(|&k| k != hot).take(n as usize).collect()
+}
+
+/// Key `hot` is held in a two-slot array; one thread checks it `checks` times while the
+/// other inserts `inserts` new keys into a table of `capacity`. The first new key does not
+/// fit and grows the shard in place (freezing every key, adding a segment, placing every key
+/// again, then publishing the new length): capacity 3 grows it once, 2 -> 4 slots; capacity
+/// 7 with 3 inserts grows it twice, 2 -> 4 -> 6 (the third insert). Every admission of the
+/// hot key must land exactly once, whichever length its probe read, and every key must be
+/// held exactly once, with exactly the growth that the same inserts cause sequentially
+/// (`bytes`).
+fn update_vs_growth(
+    roles: Roles,
+    hot: u64,
+    checks: u64,
+    inserts: u64,
+    capacity: usize,
+    bytes: usize,
+) {
     const NOW: u64 = 10_000;
     let burst = u32::try_from(checks).unwrap() + 1;
     let l = limiter(burst, capacity, FullPolicy::RefuseNewKeys);
-    assert!(l.check_at(&1, at(NOW)).is_ok());
-    assert_eq!(l.stats().retired_bytes, 0);
+    assert!(l.check_at(&hot, at(NOW)).is_ok());
     let (l1, l2) = (l.clone(), l.clone());
     let (re, rn) = race(
         roles,
         move || -> Vec<Seen> {
             (0..checks)
-                .map(|_| seen(l1.check_at(&1, at(NOW)), NOW))
+                .map(|_| seen(l1.check_at(&hot, at(NOW)), NOW))
                 .collect()
         },
         move || -> Vec<Seen> {
-            (2..2 + inserts)
+            new_keys(hot, inserts)
+                .into_iter()
                 .map(|k| seen(l2.check_at(&k, at(NOW)), NOW))
                 .collect()
         },
@@ -539,38 +553,62 @@ fn update_vs_growth(roles: Roles, checks: u64, inserts: u64, capacity: usize, re
     assert_eq!(re, want_e);
     assert!(rn.iter().all(|&s| s == Seen::Admitted(NOW + T)), "{rn:?}");
     let stats = l.stats();
-    assert_eq!(stats.retired_bytes, retired, "{stats:?}");
+    assert_eq!(stats.bytes, bytes, "{stats:?}");
+    assert_eq!(stats.retired_bytes, 0, "growth retires nothing: {stats:?}");
     assert_eq!(
         stats.keys_held,
         1 + inserts as usize,
         "no key lost or duplicated: {stats:?}"
     );
-    assert_eq!(tat(&l, 1), NOW + (1 + checks) * T);
-    for k in 2..2 + inserts {
+    assert_eq!(tat(&l, hot), NOW + (1 + checks) * T);
+    for k in new_keys(hot, inserts) {
         assert_eq!(tat(&l, k), NOW + T);
     }
-    // E's burst is used up: nothing of it was lost in the move.
-    assert!(l.check_at(&1, at(NOW)).unwrap_err().is_rate_limited());
+    // The hot key's burst is used up: nothing of it was lost in the move.
+    assert!(l.check_at(&hot, at(NOW)).unwrap_err().is_rate_limited());
 }
 
 #[test]
 fn update_vs_growth_model() {
-    let retired = retired_after(3, 1);
-    assert!(retired > 0, "one insert must grow the array");
+    let bytes = bytes_after(3, 1, 1);
+    assert!(
+        bytes > bytes_after(3, 1, 0),
+        "one insert must grow the shard"
+    );
     model("update_vs_growth", move |roles| {
-        update_vs_growth(roles, 1, 1, 3, retired)
+        update_vs_growth(roles, 1, 1, 1, 3, bytes)
     });
 }
 
 #[test]
 fn updates_vs_two_growths() {
-    let retired = retired_after(7, 3);
+    let bytes = bytes_after(7, 1, 3);
     assert!(
-        retired > retired_after(7, 1),
-        "the third insert must grow the array again: update the model's sizes"
+        bytes > bytes_after(7, 1, 2) && bytes_after(7, 1, 2) > bytes_after(7, 1, 0),
+        "the first and the third insert must grow the shard: update the model's sizes"
     );
     model("updates_vs_two_growths", move |roles| {
-        update_vs_growth(roles, 2, 3, 7, retired)
+        update_vs_growth(roles, 1, 2, 3, 7, bytes)
+    });
+}
+
+/// Reader vs in-place growth, where the reader's probe must enter the new segment: the hot
+/// key's home in the grown (4-slot) shard is in the segment the growth adds (slots 2 and
+/// 3), so a check that read the new length indexes that segment's directory entry and
+/// slots. They are written before the new length is published (Release) and read after it
+/// (Acquire). Fails, with "read before its segment was published", when `Segments::publish`
+/// stores the length Relaxed, or `Segments::current` loads it Relaxed: the reader then sees
+/// the new length but not the segment behind it.
+#[test]
+fn reader_in_a_new_segment_vs_growth() {
+    let hot = (1..).find(|&k| home(k, 4) >= 2).unwrap();
+    let bytes = bytes_after(3, hot, 1);
+    assert!(
+        bytes > bytes_after(3, hot, 0),
+        "one insert must grow the shard"
+    );
+    model("reader_in_a_new_segment_vs_growth", move |roles| {
+        update_vs_growth(roles, hot, 1, 1, 3, bytes)
     });
 }
 

@@ -54,10 +54,11 @@ pub struct Stats {
     /// reset keys leave, instead of growing. Each briefly sends that shard's checks to its
     /// lock; a high rate means heavy key churn.
     pub compactions: u64,
-    /// Bytes the limiter holds, retired arrays included.
+    /// Bytes the limiter holds.
     pub bytes: usize,
-    /// Of `bytes`, arrays outgrown by growth and kept until the limiter drops (readers may
-    /// still be using them). Always less than the current arrays.
+    /// Of `bytes`, memory outgrown by the table and kept until the limiter drops. Always 0:
+    /// a shard grows in place, adding to its slots, so it never retires an array (earlier
+    /// versions kept outgrown arrays for lock-free readers still in them).
     pub retired_bytes: usize,
     /// The most keys the limiter holds at once.
     pub capacity: usize,

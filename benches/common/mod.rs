@@ -64,7 +64,7 @@ pub(crate) struct Config {
     pub(crate) e_keys: usize,
     /// Iterations per round of the clock/hash/counter primitives.
     pub(crate) prim_iters: usize,
-    /// Which scenarios to run: letters of `PABCDE` (P: primitives, X: clock-free breakdown).
+    /// Which scenarios to run: letters of `PABCDEF` (P: primitives, X: clock-free breakdown).
     pub(crate) scenarios: String,
 }
 
@@ -73,7 +73,7 @@ impl Config {
     pub(crate) fn from_env() -> Config {
         let size = Size::from_env();
         let scenarios = std::env::var("TOLLGATE_BENCH_SCENARIOS")
-            .unwrap_or_else(|_| "PXABCDE".to_owned())
+            .unwrap_or_else(|_| "PXABCDEF".to_owned())
             .to_uppercase();
         let base = match size {
             Size::Test => Config {

@@ -74,7 +74,7 @@ pub(crate) trait ExplicitTime: Subject {
 // ---------------------------------------------------------------------------------------
 // tollgate
 
-fn tollgate_quota(spec: Spec) -> tollgate::Quota {
+pub(crate) fn tollgate_quota(spec: Spec) -> tollgate::Quota {
     tollgate::Quota::with_period(spec.interval).allow_burst(spec.burst)
 }
 

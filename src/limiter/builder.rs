@@ -37,8 +37,8 @@ pub struct LimiterBuilder<K: ?Sized, S = RandomState> {
 
 impl<K: ?Sized> LimiterBuilder<K> {
     /// The default capacity: 2^23 (about 8.4 million) keys. At 16 bytes a slot this caps the
-    /// table at about 160 MiB, plus at most as much again in retired arrays; memory is only
-    /// taken as keys arrive.
+    /// table at about 160 MiB; memory is only taken as keys arrive (a shard grows in place by
+    /// about 1.5x at a time).
     ///
     /// # Examples
     ///
@@ -96,7 +96,8 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     }
 
     /// Sizes the table for `keys` keys up front (at most the capacity), so that inserting
-    /// them never grows (and never retires) an array: about 20 bytes per key.
+    /// them never grows a shard (a growth rebuilds the shard under its lock): about 20 bytes per
+    /// key.
     ///
     /// # Examples
     ///

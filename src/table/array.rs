@@ -1,30 +1,273 @@
-//! One slot array: linear probing over `{fingerprint, state}` slots (see `slot.rs`).
+//! A shard's slots: linear probing over `{fingerprint, state}` slots (see `slot.rs`), stored
+//! in *segments* that are never moved or freed while the shard lives.
+//!
+//! # Why segments: growth retires nothing
+//!
+//! A lock-free reader may be anywhere in a probe when the shard grows, and the hot path has
+//! no room for telling the grower where it is (a reader count or an epoch pin is a locked
+//! RMW or a full fence per check, 5–10 ns on a check of 10–35 ns). So growth never frees
+//! memory a reader could hold: it *adds* a segment and rebuilds the shard in place over the
+//! old and new segments together (`Shard::rebuild`), exactly as a compaction rebuilds it
+//! over the same slots. The memory of an outgrown array is not retired but reused: it is the
+//! front of the grown one. A reader that loaded the old length probes slots that still
+//! exist and meets the rebuild as a series of hand-overs (`slot.rs`); a reader that loaded
+//! the new length sees the new segments (below). Segments are freed only in `Drop`.
+//!
+//! # Layout
+//!
+//! ```text
+//! index:    0 .. first | first + U·[0, 1) | U·[1, 2) | U·[2, 3) | U·[3, 4) | U·[4, 6) | U·[6, 8) | U·[8, 12) | ...
+//! segment:  0          | 1                | 2        | 3        | 4        | 5        | 6        | 7         | ...
+//! ```
+//!
+//! Segment 0 is the shard's initial array (`first` slots, any size: presizing picks it).
+//! After it come segments in a fixed pattern over a unit `U` (a power of two, about half of
+//! `first`): four of `U`, then two per octave, so that the boundaries are `first + U·{1, 2,
+//! 3, 4, 6, 8, 12, 16, 24, ...}` and a large shard grows by 1.5x and 1.33x in turn (a load
+//! of 55–62 % after growth, against 42 % after a doubling). Finding a slot's segment is a
+//! few register operations (`segment_of`) and one load from the directory, which is as
+//! near the shard as the old array pointer was; each directory entry is biased by its
+//! segment's first index, so slot `i` is at `dir[segment_of(i)] + i`. Probes and scans
+//! look a segment up once per *run* (`run`: its entry and where it ends) and step within
+//! it like a plain array: a lookup per slot made the probe loop 2.5 times as long, and
+//! was most of the slowdown growth in place first cost (BENCHMARKS.md, *Growth in place*).
+//!
+//! # Publication
+//!
+//! `len` is the shard's current length. Growth allocates the new segments, stores their
+//! directory entries, rebuilds, then stores the new `len` with Release; a reader's Acquire
+//! load of `len` that sees it therefore sees the directory entries and the initialised
+//! slots of every segment below `len`. A reader that loaded an older length only indexes
+//! below it, into segments published by an earlier store of `len` (or by construction).
 //!
 //! Invariant (probe runs): no key is separated from its home slot by an `EMPTY` slot, outside
-//! a compaction. `find` is the lock-free probe; the rest runs under the shard lock (or on an
-//! array not yet published) and is called from `shard.rs`.
+//! a rebuild. `find` is the lock-free probe; the rest runs under the shard lock and is called
+//! from `shard.rs`.
 
 use super::slot::{EMPTY, Slot, TOMBSTONE, is_live, tat_of};
-use crate::sync::Ordering;
+use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 
+/// The segments of one shard and its current length.
 #[derive(Debug)]
-pub(crate) struct SlotArray {
-    pub(super) slots: Box<[Slot]>,
+pub(crate) struct Segments {
+    /// Slots in use: `[0, len)`. Grows only, under the shard lock (Release; see module docs).
+    len: AtomicUsize,
+    /// Per segment, its first slot's address minus its first index (null: not allocated).
+    dir: Box<[AtomicPtr<Slot>]>,
+    /// Slots in segment 0.
+    first: usize,
+    /// log2 of the unit `U` of the later segments.
+    unit_shift: u32,
 }
 
-impl SlotArray {
-    pub(super) fn new(len: usize) -> SlotArray {
-        SlotArray {
-            slots: (0..len).map(|_| Slot::new()).collect(),
+/// The extra segment (0-based, after segment 0) holding unit index `q` (index past `first`,
+/// in units of `U`): `q` for `q < 4`, then two segments per octave.
+#[inline]
+fn extra_segment(q: usize) -> usize {
+    if q < 4 {
+        q
+    } else {
+        let k = (usize::BITS - 1 - q.leading_zeros()) as usize;
+        2 * k + ((q >> (k - 1)) & 1)
+    }
+}
+
+/// The first unit index of extra segment `e` (the inverse of `extra_segment`).
+fn extra_start(e: usize) -> usize {
+    if e < 4 {
+        e
+    } else {
+        let k = e / 2;
+        (1 << k) + ((e & 1) << (k - 1))
+    }
+}
+
+impl Segments {
+    /// Segments for a shard that starts at `first` slots and may grow to `max_len`.
+    pub(super) fn new(first: usize, max_len: usize) -> Segments {
+        let unit_shift = (first / 2).max(1).ilog2();
+        let count = if max_len > first {
+            2 + extra_segment((max_len - first - 1) >> unit_shift)
+        } else {
+            1
+        };
+        let dir: Box<[AtomicPtr<Slot>]> = (0..count)
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
+        let segments = Segments {
+            len: AtomicUsize::new(first),
+            dir,
+            first,
+            unit_shift,
+        };
+        segments.allocate(0, first);
+        segments
+    }
+
+    /// The absolute index of segment `s`'s first slot.
+    fn start(&self, s: usize) -> usize {
+        if s == 0 {
+            0
+        } else {
+            self.first + (extra_start(s - 1) << self.unit_shift)
         }
     }
 
-    pub(crate) fn slots(&self) -> &[Slot] {
-        &self.slots
+    /// Allocates segment `s` with `slots` slots (all `EMPTY`) and stores its directory entry.
+    /// Under the shard lock or before the shard is shared; published by the next Release
+    /// store of `len` (module docs).
+    fn allocate(&self, s: usize, slots: usize) {
+        let segment: Box<[Slot]> = (0..slots).map(|_| Slot::new()).collect();
+        let base = Box::into_raw(segment).cast::<Slot>();
+        // ordering: Relaxed; the Release store of `len` that makes these slots reachable
+        // publishes it (module docs).
+        self.dir[s].store(base.wrapping_sub(self.start(s)), Ordering::Relaxed);
     }
 
-    pub(super) fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.slots) + std::mem::size_of::<SlotArray>()
+    /// The length the next growth reaches from `len`: segment boundaries are added until it
+    /// grows by a quarter, and by `first` at least (small shards would otherwise rebuild for
+    /// a few slots at a time), at most to `max_len`.
+    pub(super) fn grown_len(&self, len: usize, max_len: usize) -> usize {
+        let mut e = if len <= self.first {
+            0
+        } else {
+            extra_segment((len - self.first - 1) >> self.unit_shift) + 1
+        };
+        loop {
+            e += 1;
+            let next = self.first + (extra_start(e) << self.unit_shift);
+            if next >= max_len {
+                return max_len;
+            }
+            if next >= len + (len / 4).max(self.first) {
+                return next;
+            }
+        }
+    }
+
+    /// Allocates the segments that cover `[len, new_len)` (under the shard lock, before the
+    /// rebuild that takes them into use). Returns the bytes they add.
+    pub(super) fn extend(&self, len: usize, new_len: usize) -> usize {
+        let mut added = 0;
+        let mut s = self.view(len).segment_of(len);
+        while self.start(s) < new_len {
+            let end = self.start(s + 1).min(new_len);
+            self.allocate(s, end - self.start(s));
+            added += (end - self.start(s)) * std::mem::size_of::<Slot>();
+            s += 1;
+        }
+        added
+    }
+
+    /// The current slots: `len` loaded once, so that one probe sees one layout.
+    #[inline]
+    pub(super) fn current(&self) -> SlotArray<'_> {
+        // ordering: Acquire pairs with `publish`'s Release: the directory entries and slots
+        // below the length read are initialised (module docs).
+        self.view(self.len.load(Ordering::Acquire))
+    }
+
+    /// The slots as they will be once `len` is published (the lock holder's view).
+    pub(super) fn view(&self, len: usize) -> SlotArray<'_> {
+        SlotArray {
+            segments: self,
+            len,
+        }
+    }
+
+    /// Makes `[0, len)` the current slots (under the shard lock, after a rebuild).
+    pub(super) fn publish(&self, len: usize) {
+        // ordering: Release publishes the new segments' directory entries and every slot
+        // write of the rebuild to readers that Acquire the new length.
+        self.len.store(len, Ordering::Release);
+    }
+
+    /// Bytes of the directory and of segment 0.
+    pub(super) fn initial_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.dir) + self.first * std::mem::size_of::<Slot>()
+    }
+}
+
+impl Drop for Segments {
+    fn drop(&mut self) {
+        // ordering: `&mut self`: no other thread can touch these any more.
+        let len = self.len.load(Ordering::Relaxed);
+        let mut s = 0;
+        while s < self.dir.len() && self.start(s) < len {
+            let biased = self.dir[s].load(Ordering::Relaxed);
+            let end = self.start(s + 1).min(len);
+            let slots = end - self.start(s);
+            let base = biased.wrapping_add(self.start(s));
+            // SAFETY: (1) `base` is the pointer `allocate` got from `Box::into_raw` of a slice
+            // of exactly `slots` slots: segments are allocated in order, each up to the next
+            // segment's start or the length growth reached, which `len` then became; (2) each
+            // segment is freed once, here; (3) `&mut self` means no reader holds a slot.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, slots)) });
+            s += 1;
+        }
+    }
+}
+
+/// One consistent view of a shard's slots: its segments and a length read once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotArray<'a> {
+    segments: &'a Segments,
+    len: usize,
+}
+
+impl<'a> SlotArray<'a> {
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn segment_of(&self, i: usize) -> usize {
+        let seg = self.segments;
+        if i < seg.first {
+            0
+        } else {
+            1 + extra_segment((i - seg.first) >> seg.unit_shift)
+        }
+    }
+
+    /// Slot `i` (`i < len`).
+    #[inline]
+    pub(crate) fn slot(&self, i: usize) -> &'a Slot {
+        debug_assert!(i < self.len);
+        // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
+        // entry's store before us (module docs).
+        let biased = self.segments.dir[self.segment_of(i)].load(Ordering::Relaxed);
+        // A reader that saw a length without its segments (a broken publication) would
+        // index from null: stop it here in tests and loom models rather than fault.
+        if cfg!(any(debug_assertions, tollgate_loom)) {
+            assert!(
+                !biased.is_null(),
+                "slot {i} read before its segment was published"
+            );
+        }
+        // SAFETY: (1) `i < len`, and every segment below a published (or, for the lock
+        // holder, extended) length is allocated and its entry stored before that length
+        // was; (2) the entry is the segment's base minus its first index, so `biased + i` is
+        // inside it; (3) segments are freed only when `Segments` drops, which outlives `'a`;
+        // (4) only shared references are made, and the slots are atomics.
+        unsafe { &*biased.wrapping_add(i) }
+    }
+
+    /// Every slot, in index order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = &'a Slot> {
+        let (mut i, mut biased, mut end) = (0, std::ptr::null(), 0);
+        std::iter::from_fn(move || {
+            if i == self.len {
+                return None;
+            }
+            if i == end {
+                (biased, end) = self.run(i);
+            }
+            let slot = Self::in_run(biased, i);
+            i += 1;
+            Some(slot)
+        })
     }
 
     #[inline]
@@ -32,41 +275,79 @@ impl SlotArray {
         // Multiply-shift onto [0, len): uses all of fp's bits, and differs from the top bits
         // that (by default) picked the shard.
         let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        ((u128::from(mixed) * self.slots.len() as u128) >> 64) as usize
+        ((u128::from(mixed) * self.len as u128) >> 64) as usize
     }
 
+    /// The segment run holding slot `i` (`i < len`): its directory entry (biased, so slot
+    /// `j` of the run is at `entry + j`) and the index where the run ends (the next
+    /// segment's start, or `len`). Probes step within a run without a segment lookup.
     #[inline]
-    pub(super) fn next(&self, i: usize) -> usize {
-        if i + 1 == self.slots.len() { 0 } else { i + 1 }
+    fn run(&self, i: usize) -> (*const Slot, usize) {
+        let s = self.segment_of(i);
+        // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
+        // entry's store before us (module docs).
+        let biased = self.segments.dir[s].load(Ordering::Relaxed);
+        if cfg!(any(debug_assertions, tollgate_loom)) {
+            assert!(
+                !biased.is_null(),
+                "slot {i} read before its segment was published"
+            );
+        }
+        (biased, self.segments.start(s + 1).min(self.len))
     }
 
-    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    /// The slot at `i` of a run from `run` (`i` below the run's end).
     #[inline]
-    pub(crate) fn find(&self, fp: u64) -> Option<&Slot> {
+    fn in_run(biased: *const Slot, i: usize) -> &'a Slot {
+        // SAFETY: as in `slot`: `i` lies in the run whose biased entry this is, below a
+        // length whose segments were published, and segments outlive `'a`.
+        unsafe { &*biased.wrapping_add(i) }
+    }
+
+    /// Linear probing from `fp`'s home over every slot once, run by run: `visit` gets each
+    /// index and slot and says whether to stop.
+    #[inline]
+    fn probe<T>(&self, fp: u64, mut visit: impl FnMut(usize, &'a Slot) -> Option<T>) -> Option<T> {
         let mut i = self.home(fp);
-        for _ in 0..self.slots.len() {
-            let slot = &self.slots[i];
-            // ordering: Acquire pairs with the Release fp store of an insert, so the state
-            // word read next is at least the frozen word that preceded it (see slot.rs).
-            match slot.fp.load(Ordering::Acquire) {
-                f if f == fp => return Some(slot),
-                EMPTY => return None,
-                _ => i = self.next(i),
+        let (mut biased, mut end) = self.run(i);
+        for _ in 0..self.len {
+            if let Some(out) = visit(i, Self::in_run(biased, i)) {
+                return Some(out);
+            }
+            i += 1;
+            if i == end {
+                if i == self.len {
+                    i = 0;
+                }
+                (biased, end) = self.run(i);
             }
         }
         None
     }
 
+    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    #[inline]
+    pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
+        self.probe(fp, |_, slot| {
+            // ordering: Acquire pairs with the Release fp store of an insert, so the state
+            // word read next is at least the frozen word that preceded it (see slot.rs).
+            match slot.fp.load(Ordering::Acquire) {
+                f if f == fp => Some(Some(slot)),
+                EMPTY => Some(None),
+                _ => None,
+            }
+        })
+        .flatten()
+    }
+
     /// Locked probe: the key's slot, or where a new key could go.
     pub(super) fn probe_locked(&self, fp: u64, now: u64) -> Probe {
-        let mut i = self.home(fp);
         let mut free = None;
-        for _ in 0..self.slots.len() {
-            let slot = &self.slots[i];
+        let found = self.probe(fp, |i, slot| {
             // ordering: fingerprints only change under the lock we hold.
             match slot.fp.load(Ordering::Relaxed) {
-                f if f == fp => return Probe::Found(i),
-                EMPTY => return Probe::Absent(free.or(Some(Free::Empty(i)))),
+                f if f == fp => return Some(Probe::Found(i)),
+                EMPTY => return Some(Probe::Absent(free.or(Some(Free::Empty(i))))),
                 TOMBSTONE => free = free.or(Some(Free::Tombstone(i))),
                 _ => {
                     let word = slot.word();
@@ -75,25 +356,18 @@ impl SlotArray {
                     }
                 }
             }
-            i = self.next(i);
-        }
-        Probe::Absent(free)
+            None
+        });
+        found.unwrap_or(Probe::Absent(free))
     }
 
-    /// The first `EMPTY` slot on `fp`'s probe run (under the lock, or in an unpublished array).
+    /// The first `EMPTY` slot on `fp`'s probe run (under the lock).
     pub(super) fn free_slot(&self, fp: u64) -> usize {
-        let mut i = self.home(fp);
-        // ordering: fingerprints only change under the lock (or before publication).
-        while self.slots[i].fp.load(Ordering::Relaxed) != EMPTY {
-            i = self.next(i);
-        }
-        i
-    }
-
-    /// Puts a key into a fresh, unpublished array (the Release store of the array pointer
-    /// publishes it).
-    pub(super) fn place(&self, fp: u64, tat: u64) {
-        self.slots[self.free_slot(fp)].hand_over(0, fp, tat);
+        // ordering: fingerprints only change under the lock.
+        self.probe(fp, |i, slot| {
+            (slot.fp.load(Ordering::Relaxed) == EMPTY).then_some(i)
+        })
+        .expect("a rebuild or insert has an EMPTY slot on every run")
     }
 }
 
@@ -111,4 +385,43 @@ pub(super) enum Free {
     Tombstone(usize),
     Expired(usize),
     Empty(usize),
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_tile_the_index_space() {
+        for q in 0..10_000 {
+            let e = extra_segment(q);
+            assert!(extra_start(e) <= q && q < extra_start(e + 1), "{q} -> {e}");
+        }
+        let boundaries: Vec<usize> = (0..10).map(extra_start).collect();
+        assert_eq!(boundaries, [0, 1, 2, 3, 4, 6, 8, 12, 16, 24]);
+    }
+
+    #[test]
+    fn growth_steps_and_every_slot_is_distinct() {
+        for (first, max_len) in [(8, 150_000), (2, 9), (1000, 7_777), (8, 8), (13, 100)] {
+            let seg = Segments::new(first, max_len);
+            let mut len = first;
+            while len < max_len {
+                let new = seg.grown_len(len, max_len);
+                assert!(new > len && new <= max_len, "{first} {len} -> {new}");
+                assert!(
+                    new == max_len || new * 2 <= len * 3 + 4 * first,
+                    "{len} -> {new}"
+                );
+                seg.extend(len, new);
+                seg.publish(new);
+                len = new;
+            }
+            let view = seg.current();
+            let mut addrs: Vec<usize> = view.iter().map(|s| s as *const Slot as usize).collect();
+            addrs.sort_unstable();
+            addrs.dedup();
+            assert_eq!(addrs.len(), max_len);
+        }
+    }
 }

@@ -12,25 +12,29 @@
 //! keep it by taking the first free slot on the key's own run; tombstones turn back into
 //! `EMPTY` only when the next slot is `EMPTY` (the run ends there anyway).
 //!
-//! Growth builds a larger array, freezes and copies every live key into it, drops the expired
-//! ones, then publishes it (Release). Updaters meet frozen words in the old array and take the
-//! locked path, which waits for the copy. Old arrays are *retired*, not freed: an updater may
-//! still be reading one. They are freed with the table and counted in `bytes`; their total
-//! is at most the size of the current array.
+//! Growth and compaction are one operation, a *rebuild* in place (`rebuild`): every key is
+//! frozen, every slot emptied, and every key placed again, with its TAT, over the shard's
+//! slots. Growth first adds segments after the current slots (`array.rs`), rebuilds over old
+//! and new slots together, drops the keys that have expired, and then publishes the new length
+//! (Release). Compaction rebuilds over the same slots, to clear the tombstones that churn
+//! leaves inside probe runs (keys come, expire and are swept), where a sweep cannot turn them
+//! back into `EMPTY`; the shard compacts instead of growing when the live keys alone would
+//! leave room. Nothing is ever retired, so nothing has to be reclaimed: the slots a reader may
+//! be probing stay where they are, and all of them are freed with the shard.
 //!
-//! Under churn (keys come, expire and are swept), tombstones pile up inside probe runs, where
-//! a sweep cannot turn them back into `EMPTY`. When the live keys alone would leave room, the
-//! shard is *compacted* in place instead of grown: every key is frozen, every slot emptied,
-//! and every key placed again, with its TAT, in the same array. To a lock-free reader
-//! this is a series of hand-overs (the same protocol as slot reuse, see `slot.rs`): it meets
-//! a frozen word (locked path), a missing key (locked path: a miss is only a hint) or another
-//! key's fingerprint (re-probe). Nothing is forgotten, so the removal epoch does not move;
-//! `Shard::moves` lets `remove`'s lock-free miss tell that it may have probed mid-compaction.
+//! To a lock-free reader a rebuild is a series of hand-overs (the same protocol as slot reuse,
+//! see `slot.rs`): it meets a frozen word (locked path, which waits for the rebuild), a
+//! missing key (locked path: a miss is only a hint), or another key's fingerprint (re-probe).
+//! A reader that loaded the old length probes only old slots, which still exist; one that
+//! loaded the new length sees the new segments initialised (`array.rs`, publication). A
+//! compaction forgets nothing, so the removal epoch does not move; a growth that drops expired
+//! keys moves it. `Shard::moves` lets `remove`'s lock-free miss tell that it may have probed
+//! mid-rebuild.
 
-use super::array::{Free, Probe, SlotArray};
+use super::array::{Free, Probe, Segments, SlotArray};
 use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
 use crate::seq::{Epoch, SeqCount};
-use crate::sync::{AtomicPtr, Mutex, Ordering, lock};
+use crate::sync::{Mutex, Ordering, lock};
 
 /// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
 const MAX_LOAD_NUM: usize = 5;
@@ -106,7 +110,6 @@ pub(crate) struct ShardCounts {
     /// In-place rebuilds that cleared tombstones (see `compact`).
     pub(crate) compactions: u64,
     pub(crate) bytes: usize,
-    pub(crate) retired_bytes: usize,
     /// No key can expire before this, so a sweep before it would find nothing.
     next_sweep_at: u64,
     /// The latest TAT of any key this shard has forgotten as expired: what an absent key's
@@ -117,19 +120,20 @@ pub(crate) struct ShardCounts {
 #[derive(Debug)]
 struct Inner {
     counts: ShardCounts,
-    retired: Vec<AtomicPtr<SlotArray>>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Shard {
-    /// The current array. Never null; replaced (never freed) by growth under the lock.
-    current: AtomicPtr<SlotArray>,
+    /// The slots and their current length. Grows in place under the lock; never freed before
+    /// the shard (`array.rs`).
+    slots: Segments,
     /// The removal epoch: `begin`/`end` (under the lock) around every forgetting of keys of
     /// this shard: reset, eviction, reclaim, or dropped by growth. An undo applies only if
     /// this has not moved since its write (see `removals`).
     removals: Epoch,
-    /// A sequence count around each compaction, which moves keys within the current array
-    /// so that a lock-free probe can miss a key the shard holds (see `absent_for_sure`).
+    /// A sequence count around each rebuild (compaction or growth), which moves keys within
+    /// the slots so that a lock-free probe can miss a key the shard holds (see
+    /// `absent_for_sure`).
     moves: SeqCount,
     inner: Mutex<Inner>,
     /// The most keys this shard holds.
@@ -141,10 +145,10 @@ pub(crate) struct Shard {
 impl Shard {
     pub(crate) fn new(initial_len: usize, cap: usize) -> Shard {
         let max_len = len_for_keys(cap);
-        let array = Box::new(SlotArray::new(initial_len.clamp(MIN_LEN, max_len)));
-        let bytes = array.bytes();
+        let slots = Segments::new(initial_len.clamp(MIN_LEN, max_len), max_len);
+        let bytes = slots.initial_bytes();
         Shard {
-            current: AtomicPtr::new(Box::into_raw(array)),
+            slots,
             removals: Epoch::new(),
             moves: SeqCount::new(),
             inner: Mutex::new(Inner {
@@ -152,22 +156,16 @@ impl Shard {
                     bytes,
                     ..ShardCounts::default()
                 },
-                retired: Vec::new(),
             }),
             cap,
             max_len,
         }
     }
 
+    /// The current slots, with the length read once (`Segments::current`).
     #[inline]
-    pub(crate) fn array(&self) -> &SlotArray {
-        // ordering: Acquire pairs with the Release store in `grow`: the array's slots are
-        // fully written before we read them.
-        let ptr = self.current.load(Ordering::Acquire);
-        // SAFETY: (1) `ptr` came from `Box::into_raw` and is never null; (2) arrays are freed
-        // only in `Drop`, which has `&mut self`, so none is freed while this `&self` borrow
-        // lives; (3) we only create shared references, and the slots are atomics.
-        unsafe { &*ptr }
+    pub(crate) fn array(&self) -> SlotArray<'_> {
+        self.slots.current()
     }
 
     /// The removal epoch, [`Epoch`]'s protocol (the argument is there; see `engine.rs` for
@@ -210,7 +208,7 @@ impl Shard {
         let mut inner = lock(&self.inner);
         let array = self.array();
         if let Probe::Found(i) = array.probe_locked(fp, now) {
-            match array.slots[i].update(fp, f) {
+            match array.slot(i).update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
                 // Only lock holders freeze slots or change fingerprints.
                 Attempt::Frozen | Attempt::Moved => unreachable!("slot changed under the lock"),
@@ -244,7 +242,6 @@ impl Shard {
     pub(crate) fn live_keys(&self, now: u64) -> usize {
         let count = || {
             self.array()
-                .slots()
                 .iter()
                 .filter(|slot| {
                     let word = slot.word();
@@ -270,7 +267,7 @@ impl Shard {
         let Probe::Found(i) = array.probe_locked(fp, 0) else {
             return false;
         };
-        let slot = &array.slots[i];
+        let slot = array.slot(i);
         self.begin_removal();
         let frozen = slot.freeze_unless(|_| false);
         self.end_removal();
@@ -293,11 +290,11 @@ impl Shard {
     ) -> Result<(), Full> {
         loop {
             let array = self.array();
-            let len = array.slots.len();
+            let len = array.len();
             // A shard at its largest never grows, so nothing else clears its tombstones; past
             // an eighth of its slots they would make every miss probe a long way.
             if len == self.max_len && inner.counts.tombstones >= compact_room(len) {
-                self.compact(array, &mut inner.counts);
+                self.rebuild(&mut inner.counts, len, None);
             }
             let free = match array.probe_locked(fp, now) {
                 Probe::Absent(free) => free,
@@ -305,12 +302,11 @@ impl Shard {
             };
             let counts = &mut inner.counts;
             let at_cap = counts.used >= self.cap;
-            let roomy = (counts.used + counts.tombstones + 1) * MAX_LOAD_DEN
-                <= array.slots.len() * MAX_LOAD_NUM
-                || array.slots.len() == self.max_len;
+            let roomy = (counts.used + counts.tombstones + 1) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
+                || len == self.max_len;
             match free {
                 Some(Free::Expired(i)) => {
-                    let slot = &array.slots[i];
+                    let slot = array.slot(i);
                     // Reclaim only if still expired: an updater may have revived it.
                     self.begin_removal();
                     let frozen = slot.freeze_unless(|t| t > now);
@@ -325,7 +321,7 @@ impl Shard {
                     continue;
                 }
                 Some(Free::Tombstone(i)) if !at_cap => {
-                    let slot = &array.slots[i];
+                    let slot = array.slot(i);
                     slot.hand_over(slot.word(), fp, tat);
                     counts.used += 1;
                     counts.tombstones -= 1;
@@ -333,7 +329,7 @@ impl Shard {
                     return Ok(());
                 }
                 Some(Free::Empty(i)) if !at_cap && roomy => {
-                    let slot = &array.slots[i];
+                    let slot = array.slot(i);
                     slot.hand_over(slot.word(), fp, tat);
                     counts.used += 1;
                     counts.next_sweep_at = counts.next_sweep_at.min(tat);
@@ -350,14 +346,15 @@ impl Shard {
                 && counts.tombstones > 0
                 && (counts.used + 1 + compact_room(len)) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
             {
-                self.compact(array, counts);
+                self.rebuild(counts, len, None);
                 continue;
             }
             if swept {
                 continue;
             }
-            if !at_cap && array.slots.len() < self.max_len {
-                self.grow(inner, now);
+            if !at_cap && len < self.max_len {
+                let grown = self.slots.grown_len(len, self.max_len);
+                self.rebuild(counts, grown, Some(now));
                 continue;
             }
             match policy {
@@ -372,11 +369,11 @@ impl Shard {
 
     /// Tombstones every expired key, then turns tombstones that end a run back into `EMPTY`.
     /// Returns whether it freed anything.
-    fn sweep(&self, array: &SlotArray, counts: &mut ShardCounts, now: u64) -> bool {
+    fn sweep(&self, array: SlotArray<'_>, counts: &mut ShardCounts, now: u64) -> bool {
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
         self.begin_removal();
-        for slot in array.slots.iter() {
+        for slot in array.iter() {
             let word = slot.word();
             if !is_live(word) {
                 continue;
@@ -400,46 +397,82 @@ impl Shard {
         reclaimed + trimmed > 0
     }
 
-    /// Rebuilds the array in place without tombstones: freezes every key, empties every slot,
-    /// then places every key again with its TAT. Forgets nothing (module docs).
+    /// Rebuilds the shard in place over `len` slots (its current length, or a larger one
+    /// for growth): freezes every key, empties every slot, then places every key again with
+    /// its TAT, without tombstones. `expired_by`: a growth also drops the keys expired by then
+    /// (a removal: the epoch moves); a compaction (`None`) forgets nothing.
     ///
     /// A key placed back in the slot it was frozen in gets its very word back, generation
     /// included: an updater that loaded that word before the freeze may still CAS it, and the
     /// update is then that same key's, on that same state. A key placed in another slot is
     /// a hand-over, which advances that slot's generation. So a slot's generation moves only
     /// when its occupant changes, as with reuse (the ABA bound in `slot.rs`).
-    fn compact(&self, array: &SlotArray, counts: &mut ShardCounts) {
+    ///
+    /// Growth: the new segments are allocated and their directory entries stored before any
+    /// key moves, and the new length is published (Release) after the last key is placed, so
+    /// a reader never indexes a slot that is not there (`array.rs`, publication).
+    fn rebuild(&self, counts: &mut ShardCounts, len: usize, expired_by: Option<u64>) {
+        let old = self.array();
         // The `moves` seqlock's writer protocol: the slot writes below are its data.
         self.moves.begin();
+        if len > old.len() {
+            counts.bytes += self.slots.extend(old.len(), len);
+        }
         let mut keys = Vec::with_capacity(counts.used);
-        for (i, slot) in array.slots.iter().enumerate() {
-            if let Some(word) = slot.freeze_unless(|_| false) {
+        let mut earliest_live = u64::MAX;
+        if expired_by.is_some() {
+            self.begin_removal();
+        }
+        for (i, slot) in old.iter().enumerate() {
+            // After this freeze no updater can change the word: they go to the locked path,
+            // which waits for us.
+            let Some(word) = slot.freeze_unless(|_| false) else {
+                continue;
+            };
+            let tat = tat_of(word);
+            if expired_by.is_some_and(|now| tat <= now) {
+                counts.reclaimed += 1;
+                counts.horizon = counts.horizon.max(tat);
+            } else {
                 // ordering: the fingerprint only changes under the lock we hold.
                 keys.push((slot.fp.load(Ordering::Relaxed), word, i));
+                earliest_live = earliest_live.min(tat);
             }
         }
-        for slot in array.slots.iter() {
+        if expired_by.is_some() {
+            self.end_removal();
+        }
+        for slot in old.iter() {
             slot.clear(EMPTY);
         }
+        let new = self.slots.view(len);
         for &(fp, word, was) in &keys {
-            let i = array.free_slot(fp);
-            let slot = &array.slots[i];
+            let i = new.free_slot(fp);
+            let slot = new.slot(i);
             if i == was {
                 slot.restore(fp, word);
             } else {
                 slot.hand_over(slot.word(), fp, tat_of(word));
             }
         }
-        debug_assert_eq!(keys.len(), counts.used);
+        if expired_by.is_some() {
+            counts.next_sweep_at = earliest_live;
+        } else {
+            debug_assert_eq!(keys.len(), counts.used);
+            counts.compactions += 1;
+        }
+        counts.used = keys.len();
         counts.tombstones = 0;
-        counts.compactions += 1;
+        if len > old.len() {
+            self.slots.publish(len);
+        }
         self.moves.end();
     }
 
     /// Turns each tombstone directly before an `EMPTY` slot into `EMPTY`, repeatedly.
-    fn trim_tombstones(array: &SlotArray) -> usize {
-        let len = array.slots.len();
-        let fp_at = |i: usize| array.slots[i].fp.load(Ordering::Relaxed);
+    fn trim_tombstones(array: SlotArray<'_>) -> usize {
+        let len = array.len();
+        let fp_at = |i: usize| array.slot(i).fp.load(Ordering::Relaxed);
         let mut trimmed = 0;
         for i in 0..len {
             if fp_at(i) != EMPTY {
@@ -447,7 +480,7 @@ impl Shard {
             }
             let mut j = if i == 0 { len - 1 } else { i - 1 };
             while j != i && fp_at(j) == TOMBSTONE {
-                array.slots[j].clear(EMPTY);
+                array.slot(j).clear(EMPTY);
                 trimmed += 1;
                 j = if j == 0 { len - 1 } else { j - 1 };
             }
@@ -456,14 +489,14 @@ impl Shard {
     }
 
     /// Forcibly evicts the key closest to expiry among those near `fp`'s home.
-    fn evict_near(&self, array: &SlotArray, counts: &mut ShardCounts, fp: u64) {
-        let len = array.slots.len();
+    fn evict_near(&self, array: SlotArray<'_>, counts: &mut ShardCounts, fp: u64) {
+        let len = array.len();
         let start = array.home(fp);
         let pick = |window: usize| {
             (0..window)
                 .map(|k| (start + k) % len)
                 .filter_map(|i| {
-                    let word = array.slots[i].word();
+                    let word = array.slot(i).word();
                     is_live(word).then_some((tat_of(word), i))
                 })
                 .min()
@@ -472,7 +505,7 @@ impl Shard {
         let Some((_, i)) = victim else {
             unreachable!("a shard at its cap holds live keys")
         };
-        let slot = &array.slots[i];
+        let slot = array.slot(i);
         self.begin_removal();
         let frozen = slot.freeze_unless(|_| false);
         self.end_removal();
@@ -484,71 +517,7 @@ impl Shard {
         }
     }
 
-    /// Moves every unexpired key into an array twice the size, or straight to `max_len` when
-    /// doubling would leave less than another doubling to go. That jump keeps the retired
-    /// arrays (a geometric series below the last one) smaller than the current array.
-    fn grow(&self, inner: &mut Inner, now: u64) {
-        let old = self.array();
-        let doubled = old.slots.len().saturating_mul(2);
-        let len = if doubled.saturating_mul(2) > self.max_len {
-            self.max_len
-        } else {
-            doubled.max(MIN_LEN)
-        };
-        let new = Box::new(SlotArray::new(len));
-        let counts = &mut inner.counts;
-        let mut used = 0;
-        let mut earliest_live = u64::MAX;
-        // Expired keys are dropped on the way.
-        self.begin_removal();
-        for slot in old.slots.iter() {
-            // After this freeze no updater can change the word: they go to the locked path,
-            // which waits for us.
-            let Some(word) = slot.freeze_unless(|_| false) else {
-                continue;
-            };
-            let tat = tat_of(word);
-            if tat <= now {
-                counts.reclaimed += 1;
-                counts.horizon = counts.horizon.max(tat);
-            } else {
-                // ordering: the fingerprint only changes under the lock we hold.
-                new.place(slot.fp.load(Ordering::Relaxed), tat);
-                used += 1;
-                earliest_live = earliest_live.min(tat);
-            }
-        }
-        self.end_removal();
-        counts.used = used;
-        counts.tombstones = 0;
-        counts.next_sweep_at = earliest_live;
-        counts.retired_bytes += old.bytes();
-        counts.bytes = counts.retired_bytes + new.bytes();
-        let new = Box::into_raw(new);
-        // ordering: Release publishes the fully built array to `array()`'s Acquire load.
-        let old = self.current.swap(new, Ordering::AcqRel);
-        inner.retired.push(AtomicPtr::new(old));
-    }
-
     pub(crate) fn counts(&self) -> ShardCounts {
         lock(&self.inner).counts.clone()
-    }
-}
-
-impl Drop for Shard {
-    fn drop(&mut self) {
-        // ordering: `&mut self`: no other thread can touch these any more.
-        let current = self.current.load(Ordering::Relaxed);
-        let retired: Vec<_> = lock(&self.inner)
-            .retired
-            .iter()
-            .map(|p| p.load(Ordering::Relaxed))
-            .collect();
-        for ptr in std::iter::once(current).chain(retired) {
-            // SAFETY: (1) every pointer came from `Box::into_raw` in `new` or `grow`; (2) each
-            // is current or retired, never both, so each is freed once; (3) `&mut self` means
-            // no reader holds a reference into any array.
-            drop(unsafe { Box::from_raw(ptr) });
-        }
     }
 }
