@@ -13,6 +13,7 @@ use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
 
 async fn leasing(server: &RedisServer, quota: Quota, cells: u32, hold: Duration) -> FleetLimiter {
     FleetLimiter::builder(quota)
+        .timeout(common::CALM_TIMEOUT)
         .lease(cells, hold)
         .connect(server.client())
         .await
@@ -21,6 +22,7 @@ async fn leasing(server: &RedisServer, quota: Quota, cells: u32, hold: Duration)
 
 async fn plain(server: &RedisServer, quota: Quota) -> FleetLimiter {
     FleetLimiter::builder(quota)
+        .timeout(common::CALM_TIMEOUT)
         .local_cache(0)
         .connect(server.client())
         .await

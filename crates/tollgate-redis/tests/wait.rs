@@ -13,6 +13,7 @@ use tollgate_redis::{FaultPolicy, FleetLimiter, Source, Stats};
 
 async fn node(server: &RedisServer, quota: Quota) -> FleetLimiter {
     FleetLimiter::builder(quota)
+        .timeout(common::CALM_TIMEOUT)
         .connect(server.client())
         .await
         .unwrap()

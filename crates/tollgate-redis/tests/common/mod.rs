@@ -12,6 +12,11 @@ use std::time::{Duration, Instant};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// The per-call timeout of limiters in tests that are not about faults: long enough that a
+/// descheduled test thread on a loaded machine never turns a healthy call into a fault (the
+/// default, 100 ms, would, and the fault policy would then answer instead of Redis).
+pub const CALM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A running `redis-server` of our own.
 #[derive(Debug)]
 pub struct RedisServer {
