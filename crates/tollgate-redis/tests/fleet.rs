@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::RedisServer;
+use common::{FAULT_TIMEOUT, RedisServer};
 use tollgate::{Error, Quota};
 use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
 
@@ -29,7 +29,9 @@ fn pttl(server: &RedisServer, key: &[u8]) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_on_one_key_admit_exactly_the_bound() {
     let server = RedisServer::start();
-    let quota = Quota::per_second(100).allow_burst(5); // T = 10 ms, b = 5
+    // T = 10 ms, b = 50: a burst of half a second, so that a task descheduled on a loaded
+    // machine loses no cells unless it stalls for longer than that.
+    let quota = Quota::per_second(100).allow_burst(50);
     let nodes = [node(&server, quota).await, node(&server, quota).await];
     let admitted = Arc::new(AtomicU64::new(0));
     let start_us = server.time_us();
@@ -65,11 +67,11 @@ async fn two_nodes_on_one_key_admit_exactly_the_bound() {
     let end_us = server.time_us();
     let admitted = admitted.load(Ordering::Relaxed);
     let window = end_us - start_us;
-    let bound = 5 + window / 10_000;
+    let bound = 50 + window / 10_000;
     println!("admitted {admitted} over {window} us (bound {bound}), per task {per_task:?}");
     // Every admission happened inside [start, end] on the server's clock: never more than
     // the bound. That is the guarantee. How close to it six busy tasks come depends on the
-    // machine (a task descheduled for longer than the burst's 50 ms loses cells), so below
+    // machine (a task descheduled for longer than the burst's 500 ms loses cells), so below
     // it the test only asks that most cells were used, which a limiter refusing wrongly fails.
     assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
     assert!(
@@ -391,7 +393,7 @@ async fn faults_follow_the_policy_and_the_limiter_recovers() {
     let quota = Quota::per_minute(4); // T = 15 s, b = 4
     let build = |policy| {
         FleetLimiter::builder(quota)
-            .timeout(Duration::from_millis(100))
+            .timeout(FAULT_TIMEOUT)
             .fault_policy(policy)
             .connect(server.client())
     };

@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::RedisServer;
+use common::{FAULT_TIMEOUT, RedisServer};
 use tollgate::Quota;
 use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
 
@@ -209,7 +209,7 @@ async fn a_dead_redis_with_leases_held_follows_the_policy() {
     let hold = Duration::from_millis(1_500);
     let node = FleetLimiter::builder(quota)
         .lease(5, hold)
-        .timeout(Duration::from_millis(100))
+        .timeout(FAULT_TIMEOUT)
         .fault_policy(FaultPolicy::FailClosed {
             retry_after: Duration::from_secs(1),
         })

@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::RedisServer;
+use common::{FAULT_TIMEOUT, RedisServer};
 use tollgate::Quota;
 use tollgate_redis::{FaultPolicy, FleetLimiter, Source, Stats};
 
@@ -180,7 +180,7 @@ async fn a_dead_redis_follows_the_fault_policy() {
     let quota = Quota::per_minute(4); // T = 15 s, b = 4
     let build = |policy| {
         FleetLimiter::builder(quota)
-            .timeout(Duration::from_millis(100))
+            .timeout(FAULT_TIMEOUT)
             .fault_policy(policy)
             .connect(server.client())
     };

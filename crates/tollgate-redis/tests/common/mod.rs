@@ -17,6 +17,11 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// default, 100 ms, would, and the fault policy would then answer instead of Redis).
 pub const CALM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The per-call timeout of limiters in tests of faults that also make healthy calls: a killed
+/// server refuses connections at once, so the fault shows without waiting this out, while a
+/// healthy call on a loaded machine is not mistaken for one.
+pub const FAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A running `redis-server` of our own.
 #[derive(Debug)]
 pub struct RedisServer {
