@@ -237,36 +237,25 @@ fn ratelimit_item(name: &str, remaining: u32, reset_secs: u64) -> HeaderValue {
     item(name, b";r=", u64::from(remaining), b";t=", reset_secs)
 }
 
-/// `{name}{k1}{v1}{k2}{v2}` as a header value, written into a stack buffer (a heap one for
-/// long names) with integer formatting of its own: no `format!` and no intermediate
-/// `String`, one allocation (the value's).
+/// `{name}{k1}{v1}{k2}{v2}` as a header value, written with integer formatting of its own
+/// into a buffer of exactly its length that becomes the value's storage: no `format!`, no
+/// intermediate `String`, no copy, one allocation.
 fn item(name: &str, k1: &[u8], v1: u64, k2: &[u8], v2: u64) -> HeaderValue {
-    const MAX_U64_DIGITS: usize = 20;
-    let len = name.len() + k1.len() + k2.len() + 2 * MAX_U64_DIGITS;
-    let mut stack = [0u8; 96];
-    let mut heap = Vec::new();
-    let buf: &mut [u8] = if len <= stack.len() {
-        &mut stack
-    } else {
-        heap.resize(len, 0);
-        &mut heap
-    };
-    let mut at = 0;
-    for part in [name.as_bytes(), k1] {
-        buf[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
+    let (mut d1, mut d2) = ([0u8; MAX_U64_DIGITS], [0u8; MAX_U64_DIGITS]);
+    let (v1, v2) = (decimal(&mut d1, v1), decimal(&mut d2, v2));
+    let mut out = Vec::with_capacity(name.len() + k1.len() + v1.len() + k2.len() + v2.len());
+    for part in [name.as_bytes(), k1, v1, k2, v2] {
+        out.extend_from_slice(part);
     }
-    at += write_u64(&mut buf[at..], v1);
-    buf[at..at + k2.len()].copy_from_slice(k2);
-    at += k2.len();
-    at += write_u64(&mut buf[at..], v2);
-    HeaderValue::from_bytes(&buf[..at]).expect("a structured field of printable ASCII")
+    // A `Vec` whose length is its capacity becomes the value's bytes without a copy.
+    HeaderValue::try_from(out).expect("a structured field of printable ASCII")
 }
 
-/// Writes `n` in decimal at the start of `out` (which has room for 20 digits); returns the
-/// number of digits.
-fn write_u64(out: &mut [u8], mut n: u64) -> usize {
-    let mut digits = [0u8; 20];
+/// The most decimal digits a `u64` has.
+const MAX_U64_DIGITS: usize = 20;
+
+/// `n` in decimal, written at the end of `digits`.
+fn decimal(digits: &mut [u8; MAX_U64_DIGITS], mut n: u64) -> &[u8] {
     let mut i = digits.len();
     loop {
         i -= 1;
@@ -276,9 +265,7 @@ fn write_u64(out: &mut [u8], mut n: u64) -> usize {
             break;
         }
     }
-    let len = digits.len() - i;
-    out[..len].copy_from_slice(&digits[i..]);
-    len
+    &digits[i..]
 }
 
 /// Two lists of items as one: `a, b`.
@@ -287,7 +274,7 @@ fn join(a: &HeaderValue, b: &HeaderValue) -> HeaderValue {
     out.extend_from_slice(a.as_bytes());
     out.extend_from_slice(b", ");
     out.extend_from_slice(b.as_bytes());
-    HeaderValue::from_bytes(&out).expect("a structured field of printable ASCII")
+    HeaderValue::try_from(out).expect("a structured field of printable ASCII")
 }
 
 #[cfg(test)]
