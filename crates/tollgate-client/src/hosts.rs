@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tollgate::Timestamp;
+
 use crate::signal::ServerSignal;
 
 /// What the client knows of one host, from [`PoliteLayer::host`](crate::PoliteLayer::host).
@@ -69,6 +71,35 @@ pub(crate) struct Counters {
     pub(crate) waits: u64,
     pub(crate) waited: Duration,
     pub(crate) last_signal: Option<ServerSignal>,
+    /// The latest attempts' send instants on the rates' clock, by sequence number (a ring).
+    sends: [Option<(u64, Timestamp)>; SENDS],
+    sent: u64,
+}
+
+/// How many recent send instants a host keeps for [`Counters::bunched`].
+const SENDS: usize = 8;
+
+impl Counters {
+    /// Records an attempt sent at `at`; returns its sequence number.
+    pub(crate) fn sent(&mut self, at: Timestamp) -> u64 {
+        let seq = self.sent;
+        self.sent += 1;
+        self.sends[(seq % SENDS as u64) as usize] = Some((seq, at));
+        seq
+    }
+
+    /// Whether another of the latest attempts was sent less than `within` from attempt
+    /// `seq`, sent at `at`: the client let them go bunched, closer than its pacing allows.
+    pub(crate) fn bunched(&self, seq: u64, at: Timestamp, within: Duration) -> bool {
+        self.sends.iter().flatten().any(|&(s, t)| {
+            let gap = if t >= at {
+                t.saturating_duration_since(at)
+            } else {
+                at.saturating_duration_since(t)
+            };
+            s != seq && gap < within
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -149,5 +180,22 @@ mod tests {
         assert!(h.get("b").is_none());
         assert_eq!(h.get("a").unwrap().requests, 2);
         assert_eq!(h.all().len(), 2);
+    }
+
+    #[test]
+    fn bunched_sends_are_seen_from_either_side() {
+        let ms = |n: u64| Timestamp::from_nanos(n * 1_000_000);
+        let mut c = Counters::default();
+        let a = c.sent(ms(0));
+        let b = c.sent(ms(100));
+        let d = c.sent(ms(101)); // bunched with b
+        let within = Duration::from_millis(50);
+        assert!(!c.bunched(a, ms(0), within));
+        assert!(c.bunched(b, ms(100), within)); // by a later send
+        assert!(c.bunched(d, ms(101), within)); // by an earlier one
+        for i in 0..SENDS as u64 {
+            c.sent(ms(1_000 + 100 * i));
+        }
+        assert!(!c.bunched(b, ms(100), within)); // forgotten: out of the ring
     }
 }
