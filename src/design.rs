@@ -317,8 +317,10 @@
 //! clump at a rate that is truly safe. Taken as a rate signal, each such 429 lowered U, the
 //! strikes then forgot L, and a key sat at half the hidden rate for minutes (the reprobe, a
 //! climb of 6 % per 30 s, cannot undo that in time). So the layer, which knows when each
-//! attempt left, keeps each host's last 8 send instants; a 429 (or 503 with `Retry-After`)
-//! of an attempt sent within half a paced interval of another is an overrun
+//! attempt left, keeps each host's last 8 send instants; when a 429 (or 503 with
+//! `Retry-After`) comes, it replays the sends up to the refused one through a GCRA of the
+//! host's paced interval and burst 1, and if one came more than half an interval early the
+//! client broke its own pacing: the 429 is an overrun
 //! ([`AdaptiveRate::overrun`](crate::AdaptiveRate::overrun)): its `Retry-After` applies, U
 //! and L stay. An evenly paced rate over the server's still draws 429s on evenly spaced
 //! sends, so it is still found; only the refusals the client caused itself are discounted

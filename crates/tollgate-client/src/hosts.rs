@@ -71,34 +71,44 @@ pub(crate) struct Counters {
     pub(crate) waits: u64,
     pub(crate) waited: Duration,
     pub(crate) last_signal: Option<ServerSignal>,
-    /// The latest attempts' send instants on the rates' clock, by sequence number (a ring).
-    sends: [Option<(u64, Timestamp)>; SENDS],
-    sent: u64,
+    /// The latest attempts' send instants on the rates' clock (a ring).
+    sends: [Option<Timestamp>; SENDS],
+    sent: usize,
 }
 
 /// How many recent send instants a host keeps for [`Counters::bunched`].
 const SENDS: usize = 8;
 
 impl Counters {
-    /// Records an attempt sent at `at`; returns its sequence number.
-    pub(crate) fn sent(&mut self, at: Timestamp) -> u64 {
-        let seq = self.sent;
-        self.sent += 1;
-        self.sends[(seq % SENDS as u64) as usize] = Some((seq, at));
-        seq
+    /// Records an attempt sent at `at`.
+    pub(crate) fn sent(&mut self, at: Timestamp) {
+        self.sends[self.sent % SENDS] = Some(at);
+        self.sent = self.sent.wrapping_add(1);
     }
 
-    /// Whether another of the latest attempts was sent less than `within` from attempt
-    /// `seq`, sent at `at`: the client let them go bunched, closer than its pacing allows.
-    pub(crate) fn bunched(&self, seq: u64, at: Timestamp, within: Duration) -> bool {
-        self.sends.iter().flatten().any(|&(s, t)| {
-            let gap = if t >= at {
-                t.saturating_duration_since(at)
-            } else {
-                at.saturating_duration_since(t)
-            };
-            s != seq && gap < within
-        })
+    /// Whether the client's own sends up to `at` (the latest [`SENDS`]) broke its pacing
+    /// at one per `interval`: replayed through a GCRA of that interval and burst 1, one of
+    /// them came more than half an interval early. The client then let them go bunched (its
+    /// turns came due during a stall and left together), and a server's small burst refuses
+    /// such a clump at any rate.
+    pub(crate) fn bunched(&self, at: Timestamp, interval: Duration) -> bool {
+        let slack = interval / 2;
+        let mut sent: Vec<Timestamp> = self
+            .sends
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&t| t <= at + slack)
+            .collect();
+        sent.sort_unstable();
+        let mut due: Option<Timestamp> = None;
+        for t in sent {
+            if due.is_some_and(|d| t + slack < d) {
+                return true;
+            }
+            due = Some(due.map_or(t, |d| d.max(t)) + interval);
+        }
+        false
     }
 }
 
@@ -183,19 +193,23 @@ mod tests {
     }
 
     #[test]
-    fn bunched_sends_are_seen_from_either_side() {
+    fn bunched_sends_break_the_clients_own_pacing() {
         let ms = |n: u64| Timestamp::from_nanos(n * 1_000_000);
+        let paced = Duration::from_millis(100);
         let mut c = Counters::default();
-        let a = c.sent(ms(0));
-        let b = c.sent(ms(100));
-        let d = c.sent(ms(101)); // bunched with b
-        let within = Duration::from_millis(50);
-        assert!(!c.bunched(a, ms(0), within));
-        assert!(c.bunched(b, ms(100), within)); // by a later send
-        assert!(c.bunched(d, ms(101), within)); // by an earlier one
+        for t in [0, 100, 240, 300] {
+            c.sent(ms(t)); // late, then 60 ms after: within half an interval of its turn
+        }
+        assert!(!c.bunched(ms(300), paced));
+        c.sent(ms(500));
+        c.sent(ms(500)); // two at once after a stall
+        c.sent(ms(530));
+        assert!(c.bunched(ms(530), paced)); // the clump is before it
+        assert!(c.bunched(ms(500), paced)); // and around it
+        assert!(!c.bunched(ms(300), paced)); // sends after it left later are not its cause
         for i in 0..SENDS as u64 {
             c.sent(ms(1_000 + 100 * i));
         }
-        assert!(!c.bunched(b, ms(100), within)); // forgotten: out of the ring
+        assert!(!c.bunched(ms(1_700), paced)); // the clump is out of the ring
     }
 }

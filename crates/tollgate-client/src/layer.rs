@@ -477,14 +477,14 @@ where
                     let in_flight = shared.inflight.in_flight(&key);
                     let sent_at = shared.rates.now();
                     let paced = shared.rates.quota(&key).interval();
-                    let seq = shared.hosts.with(&key, |c| {
+                    shared.hosts.with(&key, |c| {
                         c.requests += 1;
                         if waited >= COUNTED_WAIT {
                             c.waits += 1;
                             c.waited += waited;
                         }
                         c.in_flight_max = c.in_flight_max.max(in_flight);
-                        c.sent(sent_at)
+                        c.sent(sent_at);
                     });
                     let res = send(inner.clone(), parts.clone(), body.clone()).await;
                     drop(permit);
@@ -495,13 +495,10 @@ where
                                 response.headers(),
                                 SystemTime::now(),
                             );
-                            // Sent within half a paced interval of another attempt: the
-                            // client bunched them (it was not scheduled for a while), and a
-                            // 429 then says the server's burst ran out, not that the rate
-                            // is too high.
-                            let bunched = shared
-                                .hosts
-                                .with(&key, |c| c.bunched(seq, sent_at, paced / 2));
+                            // The client's own sends up to this one broke its pacing (it
+                            // was not scheduled for a while): a 429 then says the server's
+                            // burst ran out, not that the rate is too high.
+                            let bunched = shared.hosts.with(&key, |c| c.bunched(sent_at, paced));
                             shared.apply(&key, &sig, bunched);
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,
