@@ -311,6 +311,20 @@
 //! at the rate (the order §9 argues), sends, releases the permit, and feeds the response
 //! back; GET/HEAD/OPTIONS are retried on 429, 5xx and transport errors, never on another
 //! 4xx.
+//! A single 429 is weak evidence when the client itself may have bunched the requests: on a
+//! loaded machine the turns of several waiters come due during a scheduling stall and go out
+//! together, and a server with a small burst (3 cells at 80/s tolerate 25 ms) refuses the
+//! clump at a rate that is truly safe. Taken as a rate signal, each such 429 lowered U, the
+//! strikes then forgot L, and a key sat at half the hidden rate for minutes (the reprobe, a
+//! climb of 6 % per 30 s, cannot undo that in time). So the layer, which knows when each
+//! attempt left, keeps each host's last 8 send instants; when a 429 (or 503 with
+//! `Retry-After`) comes, it replays the sends up to the refused one through a GCRA of the
+//! host's paced interval and burst 1, and if one came more than half an interval early the
+//! client broke its own pacing: the 429 is an overrun
+//! ([`AdaptiveRate::overrun`](crate::AdaptiveRate::overrun)): its `Retry-After` applies, U
+//! and L stay. An evenly paced rate over the server's still draws 429s on evenly spaced
+//! sends, so it is still found; only the refusals the client caused itself are discounted
+//! (all 429s still count in the host's counters and in `converge.rs`'s < 1 %).
 //! reqwest's client serves its own request type; the few lines that adapt it to `http`
 //! types (`Reqwest`) are in the crate behind the `reqwest` feature, off by default, so the
 //! dependency is paid only by its users.
@@ -321,4 +335,4 @@
 //! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `tests/adaptive.rs::retry_after_pushes…` |
 //! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |
-//! | converges within 5 % under a hidden rate, < 1 % 429s after | the bisection above | `crates/tollgate-client/tests/converge.rs` (real hyper servers behind tollgate-tower) |
+//! | converges within 5 % under a hidden rate, < 1 % 429s after | the bisection above; bunched sends do not move the bracket | `crates/tollgate-client/tests/converge.rs` (real hyper servers behind tollgate-tower, run 4 at once on 2 cores), `tests/layer.rs::a_429_of_requests_the_client_sent_bunched…` |

@@ -271,6 +271,36 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
         lowered
     }
 
+    /// The server refused a request of `key` that the client itself sent bunched with
+    /// others (closer together than the key's paced interval, as after the client was not
+    /// scheduled for a while): a burst overrun, not evidence that the rate is too high. Only
+    /// the `Retry-After` applies (capped as in [`throttled`](AdaptiveRate::throttled)); the
+    /// rate and what was learned of the server's rate stay. The throttle is counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{AdaptiveConfig, AdaptiveRate, ManualClock};
+    ///
+    /// let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), ManualClock::new());
+    /// rates.overrun("example.com", Some(Duration::from_secs(1)));
+    /// assert_eq!(rates.rate("example.com"), 10.0); // not lowered
+    /// assert!(rates.check("example.com").is_err()); // but held back by the Retry-After
+    /// assert_eq!(rates.snapshot("example.com").unwrap().throttles, 1);
+    /// ```
+    pub fn overrun(&self, key: &K, retry_after: Option<Duration>) {
+        let shared = &*self.shared;
+        let capped = retry_after.map(|d| d.min(shared.config.max_retry_after));
+        shared
+            .table
+            .with(self.hash(key), &shared.config, |k| k.overrun(capped));
+        if let Some(wait) = capped {
+            // As in `throttled`: a full limiter table paces at the rate alone.
+            let _ = shared.limiter.penalize(key, wait);
+        }
+    }
+
     /// The server announced its policy for `key` (`RateLimit-Policy`, `X-RateLimit-Limit`):
     /// from now on the key is paced at exactly that rate, clamped to floor and ceiling, and
     /// successes and throttles no longer move it (a throttle still pushes by its

@@ -216,6 +216,12 @@ impl KeyRate {
         true
     }
 
+    /// A throttle the client caused by sending requests bunched: counted, nothing learned.
+    pub(crate) fn overrun(&mut self, retry_after: Option<Duration>) {
+        self.snap.throttles += 1;
+        self.snap.last_signal = Signal::Throttled { retry_after };
+    }
+
     /// The server announced `policy`: pace to it, within floor and ceiling.
     pub(crate) fn announce(&mut self, config: &AdaptiveConfig, policy: Quota) {
         let rate = rate_of(policy).clamp(config.floor, config.ceiling);

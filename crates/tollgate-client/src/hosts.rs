@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use tollgate::Timestamp;
+
 use crate::signal::ServerSignal;
 
 /// What the client knows of one host, from [`PoliteLayer::host`](crate::PoliteLayer::host).
@@ -69,6 +71,45 @@ pub(crate) struct Counters {
     pub(crate) waits: u64,
     pub(crate) waited: Duration,
     pub(crate) last_signal: Option<ServerSignal>,
+    /// The latest attempts' send instants on the rates' clock (a ring).
+    sends: [Option<Timestamp>; SENDS],
+    sent: usize,
+}
+
+/// How many recent send instants a host keeps for [`Counters::bunched`].
+const SENDS: usize = 8;
+
+impl Counters {
+    /// Records an attempt sent at `at`.
+    pub(crate) fn sent(&mut self, at: Timestamp) {
+        self.sends[self.sent % SENDS] = Some(at);
+        self.sent = self.sent.wrapping_add(1);
+    }
+
+    /// Whether the client's own sends up to `at` (the latest [`SENDS`]) broke its pacing
+    /// at one per `interval`: replayed through a GCRA of that interval and burst 1, one of
+    /// them came more than half an interval early. The client then let them go bunched (its
+    /// turns came due during a stall and left together), and a server's small burst refuses
+    /// such a clump at any rate.
+    pub(crate) fn bunched(&self, at: Timestamp, interval: Duration) -> bool {
+        let slack = interval / 2;
+        let mut sent: Vec<Timestamp> = self
+            .sends
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&t| t <= at + slack)
+            .collect();
+        sent.sort_unstable();
+        let mut due: Option<Timestamp> = None;
+        for t in sent {
+            if due.is_some_and(|d| t + slack < d) {
+                return true;
+            }
+            due = Some(due.map_or(t, |d| d.max(t)) + interval);
+        }
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -149,5 +190,26 @@ mod tests {
         assert!(h.get("b").is_none());
         assert_eq!(h.get("a").unwrap().requests, 2);
         assert_eq!(h.all().len(), 2);
+    }
+
+    #[test]
+    fn bunched_sends_break_the_clients_own_pacing() {
+        let ms = |n: u64| Timestamp::from_nanos(n * 1_000_000);
+        let paced = Duration::from_millis(100);
+        let mut c = Counters::default();
+        for t in [0, 100, 240, 300] {
+            c.sent(ms(t)); // late, then 60 ms after: within half an interval of its turn
+        }
+        assert!(!c.bunched(ms(300), paced));
+        c.sent(ms(500));
+        c.sent(ms(500)); // two at once after a stall
+        c.sent(ms(530));
+        assert!(c.bunched(ms(530), paced)); // the clump is before it
+        assert!(c.bunched(ms(500), paced)); // and around it
+        assert!(!c.bunched(ms(300), paced)); // sends after it left later are not its cause
+        for i in 0..SENDS as u64 {
+            c.sent(ms(1_000 + 100 * i));
+        }
+        assert!(!c.bunched(ms(1_700), paced)); // the clump is out of the ring
     }
 }

@@ -318,8 +318,10 @@ impl Shared {
         }
     }
 
-    /// Feeds a response's signals to the host's rate and counters.
-    fn apply(&self, key: &str, sig: &ServerSignal) {
+    /// Feeds a response's signals to the host's rate and counters; a throttle of an attempt
+    /// the client sent `bunched` with others is an overrun of the server's burst (its
+    /// `Retry-After` applies, the rate stays).
+    fn apply(&self, key: &str, sig: &ServerSignal, bunched: bool) {
         if let Some(policy) = sig.policy {
             self.rates.announce(key, policy);
         }
@@ -332,6 +334,11 @@ impl Shared {
                         .limiter()
                         .penalize(key, reset.min(MAX_RESET_HOLD));
                 }
+            }
+            Verdict::Throttled | Verdict::Unavailable
+                if bunched && (sig.verdict == Verdict::Throttled || sig.retry_after.is_some()) =>
+            {
+                self.rates.overrun(key, sig.retry_after);
             }
             Verdict::Throttled => {
                 self.rates.throttled(key, sig.retry_after);
@@ -468,6 +475,8 @@ where
                     let _ = shared.rates.until_ready(&key).await;
                     let waited = asked.elapsed();
                     let in_flight = shared.inflight.in_flight(&key);
+                    let sent_at = shared.rates.now();
+                    let paced = shared.rates.quota(&key).interval();
                     shared.hosts.with(&key, |c| {
                         c.requests += 1;
                         if waited >= COUNTED_WAIT {
@@ -475,6 +484,7 @@ where
                             c.waited += waited;
                         }
                         c.in_flight_max = c.in_flight_max.max(in_flight);
+                        c.sent(sent_at);
                     });
                     let res = send(inner.clone(), parts.clone(), body.clone()).await;
                     drop(permit);
@@ -485,7 +495,11 @@ where
                                 response.headers(),
                                 SystemTime::now(),
                             );
-                            shared.apply(&key, &sig);
+                            // The client's own sends up to this one broke its pacing (it
+                            // was not scheduled for a while): a 429 then says the server's
+                            // burst ran out, not that the rate is too high.
+                            let bunched = shared.hosts.with(&key, |c| c.bunched(sent_at, paced));
+                            shared.apply(&key, &sig, bunched);
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,
                                 Verdict::Throttled => Failure::Throttled {

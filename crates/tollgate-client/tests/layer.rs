@@ -207,3 +207,56 @@ fn ratelimit_remaining_zero_holds_the_host_until_the_reset() {
         .unwrap();
     assert!(wait > Duration::from_secs(20), "{wait:?}");
 }
+
+/// Three GETs at once through a layer at 10/s on a manual clock, the third answered 429;
+/// the clock moves by `steps` while they wait their turns (each polled after each step).
+/// Returns the host's rate, its 429 count and the rate's bracket top after.
+fn third_throttled_after(steps: &[u64]) -> (f64, u64, Option<f64>) {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    use tollgate::{AdaptiveRate, ManualClock};
+
+    let clock = ManualClock::new();
+    let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), clock.clone());
+    let l = PoliteLayer::with_rates(rates).retry(RetryPolicy::never());
+    let (svc, seen) = scripted(&[200, 200, 429], &[("retry-after", "0")]);
+    let polite = l.layer(svc);
+    let mut futs: Vec<_> = (0..3)
+        .map(|_| {
+            let req = Request::get("http://h.example/").body(()).unwrap();
+            Some(Box::pin(polite.clone().oneshot(req)))
+        })
+        .collect();
+    let mut cx = Context::from_waker(Waker::noop());
+    for &ms in std::iter::once(&0).chain(steps) {
+        clock.advance(Duration::from_millis(ms));
+        for slot in &mut futs {
+            if let Some(f) = slot {
+                if let Poll::Ready(res) = f.as_mut().poll(&mut cx) {
+                    res.unwrap();
+                    *slot = None;
+                }
+            }
+        }
+    }
+    assert!(futs.iter().all(Option::is_none), "a request still waits");
+    assert_eq!(*seen.lock().unwrap(), 3);
+    let h = l.host("h.example:80").unwrap();
+    let snap = l.rates().snapshot("h.example:80").unwrap();
+    (h.rate, h.throttled, snap.throttled_at)
+}
+
+#[test]
+fn a_429_of_requests_the_client_sent_bunched_does_not_lower_the_rate() {
+    // Paced: sent at 0, 100 and 200 ms (10/s), so the 429 is about the rate.
+    let (rate, throttled, upper) = third_throttled_after(&[100, 100]);
+    assert_eq!(throttled, 1);
+    assert!(rate < 10.0, "{rate}");
+    assert!(upper.is_some());
+    // The client stalled: the second and third turns came due together at 250 ms and went
+    // out at once. The server's burst ran out, which says nothing of its rate.
+    let (rate, throttled, upper) = third_throttled_after(&[250]);
+    assert_eq!(throttled, 1);
+    assert!(rate > 10.0, "{rate}"); // the two successes climbed, the 429 did not cut
+    assert_eq!(upper, None);
+}
