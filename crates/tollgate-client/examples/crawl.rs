@@ -8,6 +8,9 @@
 //! cargo run --release -p tollgate-client --example crawl -- [--seconds 15] [--tasks 8]
 //! ```
 
+#[path = "common/args.rs"]
+mod args;
+
 #[path = "../tests/support/hosts.rs"]
 mod hosts;
 
@@ -15,7 +18,6 @@ mod hosts;
 mod crawl;
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use hosts::HostSpec;
 
@@ -54,29 +56,9 @@ const fn ietf(name: &'static str, rate: u32, flaky: f64) -> HostSpec {
     }
 }
 
-fn parse_args() -> Result<(Duration, usize), String> {
-    let mut seconds = 15.0;
-    let mut tasks = 8;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--seconds" => seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
-            "--tasks" => tasks = value()?.parse().map_err(|e| format!("--tasks: {e}"))?,
-            "-h" | "--help" => return Err("usage: crawl [--seconds S] [--tasks PER_HOST]".into()),
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    let seconds = Duration::try_from_secs_f64(seconds).map_err(|e| format!("--seconds: {e}"))?;
-    if tasks == 0 {
-        return Err("--tasks must be at least 1".into());
-    }
-    Ok((seconds, tasks))
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
-    let (seconds, tasks) = match parse_args() {
+    let (seconds, tasks) = match args::parse("crawl", 15.0, 8) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");

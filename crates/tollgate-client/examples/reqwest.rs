@@ -7,6 +7,9 @@
 //! cargo run --release -p tollgate-client --features reqwest --example reqwest -- [--seconds 5] [--tasks 4]
 //! ```
 
+#[path = "common/args.rs"]
+mod args;
+
 #[path = "../tests/support/hosts.rs"]
 mod hosts;
 
@@ -39,28 +42,9 @@ const HOSTS: [HostSpec; 2] = [
     },
 ];
 
-fn parse_args() -> Result<(Duration, usize), String> {
-    let (mut seconds, mut tasks) = (5.0, 4);
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--seconds" => seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
-            "--tasks" => tasks = value()?.parse().map_err(|e| format!("--tasks: {e}"))?,
-            "-h" | "--help" => return Err("usage: reqwest [--seconds S] [--tasks PER_HOST]".into()),
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    let seconds = Duration::try_from_secs_f64(seconds).map_err(|e| format!("--seconds: {e}"))?;
-    if tasks == 0 {
-        return Err("--tasks must be at least 1".into());
-    }
-    Ok((seconds, tasks))
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
-    let (seconds, tasks) = match parse_args() {
+    let (seconds, tasks) = match args::parse("reqwest", 5.0, 4) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");
