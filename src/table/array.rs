@@ -307,7 +307,11 @@ impl<'a> SlotArray<'a> {
     /// Linear probing from `fp`'s home over every slot once, run by run: `visit` gets each
     /// index and slot and says whether to stop.
     #[inline]
-    fn probe<T>(&self, fp: u64, mut visit: impl FnMut(usize, &'a Slot) -> Option<T>) -> Option<T> {
+    pub(super) fn probe<T>(
+        &self,
+        fp: u64,
+        mut visit: impl FnMut(usize, &'a Slot) -> Option<T>,
+    ) -> Option<T> {
         let mut i = self.home(fp);
         let (mut biased, mut end) = self.run(i);
         for _ in 0..self.len {

@@ -9,6 +9,7 @@
 //! and `array.rs` for the segments that let a shard grow in place, retiring nothing.
 
 mod array;
+mod gate;
 mod shard;
 mod slot;
 

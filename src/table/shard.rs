@@ -32,6 +32,7 @@
 //! mid-rebuild.
 
 use super::array::{Free, Probe, Segments, SlotArray};
+use super::gate::FullGate;
 use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
 use crate::seq::{Epoch, SeqCount};
 use crate::sync::{Mutex, Ordering, lock};
@@ -120,6 +121,8 @@ pub(crate) struct ShardCounts {
 #[derive(Debug)]
 struct Inner {
     counts: ShardCounts,
+    /// Whether `Shard::gate` is closed (only the lock holder opens and closes it).
+    gate_closed: bool,
 }
 
 #[derive(Debug)]
@@ -135,6 +138,9 @@ pub(crate) struct Shard {
     /// the slots so that a lock-free probe can miss a key the shard holds (see
     /// `absent_for_sure`).
     moves: SeqCount,
+    /// Closed while the shard is at its cap with nothing expired, so that new keys can be
+    /// refused without the lock (`gate.rs`).
+    gate: FullGate,
     inner: Mutex<Inner>,
     /// The most keys this shard holds.
     cap: usize,
@@ -151,11 +157,13 @@ impl Shard {
             slots,
             removals: Epoch::new(),
             moves: SeqCount::new(),
+            gate: FullGate::new(),
             inner: Mutex::new(Inner {
                 counts: ShardCounts {
                     bytes,
                     ..ShardCounts::default()
                 },
+                gate_closed: false,
             }),
             cap,
             max_len,
@@ -205,20 +213,66 @@ impl Shard {
         policy: FullPolicy,
         f: &mut impl FnMut(u64) -> Step<R>,
     ) -> Result<R, Full> {
+        if policy == FullPolicy::RefuseNewKeys {
+            if let Some(decided) = self.refuse_unlocked(fp, now, f) {
+                return decided;
+            }
+        }
         let mut inner = lock(&self.inner);
         let array = self.array();
-        if let Probe::Found(i) = array.probe_locked(fp, now) {
-            match array.slot(i).update(fp, f) {
+        let free = match array.probe_locked(fp, now) {
+            Probe::Found(i) => match array.slot(i).update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
                 // Only lock holders freeze slots or change fingerprints.
                 Attempt::Frozen | Attempt::Moved => unreachable!("slot changed under the lock"),
-            }
-        }
+            },
+            Probe::Absent(free) => free,
+        };
         let (write, out) = f(inner.counts.horizon);
         if let Some(tat) = write {
-            self.insert(&mut inner, fp, tat, now, policy)?;
+            self.insert(&mut inner, fp, tat, now, policy, free)?;
         }
         Ok(out)
+    }
+
+    /// The lock-free refusal (`gate.rs`): if the gate is closed, `now` is below its `until`,
+    /// and the key's run holds neither the key nor a key expired by `now`, decides as the
+    /// locked path would: runs `f` on the horizon and refuses the key if `f` writes, else
+    /// returns `f`'s answer. `None`: not decided, take the lock.
+    #[inline]
+    fn refuse_unlocked<R>(
+        &self,
+        fp: u64,
+        now: u64,
+        f: &mut impl FnMut(u64) -> Step<R>,
+    ) -> Option<Result<R, Full>> {
+        let closed = self.gate.read()?;
+        if now >= closed.until {
+            return None;
+        }
+        // The run as `probe_locked` sees it: `Some(())` stops at the key or an expired key
+        // (the locked path must decide), `None` from the probe is a miss.
+        let stop = self.array().probe(fp, |_, slot| {
+            // ordering: Acquire, as in `SlotArray::find`; the gate's validation covers it.
+            match slot.fp.load(Ordering::Acquire) {
+                EMPTY => Some(false),
+                TOMBSTONE => None,
+                f if f == fp => Some(true),
+                _ => {
+                    let word = slot.word();
+                    (is_live(word) && tat_of(word) <= now).then_some(true)
+                }
+            }
+        });
+        if stop == Some(true) || !self.gate.still_closed(&closed) {
+            return None;
+        }
+        let (write, out) = f(closed.horizon);
+        if write.is_none() {
+            return Some(Ok(out));
+        }
+        self.gate.count_refusal();
+        Some(Err(Full))
     }
 
     /// Whether a lock-free probe shows that the shard does not hold `fp`, with no lock taken.
@@ -268,6 +322,7 @@ impl Shard {
             return false;
         };
         let slot = array.slot(i);
+        self.open_gate(&mut inner);
         self.begin_removal();
         let frozen = slot.freeze_unless(|_| false);
         self.end_removal();
@@ -280,6 +335,16 @@ impl Shard {
         true
     }
 
+    /// Opens the gate (under the lock) before a change to the slots (`gate.rs`).
+    fn open_gate(&self, inner: &mut Inner) {
+        if inner.gate_closed {
+            self.gate.open();
+            inner.gate_closed = false;
+        }
+    }
+
+    /// Inserts absent key `fp`. `probed`: what the caller's locked probe found free on the
+    /// key's run, still true under the same lock.
     fn insert(
         &self,
         inner: &mut Inner,
@@ -287,7 +352,10 @@ impl Shard {
         tat: u64,
         now: u64,
         policy: FullPolicy,
+        probed: Option<Free>,
     ) -> Result<(), Full> {
+        self.open_gate(inner);
+        let mut probed = Some(probed);
         loop {
             let array = self.array();
             let len = array.len();
@@ -295,10 +363,14 @@ impl Shard {
             // an eighth of its slots they would make every miss probe a long way.
             if len == self.max_len && inner.counts.tombstones >= compact_room(len) {
                 self.rebuild(&mut inner.counts, len, None);
+                probed = None;
             }
-            let free = match array.probe_locked(fp, now) {
-                Probe::Absent(free) => free,
-                Probe::Found(_) => unreachable!("the caller probed under the same lock"),
+            let free = match probed.take() {
+                Some(free) => free,
+                None => match array.probe_locked(fp, now) {
+                    Probe::Absent(free) => free,
+                    Probe::Found(_) => unreachable!("the caller probed under the same lock"),
+                },
             };
             let counts = &mut inner.counts;
             let at_cap = counts.used >= self.cap;
@@ -360,9 +432,20 @@ impl Shard {
             match policy {
                 FullPolicy::RefuseNewKeys => {
                     counts.refused += 1;
+                    if at_cap && now < counts.next_sweep_at {
+                        // Nothing is expired by `now`, and nothing can be before
+                        // `next_sweep_at` (just swept, or not due): later new keys are refused
+                        // the same way without the lock until then, or until a change.
+                        self.gate.close(counts.next_sweep_at, counts.horizon);
+                        inner.gate_closed = true;
+                    }
                     return Err(Full);
                 }
-                FullPolicy::EvictClosestToExpiry => self.evict_near(array, counts, fp),
+                FullPolicy::EvictClosestToExpiry => {
+                    if self.evict_near(array, counts, fp, tat) {
+                        return Ok(());
+                    }
+                }
             }
         }
     }
@@ -488,36 +571,70 @@ impl Shard {
         trimmed
     }
 
-    /// Forcibly evicts the key closest to expiry among those near `fp`'s home.
-    fn evict_near(&self, array: SlotArray<'_>, counts: &mut ShardCounts, fp: u64) {
+    /// Forcibly evicts the key closest to expiry among the `EVICTION_WINDOW` slots from
+    /// `fp`'s home (the whole shard if none is live there). If that key lies on `fp`'s own
+    /// probe run (no `EMPTY` slot between `fp`'s home and it), `fp` takes its slot in place
+    /// with TAT `tat`, as a reclaim of an expired key does (freeze, fingerprint, new-generation
+    /// word: `slot.rs`), and this returns `true`: no tombstone is left, so no compaction is
+    /// owed. Otherwise the victim's slot becomes a tombstone and the caller probes again.
+    fn evict_near(
+        &self,
+        array: SlotArray<'_>,
+        counts: &mut ShardCounts,
+        fp: u64,
+        tat: u64,
+    ) -> bool {
         let len = array.len();
         let start = array.home(fp);
-        let pick = |window: usize| {
-            (0..window)
-                .map(|k| (start + k) % len)
-                .filter_map(|i| {
-                    let word = array.slot(i).word();
-                    is_live(word).then_some((tat_of(word), i))
+        // ordering (fingerprints): they only change under the lock we hold.
+        let fp_at = |i: usize| array.slot(i).fp.load(Ordering::Relaxed);
+        // One pass over the window: the live key with the least TAT, and where `fp`'s run
+        // ends (its first `EMPTY`), as offsets from the home.
+        let mut best: Option<(u64, usize)> = None;
+        let mut run_end = usize::MAX;
+        for k in 0..EVICTION_WINDOW.min(len) {
+            let i = (start + k) % len;
+            if run_end == usize::MAX && fp_at(i) == EMPTY {
+                run_end = k;
+            }
+            let word = array.slot(i).word();
+            if is_live(word) && best.is_none_or(|(t, _)| tat_of(word) < t) {
+                best = Some((tat_of(word), k));
+            }
+        }
+        if best.is_none() {
+            best = (0..len)
+                .filter_map(|k| {
+                    let word = array.slot((start + k) % len).word();
+                    is_live(word).then_some((tat_of(word), k))
                 })
-                .min()
-        };
-        let victim = pick(EVICTION_WINDOW.min(len)).or_else(|| pick(len));
-        let Some((_, i)) = victim else {
+                .min();
+        }
+        let Some((_, k)) = best else {
             unreachable!("a shard at its cap holds live keys")
         };
-        let slot = array.slot(i);
+        let slot = array.slot((start + k) % len);
         self.begin_removal();
         let frozen = slot.freeze_unless(|_| false);
         self.end_removal();
-        if frozen.is_some() {
-            slot.clear(TOMBSTONE);
-            counts.used -= 1;
-            counts.tombstones += 1;
-            counts.evicted += 1;
+        let Some(old) = frozen else {
+            return false;
+        };
+        counts.evicted += 1;
+        if k < run_end {
+            slot.hand_over(frozen_word(old), fp, tat);
+            counts.next_sweep_at = counts.next_sweep_at.min(tat);
+            return true;
         }
+        slot.clear(TOMBSTONE);
+        counts.used -= 1;
+        counts.tombstones += 1;
+        false
     }
 
     pub(crate) fn counts(&self) -> ShardCounts {
-        lock(&self.inner).counts.clone()
+        let mut counts = lock(&self.inner).counts.clone();
+        counts.refused += self.gate.refused();
+        counts
     }
 }
