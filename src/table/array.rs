@@ -344,25 +344,43 @@ impl<'a> SlotArray<'a> {
         .flatten()
     }
 
-    /// Locked probe: the key's slot, or where a new key could go.
+    /// Locked probe: the key's slot, or where a new key could go and, for a forced
+    /// eviction, the live key on the run with the least TAT (the first of equals).
     pub(super) fn probe_locked(&self, fp: u64, now: u64) -> Probe {
         let mut free = None;
+        // The least TAT so far and its index (`usize::MAX`: none); kept with selects rather
+        // than branches, as TATs along a run come in no order a predictor could learn.
+        let (mut least_tat, mut least) = (u64::MAX, usize::MAX);
         let found = self.probe(fp, |i, slot| {
             // ordering: fingerprints only change under the lock we hold.
             match slot.fp.load(Ordering::Relaxed) {
                 f if f == fp => return Some(Probe::Found(i)),
-                EMPTY => return Some(Probe::Absent(free.or(Some(Free::Empty(i))))),
+                EMPTY => return Some(Probe::Absent(free.or(Some(Free::Empty(i))), None)),
                 TOMBSTONE => free = free.or(Some(Free::Tombstone(i))),
                 _ => {
                     let word = slot.word();
-                    if free.is_none() && is_live(word) && tat_of(word) <= now {
+                    // A frozen word counts as never expiring: it is no candidate.
+                    let tat = if is_live(word) {
+                        tat_of(word)
+                    } else {
+                        u64::MAX
+                    };
+                    if free.is_none() && tat <= now {
                         free = Some(Free::Expired(i));
                     }
+                    let less = tat < least_tat;
+                    least_tat = if less { tat } else { least_tat };
+                    least = if less { i } else { least };
                 }
             }
             None
         });
-        found.unwrap_or(Probe::Absent(free))
+        let least = (least != usize::MAX).then_some(least);
+        match found {
+            Some(Probe::Absent(free, _)) => Probe::Absent(free, least),
+            Some(found) => found,
+            None => Probe::Absent(free, least),
+        }
     }
 
     /// The first `EMPTY` slot on `fp`'s probe run (under the lock).
@@ -379,8 +397,9 @@ impl<'a> SlotArray<'a> {
 pub(super) enum Probe {
     /// The key, at this index.
     Found(usize),
-    /// Not the key; where a new key could go on its run, if anywhere.
-    Absent(Option<Free>),
+    /// Not the key; where a new key could go on its run, if anywhere, and the index of the
+    /// live key on the run with the least TAT, if any.
+    Absent(Option<Free>, Option<usize>),
 }
 
 /// A slot a new key may take, in order of preference on its probe run.

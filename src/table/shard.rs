@@ -54,8 +54,11 @@ const COMPACT_ROOM: usize = 8;
 fn compact_room(len: usize) -> usize {
     (len / COMPACT_ROOM).max(1)
 }
-/// How many slots around a new key's home are searched for the entry closest to expiry.
-const EVICTION_WINDOW: usize = 64;
+/// A shard of at most this many slots evicts the key closest to expiry in the whole shard.
+const SMALL_SHARD: usize = 64;
+/// A larger shard evicts the key closest to expiry on the new key's probe run or, if that
+/// run holds no key, among this many keys from its home on.
+const FALLBACK_KEYS: usize = 16;
 
 /// What to do when a shard holds its share of the capacity and no key has expired.
 ///
@@ -220,17 +223,17 @@ impl Shard {
         }
         let mut inner = lock(&self.inner);
         let array = self.array();
-        let free = match array.probe_locked(fp, now) {
+        let probed = match array.probe_locked(fp, now) {
             Probe::Found(i) => match array.slot(i).update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
                 // Only lock holders freeze slots or change fingerprints.
                 Attempt::Frozen | Attempt::Moved => unreachable!("slot changed under the lock"),
             },
-            Probe::Absent(free) => free,
+            Probe::Absent(free, least) => (free, least),
         };
         let (write, out) = f(inner.counts.horizon);
         if let Some(tat) = write {
-            self.insert(&mut inner, fp, tat, now, policy, free)?;
+            self.insert(&mut inner, fp, tat, now, policy, probed)?;
         }
         Ok(out)
     }
@@ -343,8 +346,8 @@ impl Shard {
         }
     }
 
-    /// Inserts absent key `fp`. `probed`: what the caller's locked probe found free on the
-    /// key's run, still true under the same lock.
+    /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's
+    /// run (`Probe::Absent`), still true under the same lock.
     fn insert(
         &self,
         inner: &mut Inner,
@@ -352,7 +355,7 @@ impl Shard {
         tat: u64,
         now: u64,
         policy: FullPolicy,
-        probed: Option<Free>,
+        probed: (Option<Free>, Option<usize>),
     ) -> Result<(), Full> {
         self.open_gate(inner);
         let mut probed = Some(probed);
@@ -365,10 +368,10 @@ impl Shard {
                 self.rebuild(&mut inner.counts, len, None);
                 probed = None;
             }
-            let free = match probed.take() {
-                Some(free) => free,
+            let (free, least) = match probed.take() {
+                Some(probed) => probed,
                 None => match array.probe_locked(fp, now) {
-                    Probe::Absent(free) => free,
+                    Probe::Absent(free, least) => (free, least),
                     Probe::Found(_) => unreachable!("the caller probed under the same lock"),
                 },
             };
@@ -442,7 +445,7 @@ impl Shard {
                     return Err(Full);
                 }
                 FullPolicy::EvictClosestToExpiry => {
-                    if self.evict_near(array, counts, fp, tat) {
+                    if self.evict(array, counts, fp, tat, least) {
                         return Ok(());
                     }
                 }
@@ -571,65 +574,81 @@ impl Shard {
         trimmed
     }
 
-    /// Forcibly evicts the key closest to expiry among the `EVICTION_WINDOW` slots from
-    /// `fp`'s home (the whole shard if none is live there). If that key lies on `fp`'s own
-    /// probe run (no `EMPTY` slot between `fp`'s home and it), `fp` takes its slot in place
-    /// with TAT `tat`, as a reclaim of an expired key does (freeze, fingerprint, new-generation
-    /// word: `slot.rs`), and this returns `true`: no tombstone is left, so no compaction is
-    /// owed. Otherwise the victim's slot becomes a tombstone and the caller probes again.
-    fn evict_near(
+    /// Forcibly evicts a live key for new key `fp` (`FullPolicy::EvictClosestToExpiry`), the
+    /// one with the least TAT (the first of equals from `fp`'s home) among:
+    ///
+    /// * in a shard of more than `SMALL_SHARD` slots, the keys on `fp`'s own probe run (`least`,
+    ///   from the locked probe that just walked it), or, if the run holds no live key, the
+    ///   first `FALLBACK_KEYS` live keys from `fp`'s home on;
+    /// * in a smaller shard, all its keys.
+    ///
+    /// A victim on `fp`'s run (no `EMPTY` slot between `fp`'s home and it) gives `fp` its
+    /// slot in place, with TAT `tat`, as a reclaim of an expired key does (freeze, fingerprint,
+    /// new-generation word: `slot.rs`); this returns `true`, and no tombstone is left, so no
+    /// compaction is owed. Otherwise the victim's slot becomes a tombstone (`EMPTY` if it ends
+    /// its run) and the caller probes again.
+    fn evict(
         &self,
         array: SlotArray<'_>,
         counts: &mut ShardCounts,
         fp: u64,
         tat: u64,
+        least: Option<usize>,
     ) -> bool {
         let len = array.len();
-        let start = array.home(fp);
-        // ordering (fingerprints): they only change under the lock we hold.
-        let fp_at = |i: usize| array.slot(i).fp.load(Ordering::Relaxed);
-        // One pass over the window: the live key with the least TAT, and where `fp`'s run
-        // ends (its first `EMPTY`), as offsets from the home.
-        let mut best: Option<(u64, usize)> = None;
-        let mut run_end = usize::MAX;
-        for k in 0..EVICTION_WINDOW.min(len) {
-            let i = (start + k) % len;
-            if run_end == usize::MAX && fp_at(i) == EMPTY {
-                run_end = k;
-            }
-            let word = array.slot(i).word();
-            if is_live(word) && best.is_none_or(|(t, _)| tat_of(word) < t) {
-                best = Some((tat_of(word), k));
-            }
-        }
-        if best.is_none() {
-            best = (0..len)
-                .filter_map(|k| {
-                    let word = array.slot((start + k) % len).word();
-                    is_live(word).then_some((tat_of(word), k))
-                })
-                .min();
-        }
-        let Some((_, k)) = best else {
-            unreachable!("a shard at its cap holds live keys")
+        let (i, on_run) = match least {
+            Some(i) if len > SMALL_SHARD => (i, true),
+            _ if len > SMALL_SHARD => Self::least_from_home(array, fp, FALLBACK_KEYS),
+            _ => Self::least_from_home(array, fp, len),
         };
-        let slot = array.slot((start + k) % len);
+        let slot = array.slot(i);
         self.begin_removal();
         let frozen = slot.freeze_unless(|_| false);
         self.end_removal();
         let Some(old) = frozen else {
-            return false;
+            unreachable!("only lock holders freeze a live slot")
         };
         counts.evicted += 1;
-        if k < run_end {
+        if on_run {
             slot.hand_over(frozen_word(old), fp, tat);
             counts.next_sweep_at = counts.next_sweep_at.min(tat);
             return true;
         }
-        slot.clear(TOMBSTONE);
         counts.used -= 1;
-        counts.tombstones += 1;
+        // ordering: fingerprints only change under the lock we hold.
+        if array.slot((i + 1) % len).fp.load(Ordering::Relaxed) == EMPTY {
+            // No probe run goes past the victim: its slot can end runs itself.
+            slot.clear(EMPTY);
+        } else {
+            slot.clear(TOMBSTONE);
+            counts.tombstones += 1;
+        }
         false
+    }
+
+    /// The live slot with the least TAT (the first of equals) among the first `keys` live
+    /// slots from `fp`'s home, and whether it lies on `fp`'s probe run.
+    fn least_from_home(array: SlotArray<'_>, fp: u64, keys: usize) -> (usize, bool) {
+        let mut seen = 0;
+        let mut on_run = true;
+        let mut best: Option<(u64, usize, bool)> = None;
+        array.probe(fp, |i, slot| {
+            // ordering: fingerprints only change under the lock we hold.
+            on_run &= slot.fp.load(Ordering::Relaxed) != EMPTY;
+            let word = slot.word();
+            if !is_live(word) {
+                return None;
+            }
+            if best.is_none_or(|(t, ..)| tat_of(word) < t) {
+                best = Some((tat_of(word), i, on_run));
+            }
+            seen += 1;
+            (seen == keys).then_some(())
+        });
+        let Some((_, i, on_run)) = best else {
+            unreachable!("a shard at its cap holds live keys")
+        };
+        (i, on_run)
     }
 
     pub(crate) fn counts(&self) -> ShardCounts {
