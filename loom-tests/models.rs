@@ -809,6 +809,88 @@ fn evict_vs_update_model() {
     model("evict_vs_update", evict_vs_update);
 }
 
+/// Capacity 1, evict when full. Live key A has used its whole burst (TAT 2 000). One thread
+/// checks new key B, sharing A's home, which evicts A and takes its slot in place (TAT
+/// 1 000); the other reads A's state (a 0-cell check). The reader meets A's word, a frozen
+/// word (the locked path, which waits), or B's fingerprint; it must read A's own TAT or, once
+/// A is gone, the horizon (0), never B's state.
+fn evict_in_place_vs_reader_of_the_victim(roles: Roles) {
+    let (a, b) = key_pair(true);
+    let l = limiter(2, 1, FullPolicy::EvictClosestToExpiry);
+    assert!(l.check_n_at(&a, 2, at(0)).is_ok());
+    let (l1, l2) = (l.clone(), l.clone());
+    let (rb, read_a) = race(
+        roles,
+        move || seen(l1.check_at(&b, at(0)), 0),
+        move || tat(&l2, a),
+    );
+
+    let stats = l.stats();
+    let ctx = format!("B: {rb:?} A read {read_a} {stats:?}");
+    assert_eq!(rb, Seen::Admitted(1_000), "{ctx}");
+    assert!(read_a == 2_000 || read_a == 0, "{ctx}");
+    assert_eq!((tat(&l, a), tat(&l, b)), (0, 1_000), "{ctx}");
+    assert_eq!((stats.keys_held, stats.forced_evictions), (1, 1), "{ctx}");
+}
+
+#[test]
+fn evict_in_place_vs_reader_of_the_victim_model() {
+    model(
+        "evict_in_place_vs_reader_of_the_victim",
+        evict_in_place_vs_reader_of_the_victim,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 6b. The full gate: new keys refused without the lock (`src/table/gate.rs`).
+
+/// Capacity 1, refuse when full. Live key A (TAT 1 000) fills the table and new key B,
+/// sharing A's home, has been refused under the lock, which closed the gate (full until
+/// 1 000). One thread resets A; the other reads A's state (a 0-cell check, itself decided
+/// at the gate while A is absent) and then checks B. If it saw A gone, the reset's removal
+/// came before its check of B, which must then find room: admitted, never refused at a gate
+/// the reset should have opened first. Either way the table ends consistent.
+fn refusal_vs_reset(roles: Roles) {
+    let (a, b) = key_pair(true);
+    let l = limiter(1, 1, FullPolicy::RefuseNewKeys);
+    assert!(l.check_at(&a, at(0)).is_ok());
+    assert!(l.check_at(&b, at(0)).unwrap_err().is_table_full());
+    let (l1, l2) = (l.clone(), l.clone());
+    let (was_held, (read_a, rb)) = race(
+        roles,
+        move || l1.reset(&a),
+        move || {
+            let read_a = tat(&l2, a);
+            (read_a, seen(l2.check_at(&b, at(0)), 0))
+        },
+    );
+
+    let stats = l.stats();
+    let ctx = format!("A read {read_a}, B: {rb:?} {stats:?}");
+    assert!(was_held, "{ctx}");
+    assert!(read_a == 1_000 || read_a == 0, "{ctx}");
+    if read_a == 0 {
+        assert_eq!(rb, Seen::Admitted(1_000), "A was gone: {ctx}");
+    }
+    match rb {
+        Seen::Admitted(1_000) => {
+            assert_eq!((stats.keys_held, stats.refused_keys), (1, 1), "{ctx}");
+            assert_eq!(tat(&l, b), 1_000, "{ctx}");
+        }
+        Seen::Full => {
+            assert_eq!((stats.keys_held, stats.refused_keys), (0, 2), "{ctx}");
+            // The reset opened the gate: B is admitted now.
+            assert!(l.check_at(&b, at(0)).is_ok(), "{ctx}");
+        }
+        _ => panic!("{ctx}"),
+    }
+}
+
+#[test]
+fn refusal_vs_reset_model() {
+    model("refusal_vs_reset", refusal_vs_reset);
+}
+
 // ---------------------------------------------------------------------------------------
 // 7. The direct limiter.
 
