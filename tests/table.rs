@@ -554,3 +554,102 @@ fn a_new_key_is_not_refused_for_a_reclaim_within_the_grace() {
     // A caller still at 99 ms checks a brand-new key (burst 1): it is admitted.
     assert!(limiter.check_at(&1_000, at(ms(99))).is_ok());
 }
+
+/// A limiter of one shard holding 4 keys, refusing new keys when full, on a manual clock:
+/// key `k` (0..4) takes `k + 1` of 10 cells a second, so its state expires (100 ms each)
+/// at `(k + 1) · 100 ms`, and may be reclaimed 1 ms (the reclaim grace) later.
+fn four_keys_refusing() -> (Limiter<u64>, ManualClock) {
+    let clock = ManualClock::new();
+    let l = Limiter::builder(Quota::per_second(10))
+        .shards(1)
+        .capacity(4)
+        .full_policy(FullPolicy::RefuseNewKeys)
+        .clock(clock.clone())
+        .build();
+    for k in 0..4u64 {
+        assert!(l.check_n(&k, k as u32 + 1).is_ok());
+    }
+    (l, clock)
+}
+
+#[test]
+fn a_full_table_refuses_new_keys_until_a_key_expires_then_admits() {
+    let (l, clock) = four_keys_refusing();
+    // The first refusal is decided under the lock; the rest at the shard's gate, until key 0
+    // may be reclaimed (101 ms).
+    for new in 100..110u64 {
+        assert_eq!(l.check(&new), Err(Error::TableFull { capacity: 4 }));
+    }
+    // A check that would write nothing needs no room, at the gate as under the lock.
+    assert!(l.check_n(&100, 0).is_ok());
+    clock.advance(Duration::from_millis(101) - Duration::from_nanos(1));
+    assert!(l.check(&110).unwrap_err().is_table_full());
+    // Known keys are unaffected.
+    assert!(l.check(&3).is_ok());
+    clock.advance(Duration::from_nanos(1));
+    assert!(
+        l.check(&110).is_ok(),
+        "key 0 expired: its slot is reclaimed"
+    );
+    let s = l.stats();
+    assert_eq!(
+        (s.refused_keys, s.expired_reclaimed, s.keys_held),
+        (11, 1, 4)
+    );
+    // Full again: key 1 may be reclaimed at 201 ms, not before.
+    assert!(l.check(&111).unwrap_err().is_table_full());
+    clock.advance(Duration::from_millis(99));
+    assert!(l.check(&111).unwrap_err().is_table_full());
+    clock.advance(Duration::from_millis(1));
+    assert!(l.check(&111).is_ok());
+    // Key 0 was forgotten: it is a new key now, and the table is full.
+    assert!(l.check(&0).unwrap_err().is_table_full());
+    assert_eq!(l.stats().refused_keys, 14);
+}
+
+#[test]
+fn a_removal_reopens_a_full_table_at_once() {
+    let (l, _clock) = four_keys_refusing();
+    assert!(l.check(&100).unwrap_err().is_table_full());
+    assert!(l.check(&100).unwrap_err().is_table_full());
+    // Nothing expires for 100 ms, but a reset makes room now.
+    assert!(l.reset(&2));
+    assert!(l.check(&100).is_ok());
+    assert!(l.check(&101).unwrap_err().is_table_full());
+    // A reset of a key the table does not hold changes nothing.
+    assert!(!l.reset(&2));
+    assert!(l.check(&101).unwrap_err().is_table_full());
+    let s = l.stats();
+    assert_eq!((s.refused_keys, s.keys_held), (4, 4));
+    // Room made by a key that expires, after refusals at the gate: the same.
+    assert!(l.reset(&3) && l.check(&101).is_ok());
+    assert!(l.check(&102).unwrap_err().is_table_full());
+}
+
+#[test]
+fn eviction_takes_the_key_closest_to_expiry_every_time() {
+    // One shard of 16 keys (20 slots: a small shard, where eviction looks at every key).
+    let (l, clock) = small(FullPolicy::EvictClosestToExpiry, Quota::per_second(100));
+    // Key k takes 16 - k cells: key 15 expires first, then 14, ... .
+    for k in 0..16u64 {
+        assert!(l.check_n(&k, 16 - k as u32).is_ok());
+    }
+    // Each new key takes 50 cells, so it expires after every old key; eight of them evict
+    // the eight old keys closest to expiry, in order.
+    for (i, new) in (100..108u64).enumerate() {
+        clock.advance(Duration::from_micros(10));
+        assert!(l.check_n(&new, 50).is_ok());
+        assert_eq!(l.stats().forced_evictions, i as u64 + 1);
+        let evicted = 15 - i as u64;
+        assert_eq!(l.stats().keys_held, 16);
+        for k in 0..16u64 {
+            // A 0-cell check of a forgotten key reads a fresh state: a full burst.
+            let fresh = l.check_n(&k, 0).unwrap().remaining() == 100;
+            assert_eq!(fresh, k >= evicted, "after {} evictions, key {k}", i + 1);
+        }
+    }
+    // The new keys kept their own states.
+    for new in 100..108u64 {
+        assert_eq!(l.check_n(&new, 0).unwrap().remaining(), 50, "key {new}");
+    }
+}

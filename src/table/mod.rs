@@ -205,6 +205,7 @@ impl Table {
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
+    use crate::sync::Ordering;
 
     fn table(capacity: usize, policy: FullPolicy) -> Table {
         Table::new(TableConfig {
@@ -315,6 +316,78 @@ mod tests {
         for k in 3..18u64 {
             assert_eq!(get(&t, k << 40), 1_000 + k);
         }
+    }
+
+    #[test]
+    fn a_large_shard_evicts_the_closest_to_expiry_on_the_new_keys_run_in_place() {
+        // 100 keys in one shard of 120 slots (larger than `SMALL_SHARD`). Every key's home is
+        // one of the first four slots, so they fill slots 0..100 as one probe run; a new key
+        // whose home is slot 0 walks all of it.
+        let t = table(100, FullPolicy::EvictClosestToExpiry);
+        let len = 120;
+        let home =
+            |fp: u64| ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * len) >> 64) as u64;
+        let keys: Vec<u64> = (2..).filter(|&fp| home(fp) < 4).take(100).collect();
+        // Expiry order unrelated to slot order.
+        let tat = |i: usize| 1_000 + ((i * 37) % 100) as u64;
+        for (i, &fp) in keys.iter().enumerate() {
+            put(&t, fp, tat(i), 0).unwrap();
+        }
+        assert_eq!(t.shards[0].array().len(), len as usize);
+        assert_eq!(t.counts().keys_held, 100);
+        let news: Vec<u64> = (2..)
+            .filter(|fp| home(*fp) == 0 && !keys.contains(fp))
+            .take(5)
+            .collect();
+        for (n, &fp) in news.iter().enumerate() {
+            put(&t, fp, 5_000 + n as u64, 0).unwrap();
+            // The n + 1 keys closest to expiry (TATs 1 000 ..= 1 000 + n) are gone: an
+            // absent key reads as the horizon, 0.
+            for (i, &k) in keys.iter().enumerate() {
+                let want = if tat(i) <= 1_000 + n as u64 {
+                    0
+                } else {
+                    tat(i)
+                };
+                assert_eq!(get(&t, k), want, "after {} evictions", n + 1);
+            }
+        }
+        for (n, &fp) in news.iter().enumerate() {
+            assert_eq!(get(&t, fp), 5_000 + n as u64);
+        }
+        let c = t.counts();
+        // Each new key took its victim's slot: no tombstone, no compaction.
+        assert_eq!(
+            (c.evicted, c.keys_held, c.compactions),
+            (5, 100, 0),
+            "{c:?}"
+        );
+        assert_eq!(t.shards[0].counts().tombstones, 0);
+
+        // A new key whose home is free (slot 110: its run holds no key) evicts the key
+        // closest to expiry among the first 16 keys from its home on: slots 0.. (wrapping).
+        let array = t.shards[0].array();
+        let in_first_16: Vec<u64> = (0..16)
+            .map(|i| array.slot(i).fp.load(Ordering::Relaxed))
+            .collect();
+        let victim = *keys
+            .iter()
+            .chain(&news)
+            .filter(|k| in_first_16.contains(k))
+            .min_by_key(|&&k| get(&t, k))
+            .unwrap();
+        let far = (2..).find(|fp| (110..120).contains(&home(*fp))).unwrap();
+        put(&t, far, 9_000, 0).unwrap();
+        assert_eq!(get(&t, victim), 0, "the victim is forgotten");
+        assert_eq!(get(&t, far), 9_000);
+        let c = t.counts();
+        assert_eq!((c.evicted, c.keys_held), (6, 100), "{c:?}");
+        let held = keys
+            .iter()
+            .chain(&news)
+            .filter(|&&k| get(&t, k) != 0)
+            .count();
+        assert_eq!(held, 99);
     }
 
     #[test]
