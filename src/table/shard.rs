@@ -448,6 +448,10 @@ impl Shard {
                     if self.evict(array, counts, fp, tat, least) {
                         return Ok(());
                     }
+                    // The victim was off the key's run, so the run is as probed: its free
+                    // slot, now below the cap, is where the key goes (unless a compaction is
+                    // due first, which probes again).
+                    probed = Some((free, None));
                 }
             }
         }
