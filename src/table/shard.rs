@@ -1,9 +1,16 @@
 //! One shard: its current slot array (`array.rs`), its lock, and everything done under it.
 //!
-//! Lock-free: `find` (probe for a fingerprint) and updates of live slots (see `slot.rs`).
-//! Under the shard lock: inserting, reclaiming expired keys, forced eviction, tombstone
-//! clean-up, compaction and growth. Every locked operation re-probes, so one key never has
-//! two slots.
+//! Lock-free: `find` (probe for a fingerprint), updates of live slots (see `slot.rs`), and
+//! the refusal of a new key at a full shard whose gate is closed (`gate.rs`). Under the shard
+//! lock: inserting, reclaiming expired keys, forced eviction, tombstone clean-up, compaction
+//! and growth. Every locked operation re-probes, so one key never has two slots.
+//!
+//! A full shard (at its cap, nothing expired): a new key under `RefuseNewKeys` is refused
+//! under the lock once, which closes the gate until the shard's next possible expiry; later
+//! ones are refused lock-free until then or until any locked change of the slots reopens it.
+//! Under `EvictClosestToExpiry` the new key takes its victim's slot in place whenever the
+//! victim is on its probe run (always in a large shard: the victim is chosen there), as a
+//! reclaim of an expired key does; no tombstone is left, so evictions owe no compaction.
 //!
 //! Time: `now` in this module is only ever the threshold at or before which a stored TAT
 //! counts as expired (`Table::update`'s `expired_by`), never a clock reading of its own.
@@ -81,14 +88,26 @@ const FALLBACK_KEYS: usize = 16;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FullPolicy {
-    /// Evict the key whose state expires soonest among the keys near the new key's slot (an
-    /// approximation of "closest to expiry" that keeps inserts O(1)); counted in
+    /// Evict the key whose state expires soonest among a bounded set of keys near the new
+    /// key's slot, and give its slot to the new key; counted in
     /// [`Stats::forced_evictions`](crate::Stats::forced_evictions). The evicted key is
     /// forgotten: its next request is treated as its first. The default.
+    ///
+    /// The set: in a shard of at most 64 slots (capacity per shard up to 53 keys), every key
+    /// of the shard, so the choice is exact; in a larger shard, the keys on the new key's
+    /// probe run (the keys a lookup of it walks past, about 17 on average in a full shard),
+    /// or, if that run holds none, the first 16 keys from its home slot on. The evicted key
+    /// expires no later than any other key of that set. An approximation of "closest to
+    /// expiry" that keeps an eviction O(1) and lets the new key take the victim's slot in
+    /// place. TATs are compared as they stand when the eviction looks at them.
     #[default]
     EvictClosestToExpiry,
     /// Refuse the new key: checks on it fail with
-    /// [`Error::TableFull`](crate::Error::TableFull); known keys are unaffected.
+    /// [`Error::TableFull`](crate::Error::TableFull); known keys are unaffected. Exactly the
+    /// keys that would not fit are refused: a key is refused only if its shard is at its cap
+    /// with no key expired (or reclaimable) by the check's time. Once a shard has refused a
+    /// key, later new keys are refused without its lock until its earliest held key may
+    /// expire or a key leaves.
     RefuseNewKeys,
 }
 
