@@ -101,6 +101,49 @@
 //! 20 B/key (BENCHMARKS.md). Loom: "reader in a new segment vs growth" fails when the length's
 //! Release store or its Acquire load is made Relaxed.
 //!
+//! **The full table.** A shard at its cap with nothing expired decides a new key by its
+//! [`FullPolicy`](crate::FullPolicy), and that decision used to cost a refused key 2.6–2.7
+//! hits and an evicting one 11–13 (BENCHMARKS.md, *Full table*): the lock, two more walks of
+//! the key's probe run, and for an eviction a 64-slot scan with a modulo and a segment lookup
+//! per slot, a tombstone, and a whole-shard compaction every eighth of the shard's slots in
+//! tombstones. Two changes, both in `src/table/shard.rs`:
+//!
+//! * *Refusal at a gate* (`src/table/gate.rs`). A locked refusal at the cap *closes* the
+//!   shard's gate, publishing "full until T" (T: the shard's `next_sweep_at`, no held key's
+//!   TAT below it) and the horizon. A later new key whose `expired_by` is below T walks its
+//!   run lock-free; if it finds neither itself nor an expired key, it is decided as the locked
+//!   path would: `f` on the horizon, refused if `f` writes. Every lock holder opens the gate
+//!   before it changes a slot (any insert, reclaim, sweep, rebuild, eviction, reset). The
+//!   gate is a `SeqCount` (`src/seq.rs`) whose write section is "open", so its argument is the
+//!   seqlock's: a reader that validates saw only the slots of one closed interval, in which
+//!   no lock holder changed any. So refusals stay exact: a key refused at the gate is one the
+//!   locked path would have refused at an instant of the walk. Alternative weighed: a plain
+//!   "full" flag without validation is wrong when a rebuild moves a held key under the walk
+//!   (a false miss would refuse a held key).
+//! * *Eviction in place.* The locked probe that walks the new key's run (it must, to know
+//!   the key is absent) also notes the live key with the least TAT on it, and the new key
+//!   takes that slot in place with the reclaim protocol (freeze, fingerprint,
+//!   new-generation word: `slot.rs`): no tombstone, no compaction, no further scan. This
+//!   narrows the victim's choice: in a shard of more than 64 slots the evicted key is the
+//!   closest to expiry *on the new key's run* (about 17 keys in a full shard; the first 16
+//!   keys from its home if the run holds none); a shard of at most 64 slots still picks
+//!   the closest to expiry of the whole shard (the `FullPolicy` docs say so). The
+//!   alternatives, an exact shard-wide victim (a lazily refreshed candidate heap; TATs only
+//!   grow lock-free, bar refunds), leave a tombstone on all but a few evictions (the victim is
+//!   rarely on the new key's run), and tombstones at the cap cost whole-shard compactions or
+//!   long probes; backward-shift deletion would avoid them at the price of moving keys under
+//!   readers on every eviction. Not done.
+//!
+//! Measured in one session (BENCHMARKS.md): a refused key 1.3–1.7 hits (target met), an
+//! evicting one 2.9–3.2 (from 13; target missed). What remains in an eviction is the shard
+//! lock, four atomic RMWs (freeze, two removal-epoch bumps, the lock), and a second walk of
+//! the run: the lock-free miss in `Table::update_in` walks it once and the locked probe
+//! again. Reusing the first walk under the lock (a change to the lookup) and single-writer
+//! stores for the removal epoch (written only under the lock) are the next steps. Loom:
+//! "refusal vs reset" fails if a reset opens the gate after its slot writes, or not at all;
+//! "eviction in place vs a reader of the victim" fails if the new word is stored before the
+//! fingerprint.
+//!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
 //! A waiter on a key with no queue and a free cell is admitted at once (one CAS). Otherwise
@@ -152,7 +195,8 @@
 //! `--cfg tollgate_loom` (never a bare `loom` cfg). Models in `loom-tests/`: `models.rs` (the
 //! table and the limiters), `timer.rs` (registration, firing, lost wake-ups), `wait.rs` (the
 //! queue: cancel vs hand-over, drops, forget, refund vs reset, check vs hand-over). Each
-//! model was shown to fail on an injected fault.
+//! model was shown to fail on an injected fault. The full table's models (in `models.rs`):
+//! "refusal vs reset" (the gate) and "eviction in place vs a reader of the victim" (§3).
 //!
 //! The repeated idioms are written once, in `src/seq.rs`, and checked through their users:
 //! `SeqCount` (the quota cell, a shard's compaction count) fails "quota change
@@ -233,7 +277,8 @@
 //! Growth in place met C's and churn's memory targets (20.1 B/key growing, 32.3 B per live key
 //! under churn); with probes stepping a segment run at a time, C's insert time is 1.14–1.27x
 //! the old table's, churn's 1.0–1.5x and B's `check_at` 1.04x presized and about 1.2x growing
-//! (the denser table; BENCHMARKS.md, *Growth in place*); F misses its target by 2–7x.
+//! (the denser table; BENCHMARKS.md, *Growth in place*). F: a refused new key is 1.3–1.7x a
+//! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*).
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.
