@@ -272,8 +272,9 @@ impl Shard {
         if now >= closed.until {
             return None;
         }
-        // The run as `probe_locked` sees it: `Some(())` stops at the key or an expired key
-        // (the locked path must decide), `None` from the probe is a miss.
+        // The run as `probe_locked` sees it: `Some(true)` stops at the key or at a key expired
+        // by `now` (the locked path must decide); `Some(false)` (an `EMPTY` slot) or `None`
+        // (every slot walked) is a miss with nothing to reclaim on the way.
         let stop = self.array().probe(fp, |_, slot| {
             // ordering: Acquire, as in `SlotArray::find`; the gate's validation covers it.
             match slot.fp.load(Ordering::Acquire) {
@@ -609,7 +610,7 @@ impl Shard {
     /// slot in place, with TAT `tat`, as a reclaim of an expired key does (freeze, fingerprint,
     /// new-generation word: `slot.rs`); this returns `true`, and no tombstone is left, so no
     /// compaction is owed. Otherwise the victim's slot becomes a tombstone (`EMPTY` if it ends
-    /// its run) and the caller probes again.
+    /// its run), `fp`'s run is unchanged, and the caller puts `fp` in the run's free slot.
     fn evict(
         &self,
         array: SlotArray<'_>,
