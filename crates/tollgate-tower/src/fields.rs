@@ -2,7 +2,8 @@
 //! (draft-ietf-httpapi-ratelimit-headers-10, structured-field lists of items whose value is
 //! the policy's name as a String, with the parameters `q`, `w` and `r`, `t`).
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -84,7 +85,9 @@ const SEARCH: u128 = 8;
 
 /// A policy as the fields name it: its name as a structured-field String, and its
 /// `RateLimit-Policy` items, rendered once per quota. A request's `RateLimit-Policy` value
-/// is then a clone of a shared `HeaderValue` (a reference count), not a new string.
+/// is then a clone of a `HeaderValue` over static bytes ([`static_value`]): a pointer copy,
+/// where a clone of a value over heap bytes would bump a reference count that every core
+/// serving the layer writes.
 pub(crate) struct Policy {
     name: String,
     /// The items of the quotas seen so far, first come first served: a quota that finds
@@ -113,13 +116,45 @@ impl Policy {
     fn item(&self, quota: Quota) -> HeaderValue {
         for slot in &self.rendered {
             // ordering: `OnceLock` publishes its value with release/acquire itself.
-            let (q, item) = slot.get_or_init(|| (quota, policy_item(&self.name, quota)));
+            let (q, item) =
+                slot.get_or_init(|| (quota, static_value(policy_item(&self.name, quota))));
             if *q == quota {
                 return item.clone();
             }
         }
         policy_item(&self.name, quota)
     }
+}
+
+/// How many distinct values [`static_value`] keeps for the life of the process.
+const STATIC_VALUES: usize = 1024;
+
+/// `value` over bytes that live as long as the process, so that its clones copy a pointer
+/// and touch no shared reference count: each distinct value is leaked once and reused by
+/// every policy (and every layer) that renders it again. The values are a process's policy
+/// items (`"name";q=10;w=1`, one per policy and quota, filled in the few slots of a
+/// [`Policy`]), so they are few; past [`STATIC_VALUES`] of them (a process that makes up
+/// policy names without end), `value` is returned as it is, and its clones count references
+/// as before.
+fn static_value(value: HeaderValue) -> HeaderValue {
+    static VALUES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    // Policy items are printable ASCII (`sf_string` checks the name).
+    let Ok(text) = value.to_str() else {
+        return value;
+    };
+    // A poisoned set is still a set of leaked values: keep using it.
+    let mut values = VALUES.lock().unwrap_or_else(PoisonError::into_inner);
+    let values = values.get_or_insert_with(HashSet::new);
+    let text = match values.get(text) {
+        Some(&text) => text,
+        None if values.len() < STATIC_VALUES => {
+            let text: &'static str = Box::leak(text.into());
+            values.insert(text);
+            text
+        }
+        None => return value,
+    };
+    HeaderValue::from_static(text)
 }
 
 impl std::fmt::Debug for Policy {
@@ -410,6 +445,22 @@ mod tests {
                 assert_eq!(policy.item(q), expected.as_str(), "round {round}");
             }
         }
+    }
+
+    /// Policy items are static bytes, shared by every policy that renders the same item:
+    /// their clones touch no reference count.
+    #[test]
+    fn policy_items_are_static() {
+        let quota = Quota::per_second(10).allow_burst(30);
+        let (a, b) = (Policy::new("static-test"), Policy::new("static-test"));
+        let (x, y) = (a.item(quota), b.item(quota));
+        assert_eq!(x, "\"static-test\";q=30;w=3");
+        // Two policies, each rendering its own item: one set of bytes, the interned one.
+        assert_eq!(x.as_bytes().as_ptr(), y.as_bytes().as_ptr());
+        assert_eq!(a.item(quota).as_bytes().as_ptr(), x.as_bytes().as_ptr());
+        // Another item is other bytes.
+        let other = a.item(Quota::per_second(8));
+        assert_ne!(other.as_bytes().as_ptr(), x.as_bytes().as_ptr());
     }
 
     const IETF: Format = Format {
