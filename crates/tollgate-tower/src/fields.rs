@@ -237,6 +237,28 @@ impl Fields {
 
     /// Adds the fields `format` asks for, and `Retry-After` after a refusal.
     pub(crate) fn insert_into(self, headers: &mut HeaderMap, format: Format) {
+        if headers.is_empty() && self.retry_after.is_none() {
+            // A response without fields (a handler that sets none): the same map, built by
+            // cloning one with these names already in place, whose values are then set in
+            // order. A clone copies each name's hash with it, where an insert hashes the
+            // name (byte by byte, for these non-standard names) and probes for it.
+            *headers = template(format).clone();
+            let mut slots = headers.iter_mut().map(|(_, value)| value);
+            let mut fill = |value: HeaderValue| {
+                *slots.next().expect("a template slot per field") = value;
+            };
+            if format.ietf {
+                fill(self.policy);
+                fill(self.ratelimit);
+            }
+            if format.legacy {
+                let (limit, remaining, reset) = self.legacy;
+                fill(HeaderValue::from(limit));
+                fill(HeaderValue::from(remaining));
+                fill(HeaderValue::from(reset));
+            }
+            return;
+        }
         // One reservation for every field this adds (the map is usually still empty).
         let count = 2 * usize::from(format.ietf)
             + 3 * usize::from(format.legacy)
@@ -261,6 +283,28 @@ impl Fields {
     pub(crate) fn retry_after(&self) -> Option<u64> {
         self.retry_after
     }
+}
+
+/// The fields of an admitted response under `format`, in the order
+/// [`Fields::insert_into`] adds them, with empty values: built once per process.
+fn template(format: Format) -> &'static HeaderMap {
+    static TEMPLATES: [OnceLock<HeaderMap>; 4] = [const { OnceLock::new() }; 4];
+    let index = usize::from(format.ietf) + 2 * usize::from(format.legacy);
+    // ordering: `OnceLock` publishes its value with release/acquire itself.
+    TEMPLATES[index].get_or_init(|| {
+        let empty = || HeaderValue::from_static("");
+        let mut map = HeaderMap::new();
+        if format.ietf {
+            map.insert(RATELIMIT_POLICY, empty());
+            map.insert(RATELIMIT, empty());
+        }
+        if format.legacy {
+            map.insert(X_LIMIT, empty());
+            map.insert(X_REMAINING, empty());
+            map.insert(X_RESET, empty());
+        }
+        map
+    })
 }
 
 fn policy_item(name: &str, quota: Quota) -> HeaderValue {
@@ -445,6 +489,51 @@ mod tests {
                 assert_eq!(policy.item(q), expected.as_str(), "round {round}");
             }
         }
+    }
+
+    /// A response without fields gets them from the template, one with fields by
+    /// insertion: the same fields, in the same order, either way.
+    #[test]
+    fn template_and_inserts_agree() {
+        let policy = Policy::new("default");
+        let fields = || {
+            Fields::admitted(
+                &policy,
+                Quota::per_second(10),
+                9,
+                Duration::from_millis(100),
+            )
+        };
+        for format in [
+            IETF,
+            BOTH,
+            Format {
+                ietf: false,
+                legacy: true,
+            },
+        ] {
+            let mut from_template = HeaderMap::new();
+            fields().insert_into(&mut from_template, format);
+            let mut inserted = HeaderMap::new();
+            inserted.insert("x-first", HeaderValue::from_static("1"));
+            fields().insert_into(&mut inserted, format);
+            let pairs = |map: &HeaderMap, skip: usize| -> Vec<(String, String)> {
+                map.iter()
+                    .skip(skip)
+                    .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+                    .collect()
+            };
+            assert_eq!(pairs(&from_template, 0), pairs(&inserted, 1), "{format:?}");
+            assert_eq!(
+                from_template.len(),
+                2 * usize::from(format.ietf) + 3 * usize::from(format.legacy)
+            );
+        }
+        // The template is reused, not filled in.
+        let mut again = HeaderMap::new();
+        Fields::admitted(&policy, Quota::per_second(10), 3, Duration::from_secs(2))
+            .insert_into(&mut again, IETF);
+        assert_eq!(again[RATELIMIT], "\"default\";r=3;t=2");
     }
 
     /// Policy items are static bytes, shared by every policy that renders the same item:
