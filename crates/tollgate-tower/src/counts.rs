@@ -27,6 +27,10 @@ use crossbeam_utils::CachePadded;
 /// How many requests a [`RateLimitLayer`](crate::RateLimitLayer) (every clone of it and of
 /// its services) decided each way, since it was built. Each request counts once.
 ///
+/// Counting is cheap on many cores: each serving thread bumps counters on a cache line of its
+/// own (up to 64 threads), and a snapshot adds them up, so a snapshot taken while requests
+/// run may be a few requests behind on some fields and not on others.
+///
 /// # Examples
 ///
 /// ```
