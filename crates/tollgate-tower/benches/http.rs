@@ -52,7 +52,8 @@
 //! (`TOLLGATE_BENCH_SERVER_NS=ns` then stands in for the no-limiter server's CPU per request
 //! in the last column); `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices, e.g. `1,0,2` for
 //! 10,000 clients, bare handler, fields off) only calls that one stack in process, for
-//! `perf record`.
+//! `perf record`, on `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at
+//! its own place in the pool of clients), to see what cores sharing the layer cost.
 
 use std::convert::Infallible;
 use std::io;
@@ -296,6 +297,11 @@ impl Sink<Incoming> for Serve {
 struct TimeCalls {
     mix: Mix,
     calls: usize,
+    /// Threads calling clones of the service at once, each `calls` times (profiling only:
+    /// `TOLLGATE_BENCH_THREADS`); the figure is their mean.
+    threads: usize,
+    /// Where in the mix's pool of clients this thread starts.
+    first: usize,
 }
 
 impl Sink<()> for TimeCalls {
@@ -307,6 +313,31 @@ impl Sink<()> for TimeCalls {
             + 'static,
         <S as Service<Request<()>>>::Future: Send + 'static,
     {
+        if self.threads > 1 {
+            let (mix, calls, threads) = (self.mix, self.calls, self.threads);
+            let per_thread: Vec<f64> = std::thread::scope(|scope| {
+                let running: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let svc = svc.clone();
+                        let first = t * CLIENTS / threads;
+                        scope.spawn(move || {
+                            let one = TimeCalls {
+                                mix,
+                                calls,
+                                threads: 1,
+                                first,
+                            };
+                            one.run(svc)
+                        })
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|t| t.join().expect("a timing thread"))
+                    .collect()
+            });
+            return per_thread.iter().sum::<f64>() / threads as f64;
+        }
         let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
         let headers: Vec<http::HeaderMap> = match self.mix {
             Mix::OneClient => vec![http::HeaderMap::new()],
@@ -331,7 +362,7 @@ impl Sink<()> for TimeCalls {
                 start = now();
             }
             let mut req = Request::new(());
-            *req.headers_mut() = headers[i % headers.len()].clone();
+            *req.headers_mut() = headers[(self.first + i) % headers.len()].clone();
             req.extensions_mut().insert(peer);
             req.extensions_mut().insert(ConnectInfo(peer));
             assert!(svc.poll_ready(&mut cx).is_ready(), "every subject is ready");
@@ -663,7 +694,18 @@ fn main() {
         };
         let (mix, app) = (mixes[m], [App::Bare, App::Typed][a]);
         let calls = size.calls * size.rounds;
-        let ns = with_subject(mix, app, subject, TimeCalls { mix, calls });
+        let threads = std::env::var("TOLLGATE_BENCH_THREADS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(1);
+        let timer = TimeCalls {
+            mix,
+            calls,
+            threads,
+            first: 0,
+        };
+        let ns = with_subject(mix, app, subject, timer);
         println!(
             "{} / {} / {}: {ns:.1} ns per request",
             mix.name(),
@@ -689,7 +731,13 @@ fn main() {
                 for k in 0..SUBJECTS.len() {
                     let subject = (k + round) % SUBJECTS.len();
                     let calls = size.calls;
-                    let ns = with_subject(mix, app, subject, TimeCalls { mix, calls });
+                    let timer = TimeCalls {
+                        mix,
+                        calls,
+                        threads: 1,
+                        first: 0,
+                    };
+                    let ns = with_subject(mix, app, subject, timer);
                     in_process[m][a][subject].push(ns);
                 }
             }
