@@ -43,7 +43,17 @@
 //!
 //! Then the same service stacks are called in process on one thread, no sockets: CPU time
 //! per request, and the limiter's cost as the difference to the no-limiter stack, which the
-//! machine's other load cannot hide as it hides a few per cent of the loopback rate.
+//! machine's other load cannot hide as it hides a few per cent of the loopback rate. These
+//! stacks are timed twice: around the bare handler (the loopback server's) and around one
+//! that sets `content-type`, as a real handler does, so that the response's header map is
+//! already allocated when a limiter adds its fields.
+//!
+//! Knobs: `TOLLGATE_BENCH_ROUNDS=n`; `TOLLGATE_BENCH_LOOPBACK=0` skips the loopback part
+//! (`TOLLGATE_BENCH_SERVER_NS=ns` then stands in for the no-limiter server's CPU per request
+//! in the last column); `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices, e.g. `1,0,2` for
+//! 10,000 clients, bare handler, fields off) only calls that one stack in process, for
+//! `perf record`, on `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at
+//! its own place in the pool of clients), to see what cores sharing the layer cost.
 
 use std::convert::Infallible;
 use std::io;
@@ -118,6 +128,11 @@ struct Size {
     window: Duration,
     /// Requests per subject per round in process.
     calls: usize,
+    /// Whether to run the loopback part (`TOLLGATE_BENCH_LOOPBACK=0` skips it).
+    loopback: bool,
+    /// Without loopback: the no-limiter server's CPU per request to put the in-process
+    /// costs beside (`TOLLGATE_BENCH_SERVER_NS`), if given.
+    server_ns: Option<f64>,
 }
 
 impl Size {
@@ -132,6 +147,8 @@ impl Size {
                 warmup: Duration::from_millis(20),
                 window: Duration::from_millis(50),
                 calls: 2_000,
+                loopback: true,
+                server_ns: None,
             },
             (true, true) => Size {
                 mode: "quick",
@@ -140,6 +157,8 @@ impl Size {
                 warmup: Duration::from_millis(100),
                 window: Duration::from_millis(250),
                 calls: 50_000,
+                loopback: true,
+                server_ns: None,
             },
             (true, false) => Size {
                 mode: "full",
@@ -150,6 +169,8 @@ impl Size {
                 warmup: Duration::from_millis(200),
                 window: Duration::from_secs(1),
                 calls: 300_000,
+                loopback: true,
+                server_ns: None,
             },
         };
         if let Some(rounds) = std::env::var("TOLLGATE_BENCH_ROUNDS")
@@ -159,6 +180,10 @@ impl Size {
         {
             size.rounds = rounds;
         }
+        size.loopback = std::env::var("TOLLGATE_BENCH_LOOPBACK").map_or(true, |v| v != "0");
+        size.server_ns = std::env::var("TOLLGATE_BENCH_SERVER_NS")
+            .ok()
+            .and_then(|n| n.parse().ok());
         size
     }
 }
@@ -203,8 +228,37 @@ const SUBJECTS: [&str; 4] = [
     "tower_governor",
 ];
 
-async fn hello<B>(_req: Request<B>) -> Result<Response<Body>, Infallible> {
-    Ok(Response::new(Body::from("hello\n")))
+/// The handler: `200 hello`, with no header of its own (`TYPED = false`, the original
+/// rows) or with a `content-type` as a realistic handler sets (`TYPED = true`: axum's `&str`
+/// handlers set `text/plain; charset=utf-8`), so that the response's header map is already
+/// allocated when a limiter adds its fields.
+async fn hello<B, const TYPED: bool>(_req: Request<B>) -> Result<Response<Body>, Infallible> {
+    let mut response = Response::new(Body::from("hello\n"));
+    if TYPED {
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+    }
+    Ok(response)
+}
+
+/// Which handler a stack wraps (see [`hello`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum App {
+    /// No header of its own.
+    Bare,
+    /// Sets `content-type`.
+    Typed,
+}
+
+impl App {
+    fn name(self) -> &'static str {
+        match self {
+            App::Bare => "no header",
+            App::Typed => "content-type",
+        }
+    }
 }
 
 /// What a subject's service is handed to: a server on a listener, or the in-process timer.
@@ -239,10 +293,15 @@ impl Sink<Incoming> for Serve {
 
 /// Calls the service in process, no sockets: `calls` requests of `mix`, each built with the
 /// same headers and extensions the server gives it, polled once (every subject answers at
-/// once), the response dropped. Timed in this thread's CPU time where `/proc` tells it.
+/// once), the response dropped. Timed in this thread's CPU time (its CPU-time clock).
 struct TimeCalls {
     mix: Mix,
     calls: usize,
+    /// Threads calling clones of the service at once, each `calls` times (profiling only:
+    /// `TOLLGATE_BENCH_THREADS`); the figure is their mean.
+    threads: usize,
+    /// Where in the mix's pool of clients this thread starts.
+    first: usize,
 }
 
 impl Sink<()> for TimeCalls {
@@ -254,6 +313,31 @@ impl Sink<()> for TimeCalls {
             + 'static,
         <S as Service<Request<()>>>::Future: Send + 'static,
     {
+        if self.threads > 1 {
+            let (mix, calls, threads) = (self.mix, self.calls, self.threads);
+            let per_thread: Vec<f64> = std::thread::scope(|scope| {
+                let running: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let svc = svc.clone();
+                        let first = t * CLIENTS / threads;
+                        scope.spawn(move || {
+                            let one = TimeCalls {
+                                mix,
+                                calls,
+                                threads: 1,
+                                first,
+                            };
+                            one.run(svc)
+                        })
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|t| t.join().expect("a timing thread"))
+                    .collect()
+            });
+            return per_thread.iter().sum::<f64>() / threads as f64;
+        }
         let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
         let headers: Vec<http::HeaderMap> = match self.mix {
             Mix::OneClient => vec![http::HeaderMap::new()],
@@ -270,11 +354,7 @@ impl Sink<()> for TimeCalls {
         // A warm-up pass over every key first: the figures are for keys the limiter holds.
         // The calling thread's CPU time, not the wall clock: time spent descheduled (by
         // the machine's other jobs) is not the stack's.
-        let tid = thread_id();
-        let now = || {
-            let cpu = tid.as_deref().and_then(thread_cpu_ns);
-            (Instant::now(), cpu)
-        };
+        let now = || (Instant::now(), this_thread_cpu_ns());
         let warm = headers.len();
         let mut start = now();
         for i in 0..warm + self.calls {
@@ -282,7 +362,7 @@ impl Sink<()> for TimeCalls {
                 start = now();
             }
             let mut req = Request::new(());
-            *req.headers_mut() = headers[i % headers.len()].clone();
+            *req.headers_mut() = headers[(self.first + i) % headers.len()].clone();
             req.extensions_mut().insert(peer);
             req.extensions_mut().insert(ConnectInfo(peer));
             assert!(svc.poll_ready(&mut cx).is_ready(), "every subject is ready");
@@ -348,9 +428,20 @@ fn tollgate_layer<E: KeyExtractor>(key: E, fields: bool) -> RateLimitLayer<E> {
         .build()
 }
 
-/// Hands the subject `subject`, built for `mix`, to `sink`.
-fn with_subject<B: Send + 'static, K: Sink<B>>(mix: Mix, subject: usize, sink: K) -> f64 {
-    let app = service_fn(hello::<B>);
+/// Hands the subject `subject`, built for `mix` around `app`, to `sink`.
+fn with_subject<B: Send + 'static, K: Sink<B>>(mix: Mix, app: App, subject: usize, sink: K) -> f64 {
+    match app {
+        App::Bare => with_app::<B, K, false>(mix, subject, sink),
+        App::Typed => with_app::<B, K, true>(mix, subject, sink),
+    }
+}
+
+fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
+    mix: Mix,
+    subject: usize,
+    sink: K,
+) -> f64 {
+    let app = service_fn(hello::<B, TYPED>);
     let client_ip = || ClientIp::trusting(["127.0.0.0/8"]).expect("a valid CIDR");
     // One cell per microsecond, bursts of BURST: the same quota as tollgate's.
     let mut governor = GovernorConfigBuilder::default();
@@ -373,6 +464,20 @@ fn with_subject<B: Send + 'static, K: Sink<B>>(mix: Mix, subject: usize, sink: K
         }
         _ => unreachable!("four subjects"),
     }
+}
+
+/// This thread's CPU time so far, in nanoseconds, from its CPU-time clock: exact, where
+/// `/proc/.../schedstat` of the running thread is only brought up to date at each
+/// scheduler tick (4 ms here: 80 ns per request over 50,000 requests).
+fn this_thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec`, and `CLOCK_THREAD_CPUTIME_ID` is a
+    // clock every Linux (and POSIX) system has.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// This thread's id, from `/proc/thread-self` (`PID/task/TID`).
@@ -412,7 +517,7 @@ fn start_server(mixes: &[Mix]) -> (Vec<Vec<SocketAddr>>, Option<String>) {
                 .expect("server runtime");
             runtime.block_on(async move {
                 for (mix, subject, listener) in listeners {
-                    with_subject(mix, subject, Serve(listener));
+                    with_subject(mix, App::Bare, subject, Serve(listener));
                 }
                 tx.send(thread_id()).expect("main thread waits");
                 std::future::pending::<()>().await;
@@ -577,55 +682,106 @@ fn main() {
         "Server: one current-thread Tokio runtime on one thread; client: one current-thread \
          runtime on the main thread. Quota for every limiter: {RATE}/s per key, burst {BURST}."
     );
+    // Profiling one stack: `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices) calls only it,
+    // `rounds` times `calls` requests, and prints its time per request.
+    if let Ok(which) = std::env::var("TOLLGATE_BENCH_PROFILE") {
+        let i: Vec<usize> = which
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        let [m, a, subject] = i[..] else {
+            panic!("TOLLGATE_BENCH_PROFILE=mix,app,subject, got {which:?}");
+        };
+        let (mix, app) = (mixes[m], [App::Bare, App::Typed][a]);
+        let calls = size.calls * size.rounds;
+        let threads = std::env::var("TOLLGATE_BENCH_THREADS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(1);
+        let timer = TimeCalls {
+            mix,
+            calls,
+            threads,
+            first: 0,
+        };
+        let ns = with_subject(mix, app, subject, timer);
+        println!(
+            "{} / {} / {}: {ns:.1} ns per request",
+            mix.name(),
+            app.name(),
+            SUBJECTS[subject]
+        );
+        return;
+    }
     // In process first, on this thread, while nothing else of the bench runs.
-    // in_process[mix][subject][round], nanoseconds per request.
-    let mut in_process: Vec<Vec<Vec<f64>>> = mixes
+    // in_process[mix][app][subject][round], nanoseconds per request.
+    let apps = [App::Bare, App::Typed];
+    let mut in_process: Vec<Vec<Vec<Vec<f64>>>> = mixes
         .iter()
-        .map(|_| SUBJECTS.iter().map(|_| Vec::new()).collect())
+        .map(|_| {
+            apps.iter()
+                .map(|_| SUBJECTS.iter().map(|_| Vec::new()).collect())
+                .collect()
+        })
         .collect();
     for round in 0..size.rounds {
         for (m, &mix) in mixes.iter().enumerate() {
-            for k in 0..SUBJECTS.len() {
-                let subject = (k + round) % SUBJECTS.len();
-                let calls = size.calls;
-                in_process[m][subject].push(with_subject(mix, subject, TimeCalls { mix, calls }));
+            for (a, &app) in apps.iter().enumerate() {
+                for k in 0..SUBJECTS.len() {
+                    let subject = (k + round) % SUBJECTS.len();
+                    let calls = size.calls;
+                    let timer = TimeCalls {
+                        mix,
+                        calls,
+                        threads: 1,
+                        first: 0,
+                    };
+                    let ns = with_subject(mix, app, subject, timer);
+                    in_process[m][a][subject].push(ns);
+                }
             }
         }
     }
-
-    let (addrs, server_tid) = start_server(&mixes);
-    let client = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("client runtime");
-    let requests: Vec<Arc<Vec<Vec<u8>>>> = mixes.iter().map(|m| Arc::new(m.requests())).collect();
 
     // samples[mix][subject][round]
     let mut samples: Vec<Vec<Vec<Sample>>> = mixes
         .iter()
         .map(|_| SUBJECTS.iter().map(|_| Vec::new()).collect())
         .collect();
-    client.block_on(async {
-        for round in 0..size.rounds {
-            for (m, _) in mixes.iter().enumerate() {
-                for k in 0..SUBJECTS.len() {
-                    let subject = (k + round) % SUBJECTS.len();
-                    let sample = measure(
-                        addrs[m][subject],
-                        &requests[m],
-                        &size,
-                        server_tid.as_deref(),
-                    )
-                    .await;
-                    samples[m][subject].push(sample);
+    if size.loopback {
+        let (addrs, server_tid) = start_server(&mixes);
+        let client = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("client runtime");
+        let requests: Vec<Arc<Vec<Vec<u8>>>> =
+            mixes.iter().map(|m| Arc::new(m.requests())).collect();
+        client.block_on(async {
+            for round in 0..size.rounds {
+                for (m, _) in mixes.iter().enumerate() {
+                    for k in 0..SUBJECTS.len() {
+                        let subject = (k + round) % SUBJECTS.len();
+                        let sample = measure(
+                            addrs[m][subject],
+                            &requests[m],
+                            &size,
+                            server_tid.as_deref(),
+                        )
+                        .await;
+                        samples[m][subject].push(sample);
+                    }
                 }
             }
-        }
-    });
+        });
+    }
 
     let mut refused = 0;
     for (m, mix) in mixes.iter().enumerate() {
-        println!("\n## {}\n", mix.name());
+        if !size.loopback {
+            break;
+        }
+        println!("\n## {} (handler: {})\n", mix.name(), App::Bare.name());
         fmt::table_header(&[
             "limiter",
             "requests/s",
@@ -660,29 +816,41 @@ fn main() {
     );
     fmt::table_header(&[
         "clients",
+        "handler",
         "limiter",
         "time per request",
         "limiter's cost",
         "loopback server CPU + cost: % of no limiter",
     ]);
     for (m, mix) in mixes.iter().enumerate() {
-        // The no-limiter server's CPU per request over loopback, to put the cost beside.
-        let server_cpu = Summary::of(&samples[m][0].iter().map(|s| s.cpu_ns).collect::<Vec<_>>());
-        let base = &in_process[m][0];
-        for (subject, name) in SUBJECTS.iter().enumerate() {
-            let runs = &in_process[m][subject];
-            let cost: Vec<f64> = runs.iter().zip(base).map(|(r, b)| r - b).collect();
-            let predicted: Vec<f64> = cost
-                .iter()
-                .map(|c| 100.0 * server_cpu.median / (server_cpu.median + c))
-                .collect();
-            println!(
-                "| {} | {name} | {} | {} | {} |",
-                mix.name(),
-                fmt::time_summary(Summary::of(runs)),
-                fmt::time_summary(Summary::of(&cost)),
-                fmt::plain_summary(Summary::of(&predicted), "%"),
-            );
+        // The no-limiter server's CPU per request over loopback (the bare handler's), to
+        // put the cost beside; without a loopback run, `TOLLGATE_BENCH_SERVER_NS`.
+        let server_cpu = if size.loopback {
+            Some(Summary::of(&samples[m][0].iter().map(|s| s.cpu_ns).collect::<Vec<_>>()).median)
+        } else {
+            size.server_ns
+        };
+        for (a, app) in apps.iter().enumerate() {
+            let base = &in_process[m][a][0];
+            for (subject, name) in SUBJECTS.iter().enumerate() {
+                let runs = &in_process[m][a][subject];
+                let cost: Vec<f64> = runs.iter().zip(base).map(|(r, b)| r - b).collect();
+                let predicted = match server_cpu {
+                    Some(server) => {
+                        let ratios: Vec<f64> =
+                            cost.iter().map(|c| 100.0 * server / (server + c)).collect();
+                        fmt::plain_summary(Summary::of(&ratios), "%")
+                    }
+                    None => "—".to_owned(),
+                };
+                println!(
+                    "| {} | {} | {name} | {} | {} | {predicted} |",
+                    mix.name(),
+                    app.name(),
+                    fmt::time_summary(Summary::of(runs)),
+                    fmt::time_summary(Summary::of(&cost)),
+                );
+            }
         }
     }
     println!("\n{}", machine::loadavg_line(&before));

@@ -1,13 +1,35 @@
 //! [`Counts`]: how many requests the layer decided which way, shared by every clone.
 //!
-//! Plain counters, each bumped once per decision with a relaxed increment: they publish no
-//! other memory, and a snapshot read while requests run may be a few requests behind on
-//! some counters and not on others.
+//! Every decision bumps one counter, from whichever core serves the request. One shared
+//! counter per outcome would be a cache line every core writes on every request, bouncing
+//! between them: the cost grows with the cores that serve, which is the wrong way round for
+//! a layer meant to cost nothing. So each outcome's counter is striped: [`STRIPES`] sets of
+//! counters, each on its own cache line (`CachePadded`), and a thread bumps the set its
+//! index picks (threads are numbered as they first count, round robin over the stripes), so
+//! that up to `STRIPES` serving threads never share a line. A snapshot adds the stripes up.
+//!
+//! Why not derive `admitted` and `rejected` from the limiters' own [`Stats`](tollgate::Stats),
+//! which the core already keeps striped: they count checks, not requests. A request the
+//! layer's limit admits and a stacked limit refuses is one admission and one refusal there
+//! (the admission undone) and one `rejected` here; an allowlisted request is no check at
+//! all; dry run, delay mode and missing keys have no counterpart. The core's counters are
+//! not public, so the stripes are this crate's own.
+//!
+//! Each counter is bumped with a relaxed increment: they publish no other memory, and a
+//! snapshot read while requests run may be a few requests behind on some counters and not
+//! on others.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_utils::CachePadded;
 
 /// How many requests a [`RateLimitLayer`](crate::RateLimitLayer) (every clone of it and of
 /// its services) decided each way, since it was built. Each request counts once.
+///
+/// Counting is cheap on many cores: each serving thread bumps counters on a cache line of its
+/// own (up to 64 threads), and a snapshot adds them up, so a snapshot taken while requests
+/// run may be a few requests behind on some fields and not on others.
 ///
 /// # Examples
 ///
@@ -53,10 +75,10 @@ pub struct Counts {
     pub unavailable: u64,
 }
 
-/// One decision, to be counted.
+/// One decision, to be counted; its discriminant is its counter's index in a stripe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    Admitted,
+    Admitted = 0,
     Rejected,
     Delayed,
     DryRunRefused,
@@ -66,47 +88,111 @@ pub(crate) enum Outcome {
     Unavailable,
 }
 
-/// The shared counters behind [`Counts`].
-#[derive(Debug, Default)]
+/// How many sets of counters a layer keeps: a power of two, enough for the threads of a
+/// server on a large machine; more threads than this share stripes (still correct, only
+/// less spread). 64 stripes of one 128-byte line each: 8 KiB per layer.
+const STRIPES: usize = 64;
+
+/// One stripe: a counter per [`Outcome`], indexed by `Outcome as usize`.
+type Stripe = [AtomicU64; OUTCOMES];
+
+/// How many outcomes there are.
+const OUTCOMES: usize = 8;
+
+/// The shared counters behind [`Counts`], striped (see the module docs).
 pub(crate) struct Counters {
-    admitted: AtomicU64,
-    rejected: AtomicU64,
-    delayed: AtomicU64,
-    dry_run_refused: AtomicU64,
-    allowlisted: AtomicU64,
-    missing_key_rejected: AtomicU64,
-    missing_key_allowed: AtomicU64,
-    unavailable: AtomicU64,
+    stripes: Box<[CachePadded<Stripe>]>,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            stripes: (0..STRIPES)
+                .map(|_| CachePadded::new(Stripe::default()))
+                .collect(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.snapshot().fmt(f)
+    }
+}
+
+/// The next thread's stripe number.
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's stripe number, taken on its first count.
+    static THREAD_STRIPE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// This thread's stripe, `0..STRIPES`.
+fn thread_stripe() -> usize {
+    THREAD_STRIPE.with(|stripe| match stripe.get() {
+        Some(i) => i,
+        None => {
+            // ordering: a ticket; only its uniqueness matters, no memory is published.
+            let i = NEXT_THREAD.fetch_add(1, Ordering::Relaxed) % STRIPES;
+            stripe.set(Some(i));
+            i
+        }
+    })
 }
 
 impl Counters {
     pub(crate) fn count(&self, outcome: Outcome) {
-        let counter = match outcome {
-            Outcome::Admitted => &self.admitted,
-            Outcome::Rejected => &self.rejected,
-            Outcome::Delayed => &self.delayed,
-            Outcome::DryRunRefused => &self.dry_run_refused,
-            Outcome::Allowlisted => &self.allowlisted,
-            Outcome::MissingKeyRejected => &self.missing_key_rejected,
-            Outcome::MissingKeyAllowed => &self.missing_key_allowed,
-            Outcome::Unavailable => &self.unavailable,
-        };
+        let stripe = &self.stripes[thread_stripe()];
         // ordering: a statistic; it publishes no other memory.
-        counter.fetch_add(1, Ordering::Relaxed);
+        stripe[outcome as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(&self) -> Counts {
         // ordering: statistics, read independently (see the module docs).
-        let read = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let read = |outcome: Outcome| -> u64 {
+            self.stripes
+                .iter()
+                .map(|stripe| stripe[outcome as usize].load(Ordering::Relaxed))
+                .fold(0, u64::wrapping_add)
+        };
         Counts {
-            admitted: read(&self.admitted),
-            rejected: read(&self.rejected),
-            delayed: read(&self.delayed),
-            dry_run_refused: read(&self.dry_run_refused),
-            allowlisted: read(&self.allowlisted),
-            missing_key_rejected: read(&self.missing_key_rejected),
-            missing_key_allowed: read(&self.missing_key_allowed),
-            unavailable: read(&self.unavailable),
+            admitted: read(Outcome::Admitted),
+            rejected: read(Outcome::Rejected),
+            delayed: read(Outcome::Delayed),
+            dry_run_refused: read(Outcome::DryRunRefused),
+            allowlisted: read(Outcome::Allowlisted),
+            missing_key_rejected: read(Outcome::MissingKeyRejected),
+            missing_key_allowed: read(Outcome::MissingKeyAllowed),
+            unavailable: read(Outcome::Unavailable),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts from many threads (more than there are stripes) all add up.
+    #[test]
+    fn stripes_add_up() {
+        let counters = Counters::default();
+        std::thread::scope(|s| {
+            for t in 0..(STRIPES + 6) {
+                let counters = &counters;
+                s.spawn(move || {
+                    for _ in 0..100 {
+                        counters.count(Outcome::Admitted);
+                    }
+                    if t % 2 == 0 {
+                        counters.count(Outcome::Unavailable);
+                    }
+                });
+            }
+        });
+        let counts = counters.snapshot();
+        assert_eq!(counts.admitted, 100 * (STRIPES as u64 + 6));
+        assert_eq!(counts.unavailable, STRIPES as u64 / 2 + 3);
+        assert_eq!(counts.rejected, 0);
     }
 }

@@ -2,7 +2,8 @@
 //! (draft-ietf-httpapi-ratelimit-headers-10, structured-field lists of items whose value is
 //! the policy's name as a String, with the parameters `q`, `w` and `r`, `t`).
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -84,7 +85,9 @@ const SEARCH: u128 = 8;
 
 /// A policy as the fields name it: its name as a structured-field String, and its
 /// `RateLimit-Policy` items, rendered once per quota. A request's `RateLimit-Policy` value
-/// is then a clone of a shared `HeaderValue` (a reference count), not a new string.
+/// is then a clone of a `HeaderValue` over static bytes ([`static_value`]): a pointer copy,
+/// where a clone of a value over heap bytes would bump a reference count that every core
+/// serving the layer writes.
 pub(crate) struct Policy {
     name: String,
     /// The items of the quotas seen so far, first come first served: a quota that finds
@@ -113,13 +116,45 @@ impl Policy {
     fn item(&self, quota: Quota) -> HeaderValue {
         for slot in &self.rendered {
             // ordering: `OnceLock` publishes its value with release/acquire itself.
-            let (q, item) = slot.get_or_init(|| (quota, policy_item(&self.name, quota)));
+            let (q, item) =
+                slot.get_or_init(|| (quota, static_value(policy_item(&self.name, quota))));
             if *q == quota {
                 return item.clone();
             }
         }
         policy_item(&self.name, quota)
     }
+}
+
+/// How many distinct values [`static_value`] keeps for the life of the process.
+const STATIC_VALUES: usize = 1024;
+
+/// `value` over bytes that live as long as the process, so that its clones copy a pointer
+/// and touch no shared reference count: each distinct value is leaked once and reused by
+/// every policy (and every layer) that renders it again. The values are a process's policy
+/// items (`"name";q=10;w=1`, one per policy and quota, filled in the few slots of a
+/// [`Policy`]), so they are few; past [`STATIC_VALUES`] of them (a process that makes up
+/// policy names without end), `value` is returned as it is, and its clones count references
+/// as before.
+fn static_value(value: HeaderValue) -> HeaderValue {
+    static VALUES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    // Policy items are printable ASCII (`sf_string` checks the name).
+    let Ok(text) = value.to_str() else {
+        return value;
+    };
+    // A poisoned set is still a set of leaked values: keep using it.
+    let mut values = VALUES.lock().unwrap_or_else(PoisonError::into_inner);
+    let values = values.get_or_insert_with(HashSet::new);
+    let text = match values.get(text) {
+        Some(&text) => text,
+        None if values.len() < STATIC_VALUES => {
+            let text: &'static str = Box::leak(text.into());
+            values.insert(text);
+            text
+        }
+        None => return value,
+    };
+    HeaderValue::from_static(text)
 }
 
 impl std::fmt::Debug for Policy {
@@ -202,6 +237,28 @@ impl Fields {
 
     /// Adds the fields `format` asks for, and `Retry-After` after a refusal.
     pub(crate) fn insert_into(self, headers: &mut HeaderMap, format: Format) {
+        if headers.is_empty() && self.retry_after.is_none() {
+            // A response without fields (a handler that sets none): the same map, built by
+            // cloning one with these names already in place, whose values are then set in
+            // order. A clone copies each name's hash with it, where an insert hashes the
+            // name (byte by byte, for these non-standard names) and probes for it.
+            *headers = template(format).clone();
+            let mut slots = headers.iter_mut().map(|(_, value)| value);
+            let mut fill = |value: HeaderValue| {
+                *slots.next().expect("a template slot per field") = value;
+            };
+            if format.ietf {
+                fill(self.policy);
+                fill(self.ratelimit);
+            }
+            if format.legacy {
+                let (limit, remaining, reset) = self.legacy;
+                fill(HeaderValue::from(limit));
+                fill(HeaderValue::from(remaining));
+                fill(HeaderValue::from(reset));
+            }
+            return;
+        }
         // One reservation for every field this adds (the map is usually still empty).
         let count = 2 * usize::from(format.ietf)
             + 3 * usize::from(format.legacy)
@@ -226,6 +283,28 @@ impl Fields {
     pub(crate) fn retry_after(&self) -> Option<u64> {
         self.retry_after
     }
+}
+
+/// The fields of an admitted response under `format`, in the order
+/// [`Fields::insert_into`] adds them, with empty values: built once per process.
+fn template(format: Format) -> &'static HeaderMap {
+    static TEMPLATES: [OnceLock<HeaderMap>; 4] = [const { OnceLock::new() }; 4];
+    let index = usize::from(format.ietf) + 2 * usize::from(format.legacy);
+    // ordering: `OnceLock` publishes its value with release/acquire itself.
+    TEMPLATES[index].get_or_init(|| {
+        let empty = || HeaderValue::from_static("");
+        let mut map = HeaderMap::new();
+        if format.ietf {
+            map.insert(RATELIMIT_POLICY, empty());
+            map.insert(RATELIMIT, empty());
+        }
+        if format.legacy {
+            map.insert(X_LIMIT, empty());
+            map.insert(X_REMAINING, empty());
+            map.insert(X_RESET, empty());
+        }
+        map
+    })
 }
 
 fn policy_item(name: &str, quota: Quota) -> HeaderValue {
@@ -410,6 +489,67 @@ mod tests {
                 assert_eq!(policy.item(q), expected.as_str(), "round {round}");
             }
         }
+    }
+
+    /// A response without fields gets them from the template, one with fields by
+    /// insertion: the same fields, in the same order, either way.
+    #[test]
+    fn template_and_inserts_agree() {
+        let policy = Policy::new("default");
+        let fields = || {
+            Fields::admitted(
+                &policy,
+                Quota::per_second(10),
+                9,
+                Duration::from_millis(100),
+            )
+        };
+        for format in [
+            IETF,
+            BOTH,
+            Format {
+                ietf: false,
+                legacy: true,
+            },
+        ] {
+            let mut from_template = HeaderMap::new();
+            fields().insert_into(&mut from_template, format);
+            let mut inserted = HeaderMap::new();
+            inserted.insert("x-first", HeaderValue::from_static("1"));
+            fields().insert_into(&mut inserted, format);
+            let pairs = |map: &HeaderMap, skip: usize| -> Vec<(String, String)> {
+                map.iter()
+                    .skip(skip)
+                    .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+                    .collect()
+            };
+            assert_eq!(pairs(&from_template, 0), pairs(&inserted, 1), "{format:?}");
+            assert_eq!(
+                from_template.len(),
+                2 * usize::from(format.ietf) + 3 * usize::from(format.legacy)
+            );
+        }
+        // The template is reused, not filled in.
+        let mut again = HeaderMap::new();
+        Fields::admitted(&policy, Quota::per_second(10), 3, Duration::from_secs(2))
+            .insert_into(&mut again, IETF);
+        assert_eq!(again[RATELIMIT], "\"default\";r=3;t=2");
+    }
+
+    /// Policy items are static bytes, shared by every policy that renders the same item:
+    /// their clones touch no reference count.
+    #[test]
+    fn policy_items_are_static() {
+        let quota = Quota::per_second(10).allow_burst(30);
+        let (a, b) = (Policy::new("static-test"), Policy::new("static-test"));
+        let (x, y) = (a.item(quota), b.item(quota));
+        assert_eq!(x, "\"static-test\";q=30;w=3");
+        // Two policies, each rendering its own item: one set of bytes, the interned one.
+        assert_eq!(x.as_bytes().as_ptr(), y.as_bytes().as_ptr());
+        assert_eq!(a.item(quota).as_bytes().as_ptr(), x.as_bytes().as_ptr());
+        // Another item is other bytes.
+        let other = a.item(Quota::per_second(8));
+        assert_ne!(other.as_bytes().as_ptr(), x.as_bytes().as_ptr());
     }
 
     const IETF: Format = Format {

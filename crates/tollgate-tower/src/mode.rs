@@ -1,6 +1,7 @@
 //! The modes a layer runs in, as its `M` type parameter: [`Reject`] (the default) and
-//! [`Delay`] here, [`DryRun`](crate::DryRun) beside its refusal mark in `dry_run.rs`. Each
-//! has its own `Service` impl (`service.rs`); delay mode's wait is in `delay.rs`.
+//! [`Delay`] here, [`DryRun`](crate::DryRun) beside its refusal mark in `dry_run.rs`. Reject
+//! and dry-run mode decide at once and share one `Service` impl ([`Immediate`]); delay mode
+//! has its own (`service.rs`), and its wait is in `delay.rs`.
 
 use std::time::Duration;
 
@@ -56,5 +57,25 @@ impl Delay {
     /// ```
     pub fn max(&self) -> Duration {
         self.max
+    }
+}
+
+pub(crate) use sealed::Immediate;
+
+mod sealed {
+    /// The modes that decide at once, without waiting: [`Reject`](crate::Reject) and
+    /// [`DryRun`](crate::DryRun). Not nameable outside the crate, so no other type can be a
+    /// mode.
+    pub trait Immediate: Clone {
+        /// Whether a refusal is only marked, and the request served anyway.
+        const DRY_RUN: bool;
+    }
+
+    impl Immediate for crate::Reject {
+        const DRY_RUN: bool = false;
+    }
+
+    impl Immediate for crate::DryRun {
+        const DRY_RUN: bool = true;
     }
 }

@@ -13,10 +13,9 @@ use crate::config::Config;
 use crate::counts::Counts;
 use crate::decide::Decision;
 use crate::delay::delayed;
-use crate::dry_run::DryRun;
 use crate::future::ResponseFuture;
 use crate::key::KeyExtractor;
-use crate::mode::{Delay, Reject};
+use crate::mode::{Delay, Immediate, Reject};
 use crate::refusal::is_grpc;
 
 /// The rate-limiting [`Service`] made by [`RateLimitLayer`](crate::RateLimitLayer): decides in `call`, passes
@@ -136,10 +135,13 @@ where
     }
 }
 
-impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, Reject>
+/// Reject and dry-run mode: decided at once, one impl for both (they differ only in what a
+/// refusal becomes).
+impl<S, E, M, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, M>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     E: KeyExtractor,
+    M: Immediate,
     ResBody: Default + 'static,
 {
     type Response = Response<ResBody>;
@@ -154,29 +156,7 @@ where
         let (parts, body) = req.into_parts();
         let decision = self.config.decide(&parts, false);
         self.config
-            .run(&mut self.inner, parts, body, decision, false)
-    }
-}
-
-impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, DryRun>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    E: KeyExtractor,
-    ResBody: Default + 'static,
-{
-    type Response = Response<ResBody>;
-    type Error = S::Error;
-    type Future = ResponseFuture<S, ReqBody>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let (parts, body) = req.into_parts();
-        let decision = self.config.decide(&parts, false);
-        self.config
-            .run(&mut self.inner, parts, body, decision, true)
+            .run(&mut self.inner, parts, body, decision, M::DRY_RUN)
     }
 }
 
