@@ -75,16 +75,15 @@ struct Stripe {
 
 #[derive(Debug)]
 pub(crate) struct Counters {
-    /// `OWNED` owned stripes, then the shared one.
-    stripes: Box<[CachePadded<Stripe>]>,
+    /// `OWNED` owned stripes, then the shared one. A fixed-size array: the hot path's bounds
+    /// check is against a constant, not a length loaded from the heap.
+    stripes: Box<[CachePadded<Stripe>; OWNED + 1]>,
 }
 
 impl Counters {
     pub(crate) fn new() -> Counters {
         Counters {
-            stripes: (0..=OWNED)
-                .map(|_| CachePadded::new(Stripe::default()))
-                .collect(),
+            stripes: Box::new(std::array::from_fn(|_| CachePadded::new(Stripe::default()))),
         }
     }
 

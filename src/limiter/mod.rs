@@ -725,6 +725,11 @@ where
     }
 
     #[inline]
+    fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)> {
+        (self.shared.table).try_update_recording(self.route, self.fp, f)
+    }
+
+    #[inline]
     fn count(&self, admitted: bool) {
         if admitted {
             self.shared.counters.admitted();
