@@ -307,10 +307,20 @@ impl<'a> SlotArray<'a> {
     /// Linear probing from `fp`'s home over every slot once, run by run: `visit` gets each
     /// index and slot and says whether to stop.
     #[inline]
-    fn probe<T>(&self, fp: u64, mut visit: impl FnMut(usize, &'a Slot) -> Option<T>) -> Option<T> {
-        let mut i = self.home(fp);
+    fn probe<T>(&self, fp: u64, visit: impl FnMut(usize, &'a Slot) -> Option<T>) -> Option<T> {
+        self.probe_from(self.home(fp), self.len, visit)
+    }
+
+    /// Linear probing over `steps` slots from index `i` (`i < len`), wrapping at `len`.
+    #[inline]
+    fn probe_from<T>(
+        &self,
+        mut i: usize,
+        steps: usize,
+        mut visit: impl FnMut(usize, &'a Slot) -> Option<T>,
+    ) -> Option<T> {
         let (mut biased, mut end) = self.run(i);
-        for _ in 0..self.len {
+        for _ in 0..steps {
             if let Some(out) = visit(i, Self::in_run(biased, i)) {
                 return Some(out);
             }
@@ -326,18 +336,26 @@ impl<'a> SlotArray<'a> {
     }
 
     /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    ///
+    /// The home slot is looked at first, on its own: it settles most lookups (a hit, or an
+    /// `EMPTY` miss), and doing so without the run bookkeeping keeps the check's hot path
+    /// short. The rest of the run is an ordinary probe from the next slot.
     #[inline]
     pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
-        self.probe(fp, |_, slot| {
-            // ordering: Acquire pairs with the Release fp store of an insert, so the state
-            // word read next is at least the frozen word that preceded it (see slot.rs).
-            match slot.fp.load(Ordering::Acquire) {
-                f if f == fp => Some(Some(slot)),
-                EMPTY => Some(None),
-                _ => None,
-            }
-        })
-        .flatten()
+        // ordering: Acquire pairs with the Release fp store of an insert, so the state word
+        // read next is at least the frozen word that preceded it (see slot.rs).
+        let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
+            f if f == fp => Some(Some(slot)),
+            EMPTY => Some(None),
+            _ => None,
+        };
+        let home = self.home(fp);
+        if let Some(found) = look(self.slot(home)) {
+            return found;
+        }
+        let next = if home + 1 == self.len { 0 } else { home + 1 };
+        self.probe_from(next, self.len - 1, |_, slot| look(slot))
+            .flatten()
     }
 
     /// Locked probe: the key's slot, or where a new key could go.
