@@ -73,10 +73,11 @@ pub(crate) trait Word {
 /// captures by value and returns the state it replaced beside the verdict), so running it
 /// again there changes nothing.
 ///
-/// `check_slow` takes the word (a cheap handle: `Clone`) and the quota by value, in parts: a reference (or a quota
-/// passed as one struct) would need them in memory, and the compiler stores them up front,
-/// on the hot path too.
-#[inline]
+/// `check_slow` takes the word (a cheap handle: `Clone`) and the quota by value, in parts: a
+/// reference, or the quota as one struct, would need them in memory, and the compiler stores
+/// them up front, on the hot path too. Always inlined, so that the public method around it
+/// makes the one inlining decision (left out of line, `check` took its quota through memory).
+#[inline(always)]
 pub(crate) fn check(
     word: &(impl Word + Clone),
     n: u32,
