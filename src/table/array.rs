@@ -54,6 +54,10 @@ pub(crate) struct Segments {
     len: AtomicUsize,
     /// Per segment, its first slot's address minus its first index (null: not allocated).
     dir: Box<[AtomicPtr<Slot>]>,
+    /// Segment 0's entry, which never changes after `new`: kept beside `len` so that a home
+    /// slot in segment 0 (every slot of a shard that has not grown, presized ones included)
+    /// is one load from the shard instead of two (the directory, then its entry).
+    base: AtomicPtr<Slot>,
     /// Slots in segment 0.
     first: usize,
     /// log2 of the unit `U` of the later segments.
@@ -94,13 +98,17 @@ impl Segments {
         let dir: Box<[AtomicPtr<Slot>]> = (0..count)
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect();
-        let segments = Segments {
+        let mut segments = Segments {
             len: AtomicUsize::new(first),
             dir,
+            base: AtomicPtr::new(std::ptr::null_mut()),
             first,
             unit_shift,
         };
         segments.allocate(0, first);
+        // ordering: `&mut`: nothing is shared yet.
+        let base = segments.dir[0].load(Ordering::Relaxed);
+        *segments.base.get_mut() = base;
         segments
     }
 
@@ -231,21 +239,34 @@ impl<'a> SlotArray<'a> {
         }
     }
 
-    /// Slot `i` (`i < len`).
+    /// The directory entry of segment `s` (below a published length, or the lock holder's).
     #[inline]
-    pub(crate) fn slot(&self, i: usize) -> &'a Slot {
-        debug_assert!(i < self.len);
+    fn entry(&self, s: usize) -> *const Slot {
+        let seg = self.segments;
         // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
-        // entry's store before us (module docs).
-        let biased = self.segments.dir[self.segment_of(i)].load(Ordering::Relaxed);
+        // entry's store before us (module docs). Segment 0's copy in `base` was stored before
+        // the shard was shared and never changes.
+        let biased = if s == 0 {
+            seg.base.load(Ordering::Relaxed)
+        } else {
+            seg.dir[s].load(Ordering::Relaxed)
+        };
         // A reader that saw a length without its segments (a broken publication) would
         // index from null: stop it here in tests and loom models rather than fault.
         if cfg!(any(debug_assertions, tollgate_loom)) {
             assert!(
                 !biased.is_null(),
-                "slot {i} read before its segment was published"
+                "segment {s} read before it was published"
             );
         }
+        biased
+    }
+
+    /// Slot `i` (`i < len`).
+    #[inline]
+    pub(crate) fn slot(&self, i: usize) -> &'a Slot {
+        debug_assert!(i < self.len);
+        let biased = self.entry(self.segment_of(i));
         // SAFETY: (1) `i < len`, and every segment below a published (or, for the lock
         // holder, extended) length is allocated and its entry stored before that length
         // was; (2) the entry is the segment's base minus its first index, so `biased + i` is
@@ -284,16 +305,7 @@ impl<'a> SlotArray<'a> {
     #[inline]
     fn run(&self, i: usize) -> (*const Slot, usize) {
         let s = self.segment_of(i);
-        // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
-        // entry's store before us (module docs).
-        let biased = self.segments.dir[s].load(Ordering::Relaxed);
-        if cfg!(any(debug_assertions, tollgate_loom)) {
-            assert!(
-                !biased.is_null(),
-                "slot {i} read before its segment was published"
-            );
-        }
-        (biased, self.segments.start(s + 1).min(self.len))
+        (self.entry(s), self.segments.start(s + 1).min(self.len))
     }
 
     /// The slot at `i` of a run from `run` (`i` below the run's end).
