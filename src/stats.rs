@@ -142,7 +142,11 @@ impl Counters {
 fn owned_index() -> Option<usize> {
     // `with` on a const, destructor-free thread-local cannot fail, even during teardown.
     let i = INDEX.with(Cell::get);
-    if i < OWNED { Some(i) } else { first_or_shared(i) }
+    if i < OWNED {
+        Some(i)
+    } else {
+        first_or_shared(i)
+    }
 }
 
 /// `owned_index` for a thread that has not counted yet (`UNSET`), or owns no stripe.

@@ -98,7 +98,7 @@ impl Segments {
         let dir: Box<[AtomicPtr<Slot>]> = (0..count)
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect();
-        let mut segments = Segments {
+        let segments = Segments {
             len: AtomicUsize::new(first),
             dir,
             base: AtomicPtr::new(std::ptr::null_mut()),
@@ -106,9 +106,10 @@ impl Segments {
             unit_shift,
         };
         segments.allocate(0, first);
-        // ordering: `&mut`: nothing is shared yet.
+        // ordering: Relaxed; nothing is shared yet (the table is published to other threads
+        // by whatever shares it, with the ordering that needs).
         let base = segments.dir[0].load(Ordering::Relaxed);
-        *segments.base.get_mut() = base;
+        segments.base.store(base, Ordering::Relaxed);
         segments
     }
 
