@@ -56,7 +56,8 @@ pub(crate) trait Word {
     }
     /// [`update_recording`](Word::update_recording)'s lock-free attempt alone, for the hot
     /// path: `None` when it would need more (a key to insert, a frozen slot), and then it
-    /// has written nothing. Must be cheap to inline: no lock, no call.
+    /// has written nothing, though `f` may have run: a caller that starts over must not mind
+    /// running it again (`check`'s step is pure). Must be cheap to inline: no lock, no call.
     fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)>;
     /// Counts a decision in the limiter's statistics.
     fn count(&self, admitted: bool);
