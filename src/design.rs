@@ -113,7 +113,7 @@
 //! passed as `&mut f` to the locked path, or the quota passed as one struct made the
 //! compiler keep those values in memory, about 15 stores before every CAS, and a locked
 //! instruction on x86 waits for the store buffer to drain. Measured with callgrind on one
-//! hot key with `check_at`: 226 instructions a check before, 134 after (BENCHMARKS.md).
+//! hot key with `check_at`: 226 instructions a check before, 133 after (BENCHMARKS.md).
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
