@@ -304,7 +304,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///
     /// This is the fast path, and the one to use in a proxy or any server with an event
     /// loop: read `now()` once per turn of the loop and check every request of that turn at
-    /// it. For a hot key that is a third to half of what `check` costs (`BENCHMARKS.md`,
+    /// it. For a hot key that is about a third of what `check` costs (`BENCHMARKS.md`,
     /// scenario A, "check_at"); a turn's requests are microseconds apart, well inside any
     /// quota's resolution.
     ///
