@@ -144,6 +144,20 @@
 //! "eviction in place vs a reader of the victim" fails if the new word is stored before the
 //! fingerprint.
 //!
+//! **The check's hot path** (`engine::check`, `Table::try_update_recording`, issue 11) is the
+//! lock-free attempt alone, inlined into the public method: hash, shard, the home slot (its
+//! segment's entry; segment 0's is kept beside the shard's length, since it never changes),
+//! the rest of the probe run only if the home slot does not settle it, the removal epoch,
+//! the CAS loop, a counter bump. Anything else (a key to insert, a frozen slot, a slot that
+//! changed hands under the probe) starts the whole check over out of line
+//! (`engine::check_slow`, which re-probes and takes the lock); the GCRA step is pure, so
+//! running it twice changes nothing. The rule that shaped it: nothing on the hot path may
+//! have its address taken by the out-of-line code. A step capturing `&mut prev`, a closure
+//! passed as `&mut f` to the locked path, or the quota passed as one struct made the
+//! compiler keep those values in memory, about 15 stores before every CAS, and a locked
+//! instruction on x86 waits for the store buffer to drain. Measured with callgrind on one
+//! hot key with `check_at`: 226 instructions a check before, 133 after (BENCHMARKS.md).
+//!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
 //! A waiter on a key with no queue and a free cell is admitted at once (one CAS). Otherwise

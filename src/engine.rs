@@ -54,6 +54,11 @@ pub(crate) trait Word {
         let epoch = self.epoch();
         Ok((self.update(now, f)?, epoch))
     }
+    /// [`update_recording`](Word::update_recording)'s lock-free attempt alone, for the hot
+    /// path: `None` when it would need more (a key to insert, a frozen slot), and then it
+    /// has written nothing, though `f` may have run: a caller that starts over must not mind
+    /// running it again (`check`'s step is pure). Must be cheap to inline: no lock, no call.
+    fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)>;
     /// Counts a decision in the limiter's statistics.
     fn count(&self, admitted: bool);
     /// The limiter's capacity in keys, for [`Error::TableFull`].
@@ -62,9 +67,20 @@ pub(crate) trait Word {
 
 /// Admits `n` cells under `gcra` at `now`, or writes nothing: `check` and, with `write`
 /// false, `peek`. Only a writing check counts in the statistics.
-#[inline]
+///
+/// The hot path is the word's lock-free attempt ([`Word::try_update_recording`]), inlined
+/// into the caller with everything in registers; anything else (a key to insert, a slot
+/// frozen by the shard lock) starts over in `check_slow`, out of line. The step is pure (it
+/// captures by value and returns the state it replaced beside the verdict), so running it
+/// again there changes nothing.
+///
+/// `check_slow` takes the word (a cheap handle: `Clone`) and the quota by value, in parts: a
+/// reference, or the quota as one struct, would need them in memory, and the compiler stores
+/// them up front, on the hot path too. Always inlined, so that the public method around it
+/// makes the one inlining decision (left out of line, `check` took its quota through memory).
+#[inline(always)]
 pub(crate) fn check(
-    word: &impl Word,
+    word: &(impl Word + Clone),
     n: u32,
     gcra: Gcra,
     now: u64,
@@ -74,25 +90,82 @@ pub(crate) fn check(
         requested: n,
         burst,
     })?;
-    // The state the admission replaces, from the last run of the step (the one whose write
-    // landed). Kept beside the verdict rather than in it: a verdict of two words costs the
-    // hot path a store-forwarding stall (measured in scenario A).
-    let mut prev = 0;
-    let step = |tat| {
-        prev = tat;
-        if n == 0 {
-            return (None, Ok(tat));
-        }
-        match gcra.decide(tat, now, n) {
-            Decision::Admit { new_tat } => (write.then_some(new_tat), Ok(new_tat)),
-            Decision::Deny { admit_at } => (None, Err(admit_at)),
-        }
+    match word.try_update_recording(check_step(n, gcra, now, write)) {
+        Some(((verdict, prev), epoch)) => decided(word, gcra, now, write, verdict, prev, epoch),
+        None => check_slow(
+            word.clone(),
+            n,
+            gcra.interval,
+            gcra.tolerance,
+            gcra.burst,
+            now,
+            write,
+        ),
+    }
+}
+
+/// [`check`] through the word's general update (the locked path included).
+#[cold]
+#[inline(never)]
+fn check_slow(
+    word: impl Word,
+    n: u32,
+    interval: u64,
+    tolerance: u64,
+    burst: u32,
+    now: u64,
+    write: bool,
+) -> Result<Admitted, Error> {
+    let gcra = Gcra {
+        interval,
+        tolerance,
+        burst,
     };
-    let (verdict, epoch) = word
-        .update_recording(now, step)
+    let word = &word;
+    let ((verdict, prev), epoch) = word
+        .update_recording(now, check_step(n, gcra, now, write))
         .map_err(|Full| Error::TableFull {
             capacity: word.capacity(),
         })?;
+    decided(word, gcra, now, write, verdict, prev, epoch)
+}
+
+/// What a check's verdict on a stored TAT: `(write, (verdict, prev))`, where `verdict` is
+/// the new TAT or the instant the cells would be admitted at, and `prev` the TAT it replaces.
+///
+/// It captures by value and returns `prev` rather than storing it through a reference: a
+/// captured reference gives the caller's locals an address that the table's locked path can
+/// reach, and the compiler then keeps them in memory on the hot path too, a store per local
+/// before the CAS, which on x86 waits for the store buffer to drain (scenario A).
+#[inline]
+fn check_step(
+    n: u32,
+    gcra: Gcra,
+    now: u64,
+    write: bool,
+) -> impl FnMut(u64) -> Step<(Result<u64, u64>, u64)> {
+    move |tat| {
+        if n == 0 {
+            return (None, (Ok(tat), tat));
+        }
+        match gcra.decide(tat, now, n) {
+            Decision::Admit { new_tat } => (write.then_some(new_tat), (Ok(new_tat), tat)),
+            Decision::Deny { admit_at } => (None, (Err(admit_at), tat)),
+        }
+    }
+}
+
+/// Counts a check's verdict and turns it into its result.
+#[inline]
+fn decided(
+    word: &impl Word,
+    gcra: Gcra,
+    now: u64,
+    write: bool,
+    verdict: Result<u64, u64>,
+    prev: u64,
+    epoch: u64,
+) -> Result<Admitted, Error> {
     if write {
         word.count(verdict.is_ok());
     }
@@ -109,7 +182,7 @@ pub(crate) fn check(
 /// [`check`] on the word's own clock, under `quota` or, if `None`, the limiter's.
 #[inline]
 pub(crate) fn check_now(
-    word: &impl Word,
+    word: &(impl Word + Clone),
     n: u32,
     quota: Option<Gcra>,
     write: bool,

@@ -10,6 +10,9 @@
 //! Handing an index from an exited thread to a new one goes through a mutex, so the new
 //! owner's first load sees the old owner's last store.
 
+#[cfg(not(tollgate_loom))]
+use std::cell::Cell;
+
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU64, Ordering};
@@ -75,16 +78,15 @@ struct Stripe {
 
 #[derive(Debug)]
 pub(crate) struct Counters {
-    /// `OWNED` owned stripes, then the shared one.
-    stripes: Box<[CachePadded<Stripe>]>,
+    /// `OWNED` owned stripes, then the shared one. A fixed-size array: the hot path's bounds
+    /// check is against a constant, not a length loaded from the heap.
+    stripes: Box<[CachePadded<Stripe>; OWNED + 1]>,
 }
 
 impl Counters {
     pub(crate) fn new() -> Counters {
         Counters {
-            stripes: (0..=OWNED)
-                .map(|_| CachePadded::new(Stripe::default()))
-                .collect(),
+            stripes: Box::new(std::array::from_fn(|_| CachePadded::new(Stripe::default()))),
         }
     }
 
@@ -131,10 +133,35 @@ impl Counters {
 }
 
 /// The stripe index this thread owns, if it owns one.
+///
+/// The hot path is one load of a constant-initialised thread-local with no destructor (no
+/// lazy-init or liveness check); the first count on a thread, and every count of a thread
+/// without an owned stripe, take the cold path.
 #[cfg(not(tollgate_loom))]
 #[inline]
 fn owned_index() -> Option<usize> {
-    OWNER.try_with(|o| o.0).ok().flatten()
+    // `with` on a const, destructor-free thread-local cannot fail, even during teardown.
+    let i = INDEX.with(Cell::get);
+    if i < OWNED {
+        Some(i)
+    } else {
+        first_or_shared(i)
+    }
+}
+
+/// `owned_index` for a thread that has not counted yet (`UNSET`), or owns no stripe.
+#[cfg(not(tollgate_loom))]
+#[cold]
+#[inline(never)]
+fn first_or_shared(i: usize) -> Option<usize> {
+    if i != UNSET {
+        return None;
+    }
+    // Taking an index initialises `OWNER`, whose destructor gives it back; `try_with` fails
+    // only while this thread's locals are being torn down: then the shared stripe.
+    let owned = OWNER.try_with(|o| o.0).ok().flatten();
+    INDEX.with(|c| c.set(owned.unwrap_or(SHARED)));
+    owned
 }
 
 /// Loom runs all model threads on one OS thread, so std thread-locals cannot tell them
@@ -145,8 +172,21 @@ fn owned_index() -> Option<usize> {
     None
 }
 
+/// `INDEX` of a thread that has not counted yet.
+#[cfg(not(tollgate_loom))]
+const UNSET: usize = usize::MAX;
+/// `INDEX` of a thread that uses the shared stripe: beyond `OWNED` threads, or after its
+/// `OWNER` gave its index back.
+#[cfg(not(tollgate_loom))]
+const SHARED: usize = usize::MAX - 1;
+
 #[cfg(not(tollgate_loom))]
 thread_local! {
+    /// This thread's owned stripe index (`< OWNED`), or `UNSET` or `SHARED`: a copy of
+    /// `OWNER`'s, readable without touching `OWNER` (which has a destructor, so every access
+    /// to it checks its state).
+    static INDEX: Cell<usize> = const { Cell::new(UNSET) };
+    /// The ownership itself, handed back when the thread exits.
     static OWNER: StripeOwner = StripeOwner::acquire();
 }
 
@@ -181,6 +221,9 @@ impl StripeOwner {
 impl Drop for StripeOwner {
     fn drop(&mut self) {
         if let Some(i) = self.0 {
+            // From here on this thread counts in the shared stripe: the index stops being its
+            // own before another thread can take it.
+            INDEX.with(|c| c.set(SHARED));
             // The mutex orders this thread's last bump before the next owner's first.
             FREE_INDICES
                 .lock()

@@ -466,6 +466,13 @@ impl<P: Deref<Target = Arc<Shared>>> Word for DirectState<P> {
     }
 
     #[inline]
+    fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)> {
+        // One word and no lock: the update is the lock-free attempt, and always lands.
+        let epoch = self.epoch();
+        Some((self.0.update(f), epoch))
+    }
+
+    #[inline]
     fn count(&self, admitted: bool) {
         if admitted {
             self.0.counters.admitted();

@@ -244,6 +244,12 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///
     /// Known keys take no lock and allocate nothing: a hash, a short probe and one CAS.
     ///
+    /// Each call reads the limiter's clock, and that read is most of the call's time (about
+    /// two thirds for a hot key with the default monotonic clock; `BENCHMARKS.md`, scenario
+    /// A). A server that handles requests in batches, such as a proxy's event loop, should
+    /// read [`now`](Limiter::now) once per turn and pass it to
+    /// [`check_at`](Limiter::check_at).
+    ///
     /// # Errors
     ///
     /// [`Error::RateLimited`] with the time to retry, or [`Error::TableFull`] for
@@ -295,6 +301,12 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
 
     /// [`check`](Limiter::check) at a time the caller read from [`now`](Limiter::now), so a
     /// batch of checks reads the clock once.
+    ///
+    /// This is the fast path, and the one to use in a proxy or any server with an event
+    /// loop: read `now()` once per turn of the loop and check every request of that turn at
+    /// it. For a hot key that is about a third of what `check` costs (`BENCHMARKS.md`,
+    /// scenario A, "check_at"); a turn's requests are microseconds apart, well inside any
+    /// quota's resolution.
     ///
     /// Threads may pass times that disagree (each read its clock at its own moment, or
     /// stamps a whole batch with one reading). The window guarantee holds for every key
@@ -722,6 +734,11 @@ where
     ) -> Result<(R, u64), Full> {
         let expired_by = now.saturating_sub(RECLAIM_GRACE);
         (self.shared.table).update_recording(self.route, self.fp, expired_by, f)
+    }
+
+    #[inline]
+    fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)> {
+        (self.shared.table).try_update_recording(self.route, self.fp, f)
     }
 
     #[inline]

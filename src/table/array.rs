@@ -54,6 +54,10 @@ pub(crate) struct Segments {
     len: AtomicUsize,
     /// Per segment, its first slot's address minus its first index (null: not allocated).
     dir: Box<[AtomicPtr<Slot>]>,
+    /// Segment 0's entry, which never changes after `new`: kept beside `len` so that a home
+    /// slot in segment 0 (every slot of a shard that has not grown, presized ones included)
+    /// is one load from the shard instead of two (the directory, then its entry).
+    base: AtomicPtr<Slot>,
     /// Slots in segment 0.
     first: usize,
     /// log2 of the unit `U` of the later segments.
@@ -97,10 +101,15 @@ impl Segments {
         let segments = Segments {
             len: AtomicUsize::new(first),
             dir,
+            base: AtomicPtr::new(std::ptr::null_mut()),
             first,
             unit_shift,
         };
         segments.allocate(0, first);
+        // ordering: Relaxed; nothing is shared yet (the table is published to other threads
+        // by whatever shares it, with the ordering that needs).
+        let base = segments.dir[0].load(Ordering::Relaxed);
+        segments.base.store(base, Ordering::Relaxed);
         segments
     }
 
@@ -231,21 +240,34 @@ impl<'a> SlotArray<'a> {
         }
     }
 
-    /// Slot `i` (`i < len`).
+    /// The directory entry of segment `s` (below a published length, or the lock holder's).
     #[inline]
-    pub(crate) fn slot(&self, i: usize) -> &'a Slot {
-        debug_assert!(i < self.len);
+    fn entry(&self, s: usize) -> *const Slot {
+        let seg = self.segments;
         // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
-        // entry's store before us (module docs).
-        let biased = self.segments.dir[self.segment_of(i)].load(Ordering::Relaxed);
+        // entry's store before us (module docs). Segment 0's copy in `base` was stored before
+        // the shard was shared and never changes.
+        let biased = if s == 0 {
+            seg.base.load(Ordering::Relaxed)
+        } else {
+            seg.dir[s].load(Ordering::Relaxed)
+        };
         // A reader that saw a length without its segments (a broken publication) would
         // index from null: stop it here in tests and loom models rather than fault.
         if cfg!(any(debug_assertions, tollgate_loom)) {
             assert!(
                 !biased.is_null(),
-                "slot {i} read before its segment was published"
+                "segment {s} read before it was published"
             );
         }
+        biased
+    }
+
+    /// Slot `i` (`i < len`).
+    #[inline]
+    pub(crate) fn slot(&self, i: usize) -> &'a Slot {
+        debug_assert!(i < self.len);
+        let biased = self.entry(self.segment_of(i));
         // SAFETY: (1) `i < len`, and every segment below a published (or, for the lock
         // holder, extended) length is allocated and its entry stored before that length
         // was; (2) the entry is the segment's base minus its first index, so `biased + i` is
@@ -284,16 +306,7 @@ impl<'a> SlotArray<'a> {
     #[inline]
     fn run(&self, i: usize) -> (*const Slot, usize) {
         let s = self.segment_of(i);
-        // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
-        // entry's store before us (module docs).
-        let biased = self.segments.dir[s].load(Ordering::Relaxed);
-        if cfg!(any(debug_assertions, tollgate_loom)) {
-            assert!(
-                !biased.is_null(),
-                "slot {i} read before its segment was published"
-            );
-        }
-        (biased, self.segments.start(s + 1).min(self.len))
+        (self.entry(s), self.segments.start(s + 1).min(self.len))
     }
 
     /// The slot at `i` of a run from `run` (`i` below the run's end).
@@ -307,14 +320,20 @@ impl<'a> SlotArray<'a> {
     /// Linear probing from `fp`'s home over every slot once, run by run: `visit` gets each
     /// index and slot and says whether to stop.
     #[inline]
-    pub(super) fn probe<T>(
+    pub(super) fn probe<T>(&self, fp: u64, visit: impl FnMut(usize, &'a Slot) -> Option<T>) -> Option<T> {
+        self.probe_from(self.home(fp), self.len, visit)
+    }
+
+    /// Linear probing over `steps` slots from index `i` (`i < len`), wrapping at `len`.
+    #[inline]
+    fn probe_from<T>(
         &self,
-        fp: u64,
+        mut i: usize,
+        steps: usize,
         mut visit: impl FnMut(usize, &'a Slot) -> Option<T>,
     ) -> Option<T> {
-        let mut i = self.home(fp);
         let (mut biased, mut end) = self.run(i);
-        for _ in 0..self.len {
+        for _ in 0..steps {
             if let Some(out) = visit(i, Self::in_run(biased, i)) {
                 return Some(out);
             }
@@ -330,18 +349,26 @@ impl<'a> SlotArray<'a> {
     }
 
     /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    ///
+    /// The home slot is looked at first, on its own: it settles most lookups (a hit, or an
+    /// `EMPTY` miss), and doing so without the run bookkeeping keeps the check's hot path
+    /// short. The rest of the run is an ordinary probe from the next slot.
     #[inline]
     pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
-        self.probe(fp, |_, slot| {
-            // ordering: Acquire pairs with the Release fp store of an insert, so the state
-            // word read next is at least the frozen word that preceded it (see slot.rs).
-            match slot.fp.load(Ordering::Acquire) {
-                f if f == fp => Some(Some(slot)),
-                EMPTY => Some(None),
-                _ => None,
-            }
-        })
-        .flatten()
+        // ordering: Acquire pairs with the Release fp store of an insert, so the state word
+        // read next is at least the frozen word that preceded it (see slot.rs).
+        let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
+            f if f == fp => Some(Some(slot)),
+            EMPTY => Some(None),
+            _ => None,
+        };
+        let home = self.home(fp);
+        if let Some(found) = look(self.slot(home)) {
+            return found;
+        }
+        let next = if home + 1 == self.len { 0 } else { home + 1 };
+        self.probe_from(next, self.len - 1, |_, slot| look(slot))
+            .flatten()
     }
 
     /// Locked probe: the key's slot, or where a new key could go and, for a forced

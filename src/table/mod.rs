@@ -73,10 +73,11 @@ fn shard_index(route: u64, shards: usize) -> usize {
     ((u128::from(mixed) * shards as u128) >> 64) as usize
 }
 
-/// Remaps a 64-bit identity hash away from the `EMPTY` and `TOMBSTONE` markers.
+/// Remaps a 64-bit identity hash away from the `EMPTY` and `TOMBSTONE` markers: both become
+/// 2, the first identity (one compare and a conditional move on the check's path).
 #[inline]
 pub(crate) fn fingerprint(hash: u64) -> u64 {
-    if hash <= TOMBSTONE { hash + 2 } else { hash }
+    hash.max(TOMBSTONE + 1)
 }
 
 impl Table {
@@ -125,9 +126,9 @@ impl Table {
         route: u64,
         fp: u64,
         expired_by: u64,
-        mut f: impl FnMut(u64) -> Step<R>,
+        f: impl FnMut(u64) -> Step<R>,
     ) -> Result<R, Full> {
-        self.update_in(self.shard(route), fp, expired_by, &mut f)
+        self.update_in(self.shard(route), fp, expired_by, f)
     }
 
     /// [`update`](Table::update), with `route`'s removal epoch read first (see
@@ -139,30 +140,70 @@ impl Table {
         route: u64,
         fp: u64,
         expired_by: u64,
-        mut f: impl FnMut(u64) -> Step<R>,
+        f: impl FnMut(u64) -> Step<R>,
     ) -> Result<(R, u64), Full> {
         let shard = self.shard(route);
         let epoch = shard.removals();
-        let out = self.update_in(shard, fp, expired_by, &mut f)?;
+        let out = self.update_in(shard, fp, expired_by, f)?;
         Ok((out, epoch))
     }
 
+    /// [`update_recording`](Table::update_recording)'s lock-free part alone: one probe and
+    /// the CAS loop on the slot it finds, with nothing out of line. `None` (and nothing
+    /// written) if the probe misses, the slot is frozen, or it changed hands under the probe:
+    /// the caller then starts over with `update_recording`, which re-probes and takes the
+    /// lock where needed. Not re-probing here keeps the probe's registers free for the CAS.
+    ///
+    /// The epoch is read after the probe, still before the slot's state load and CAS, which
+    /// is all its argument asks (`seq::Epoch`, writer side).
     #[inline]
-    fn update_in<R>(
+    pub(crate) fn try_update_recording<R>(
+        &self,
+        route: u64,
+        fp: u64,
+        mut f: impl FnMut(u64) -> Step<R>,
+    ) -> Option<(R, u64)> {
+        let shard = self.shard(route);
+        let slot = shard.array().find(fp)?;
+        let epoch = shard.removals();
+        match slot.update(fp, &mut f) {
+            Attempt::Done(out) => Some((out, epoch)),
+            Attempt::Moved | Attempt::Frozen => None,
+        }
+    }
+
+    /// The lock-free probe and CAS, inlined into the caller; anything else (a miss, a frozen
+    /// slot) goes to `locked`, which is out of line and takes `f` by value. Passing `&mut f`
+    /// from here instead would give `f` an address that escapes, and the compiler would then
+    /// keep `f`'s captures in memory on the hot path too (stores before the CAS; scenario A).
+    #[inline]
+    fn update_in<R, F: FnMut(u64) -> Step<R>>(
         &self,
         shard: &Shard,
         fp: u64,
         expired_by: u64,
-        f: &mut impl FnMut(u64) -> Step<R>,
+        mut f: F,
     ) -> Result<R, Full> {
         while let Some(slot) = shard.array().find(fp) {
-            match slot.update(fp, f) {
+            match slot.update(fp, &mut f) {
                 Attempt::Done(out) => return Ok(out),
                 Attempt::Moved => continue,
                 Attempt::Frozen => break,
             }
         }
-        shard.update_locked(fp, expired_by, self.policy, f)
+        self.locked(shard, fp, expired_by, f)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn locked<R, F: FnMut(u64) -> Step<R>>(
+        &self,
+        shard: &Shard,
+        fp: u64,
+        expired_by: u64,
+        mut f: F,
+    ) -> Result<R, Full> {
+        shard.update_locked(fp, expired_by, self.policy, &mut f)
     }
 
     /// How many times keys sharing `route`'s shard were forgotten (see `Shard::removals`).
