@@ -68,12 +68,39 @@ use std::sync::TryLockError;
 
 use super::entry::{Entry, Retire};
 use super::stack::Inbox;
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::sync::{
+    Arc, AtomicBool, AtomicU64, AtomicUsize, AtomicWaker, Mutex, Ordering, fence, lock,
+};
 #[cfg(not(tollgate_loom))]
 use crate::time::nanos_since_origin;
 
 /// Compaction waits for at least this many dead entries: small heaps are not worth a pass.
 pub(super) const COMPACT_MIN: usize = 32;
+
+/// While a task drives the timer (`runtime.rs`), the thread fires only what the task is this
+/// late for, and sleeps until then: a stalled runtime or a forgotten driver costs entries at
+/// most this much lateness, and a live one costs the thread about one wake-up per backstop.
+pub(crate) const BACKSTOP: u64 = 10_000_000;
+
+/// The second driver: a task on an async runtime (`runtime.rs`), while one is attached.
+struct TaskDriver {
+    /// A task holds the claim: it runs the turns, the thread is the backstop. Written by
+    /// `attach` (CAS) and `detach`; read by registrants and the thread's turns.
+    attached: AtomicBool,
+    /// The time the task wakes up by itself (its `earliest`); meaningful while attached.
+    next: AtomicU64,
+    /// The attached task: registrants that lower `next` wake it.
+    waker: AtomicWaker,
+}
+
+/// Which driver runs a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The timer thread, or the caller of a manual timer's advance.
+    Thread,
+    /// The attached task.
+    Task,
+}
 
 /// What drives a timer's turns.
 enum Kind {
@@ -107,6 +134,7 @@ pub(crate) struct TimerCore {
     /// A canceller asked for compaction; cleared by the driver that compacts.
     compact: AtomicBool,
     queue: Mutex<Queue>,
+    task: TaskDriver,
     kind: Kind,
 }
 
@@ -171,6 +199,11 @@ impl TimerCore {
             dead: AtomicUsize::new(0),
             compact: AtomicBool::new(false),
             queue: Mutex::new(Queue::default()),
+            task: TaskDriver {
+                attached: AtomicBool::new(false),
+                next: AtomicU64::new(u64::MAX),
+                waker: AtomicWaker::new(),
+            },
             kind,
         }
     }
@@ -277,7 +310,7 @@ impl TimerCore {
 
     /// Hands `entry` (already holding its waiter's waker) to the timer. Lock-free.
     pub(crate) fn register(&self, entry: Arc<Entry>) {
-        let deadline = entry.deadline;
+        let (deadline, entry_slack) = (entry.deadline, entry.slack);
         // ordering: a counter; the push's Release orders it before the driver's decrement.
         self.pending.fetch_add(1, Ordering::Relaxed);
         self.inbox.push(entry);
@@ -285,6 +318,25 @@ impl TimerCore {
         // push is ordered before the `fetch_min` here and before the caller's next read of
         // a manual timer's time.
         fence(Ordering::SeqCst);
+        // ordering: ordered by the fence above against a detach's store and fence (module
+        // docs, "A second driver").
+        if self.task.attached.load(Ordering::Relaxed) {
+            // The task must wake by the latest instant the entry may fire at, and the thread
+            // a backstop later. Comparing that latest instant, not the deadline, keeps the
+            // registrations of a FIFO's next heads (later, but within the slack of the
+            // stored wake-up) from waking either driver.
+            let latest = deadline.saturating_add(entry_slack);
+            let backstop = latest.saturating_add(BACKSTOP);
+            // ordering: ordered by the fence above, as below.
+            if backstop < self.earliest.fetch_min(backstop, Ordering::Relaxed) {
+                self.unpark_driver();
+            }
+            // ordering: ordered by the fence above; `next` carries no other data.
+            if latest < self.task.next.fetch_min(latest, Ordering::Relaxed) {
+                self.task.waker.wake();
+            }
+            return;
+        }
         // ordering: ordered by the fence above; `earliest` carries no other data.
         let previous = self.earliest.fetch_min(deadline, Ordering::Relaxed);
         if deadline < previous {
@@ -316,37 +368,117 @@ impl TimerCore {
         }
     }
 
-    /// One driver turn at `now`: drain the inbox, fire every entry due at `now`, compact if
-    /// needed, publish the next deadline in `earliest`, and wake the fired entries' tasks.
-    /// Returns `Some(next)` if the driver may sleep until `next` (`u64::MAX`: until
-    /// unparked), or `None` if registrations arrived meanwhile and it must go round again.
+    /// One turn of the thread's (or a manual timer's advance) at `now`: drain the inbox,
+    /// fire every entry due at `now`, compact if needed, publish the next deadline in
+    /// `earliest`, and wake the fired entries' tasks. Returns `Some(next)` if the thread may
+    /// sleep until `next` (`u64::MAX`: until unparked), or `None` if registrations arrived
+    /// meanwhile and it must go round again. While a task is attached, the thread's turn
+    /// fires only what is a [`BACKSTOP`] overdue and returns its wake-up a backstop later.
     pub(crate) fn turn(&self, now: u64) -> Option<u64> {
+        self.turn_as(Role::Thread, now)
+    }
+
+    /// One turn of the attached task (`runtime.rs`): as [`turn`](Self::turn), publishing
+    /// the task's wake-up in its own `next` and keeping the thread's backstop covered.
+    pub(crate) fn task_turn(&self, now: u64) -> Option<u64> {
+        self.turn_as(Role::Task, now)
+    }
+
+    fn turn_as(&self, role: Role, now: u64) -> Option<u64> {
         // ordering: a manual driver's half of the fence pair with registration: the time
-        // its caller stored is ordered before the drain below (module docs).
+        // its caller stored is ordered before the drain below (module docs). It also orders
+        // the load of `attached` after a detach's fence, or the detach's unpark comes after.
         fence(Ordering::SeqCst);
+        // ordering: ordered by the fence above (module docs, "A second driver").
+        let backstop = role == Role::Thread && self.task.attached.load(Ordering::Relaxed);
+        // While a task drives, the thread fires only what the task is a backstop late for.
+        let horizon = if backstop {
+            now.saturating_sub(BACKSTOP)
+        } else {
+            now
+        };
         let mut fired = Vec::new();
-        let next = {
+        let (mine, notify) = {
             let mut queue = lock(&self.queue);
             self.take_inbox(&mut queue);
-            self.fire_due(&mut queue, now, &mut fired);
+            self.fire_due(&mut queue, horizon, &mut fired);
             self.maybe_compact(&mut queue);
             queue.shrink();
             // Wake for the earliest deadline, as late as its slack allows: entries due by
             // then fire in the same turn. Every entry is late by at most the slack of the
             // entry that set the wake-up, so at most `MAX_SLACK`; never early.
-            let next = queue.heap.peek().map_or(u64::MAX, |item| {
+            let due = queue.heap.peek().map_or(u64::MAX, |item| {
                 item.deadline.saturating_add(item.entry.slack)
             });
-            // ordering: ordered against registrations' pushes by the fence below.
-            self.earliest.store(next, Ordering::Relaxed);
-            next
+            // Each driver stores its own wake-up and lowers the other's to cover the heap
+            // (module docs, "A second driver"). Under the lock, so every wake-up stored or
+            // lowered at the end of a turn covers every entry the heap then holds.
+            match role {
+                Role::Thread if backstop => {
+                    let mine = due.saturating_add(BACKSTOP);
+                    // ordering: ordered against registrations' pushes by the fence below.
+                    self.earliest.store(mine, Ordering::Relaxed);
+                    // ordering: as above; `next` carries no other data.
+                    let theirs = self.task.next.fetch_min(due, Ordering::Relaxed);
+                    (mine, due < theirs)
+                }
+                Role::Thread => {
+                    // ordering: ordered against registrations' pushes by the fence below.
+                    self.earliest.store(due, Ordering::Relaxed);
+                    (due, false)
+                }
+                Role::Task => {
+                    // ordering: ordered against registrations' pushes by the fence below.
+                    self.task.next.store(due, Ordering::Relaxed);
+                    let backstop = due.saturating_add(BACKSTOP);
+                    // ordering: as above.
+                    let theirs = self.earliest.fetch_min(backstop, Ordering::Relaxed);
+                    (due, backstop < theirs)
+                }
+            }
         };
         wake_all(fired);
+        if notify {
+            match role {
+                Role::Thread => self.task.waker.wake(),
+                Role::Task => self.unpark_driver(),
+            }
+        }
         // ordering: the driver's half of the fence pair with registration: either this
         // re-check sees a concurrent push, or that registration's `fetch_min` sees the store
         // above (module docs).
         fence(Ordering::SeqCst);
-        self.inbox.is_empty().then_some(next)
+        self.inbox.is_empty().then_some(mine)
+    }
+
+    /// Claims the second driver's place for a task: `false` if another task holds it.
+    pub(crate) fn attach(&self) -> bool {
+        // ordering: Acquire pairs with the Release store of the last `detach`, so its take of
+        // the old waker comes before our task registers its own. Registrants learn of the
+        // claim through the SeqCst fence that opens the task's first turn (module docs).
+        self.task
+            .attached
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            // false -> true: ours until `detach`.
+            .is_ok()
+    }
+
+    /// Registers the attached task's waker, before each of its turns.
+    pub(crate) fn register_task(&self, waker: &std::task::Waker) {
+        self.task.waker.register(waker);
+    }
+
+    /// Gives the claim up: the thread drives alone again, starting with a turn of its own
+    /// after this call's unpark (module docs, "A second driver").
+    pub(crate) fn detach(&self) {
+        // Take the waker before releasing the claim: the next task cannot have registered.
+        drop(self.task.waker.take());
+        // ordering: Release pairs with the next `attach`'s Acquire (the take above comes
+        // first); the fence below orders the store against registrants' fences.
+        self.task.attached.store(false, Ordering::Release);
+        // ordering: the detach's half of the fence pair with registration (module docs).
+        fence(Ordering::SeqCst);
+        self.unpark_driver();
     }
 
     /// Moves new registrations into the heap, dropping those already dead.

@@ -48,6 +48,9 @@
 
 mod driver;
 mod entry;
+// The runtime driver drives the global timer, which loom builds leave out.
+#[cfg(not(tollgate_loom))]
+mod runtime;
 mod sleep;
 mod stack;
 // The tests drive the real timer thread too, which loom builds leave out.
@@ -57,6 +60,8 @@ mod tests;
 mod thread;
 
 pub(crate) use driver::TimerCore;
+#[cfg(not(tollgate_loom))]
+pub use runtime::{Drive, drive};
 pub use sleep::{Sleep, sleep, sleep_until};
 
 use crate::sync::Arc;
