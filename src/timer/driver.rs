@@ -43,6 +43,53 @@
 //! the store-buffering reordering that the registrant's fence rules out for `earliest` (its
 //! RMWs always read the latest value), so that one step rests on the argument above.
 //!
+//! # A second driver
+//!
+//! The global timer may also be driven by a task on an async runtime (`runtime.rs`). While
+//! one is *attached* (`task.attached`, claimed by a CAS in `attach`), each driver has its own
+//! wake-up: the task's in `task.next` (the heap's next deadline itself, without the slack:
+//! the runtime's timer rounds it up to its own granularity, which already batches), the
+//! thread's in `earliest` (that deadline plus its slack, as above, plus a [`BACKSTOP`]), and
+//! the thread's turns fire only what is a backstop overdue. A registrant that reads `attached` (after its fence) lowers
+//! both with `fetch_min` (the latest instant its entry may fire at, and that plus the
+//! backstop), and notifies each driver whose wake-up it lowered: the task through
+//! `task.waker`, the thread by `unpark`. A turn stores its own driver's wake-up and lowers
+//! the other's with `fetch_min` to the same heap minimum, notifying the other if it lowered
+//! it, all under the queue lock. So:
+//!
+//! * **At the end of every turn, both wake-ups cover the whole heap.** Every store and every
+//!   driver's `fetch_min` happens under the lock, computed from the heap as it is then;
+//!   registrants only lower. Whichever driver moved an entry into the heap, each driver
+//!   either holds a wake-up at or before the entry's, or was notified.
+//! * **The fence pair holds per driver, with one new case.** A driver's re-check of the inbox
+//!   may find it empty because *the other* driver drained the registration between this
+//!   driver's turn and its re-check. The other driver's turn then put the entry in the heap
+//!   and, by the point above, lowered this driver's wake-up (notifying it) if it had to.
+//!   (loom: "backstop_task_drains_before_the_thread_rechecks".)
+//! * **A stalled driver costs at most the backstop.** If the task stops being polled (its
+//!   runtime blocks, its future is forgotten), the thread still wakes by every entry's latest
+//!   instant plus the backstop, since registrants and turns keep `earliest` covering
+//!   everything; it parks for good only when nothing is pending, and the next registration
+//!   lowers `earliest` from `u64::MAX` and unparks it.
+//! * **Detach.** Dropping the task's future takes its waker, stores `attached = false`,
+//!   issues a SeqCst fence and unparks the thread, whose next turn starts with a SeqCst fence
+//!   and so runs after the detach's fence. A registrant either read `attached = false` (its
+//!   fence came after the detach's: it follows the one-driver protocol against the thread) or
+//!   read `true`, in which case its fence came before the detach's, so before the thread's
+//!   next turn, which therefore finds its entry (in the inbox or the heap), reads
+//!   `attached = false`, fires it at its exact time and stores an exact `earliest`. A
+//!   thread turn that read `true` just before the detach is followed by the detach's unpark,
+//!   so the thread goes round again instead of sleeping a backstop.
+//!   (loom: "backstop_registrant_vs_detach".)
+//! * **Attach.** The claim's CAS comes before the task's first turn, which opens with a SeqCst
+//!   fence: a registrant whose fence comes later reads `attached = true`, and one whose fence
+//!   came earlier is seen by that turn's drain (or is in the heap already).
+//!
+//! Registrants compare the latest instant their entry may fire at, not its deadline, so that
+//! the registration of a FIFO's next head (later, but within the slack of the wake-up the
+//! task stored) wakes no driver: in the benchmarks neither driver is notified at all while
+//! the queues move.
+//!
 //! # Firing
 //!
 //! Under the lock a turn pops every entry with `deadline <= now` (never early), CASes each
@@ -115,10 +162,11 @@ enum Kind {
     Manual {
         /// The current time, in nanoseconds; only increases.
         now: AtomicU64,
-        /// A loom model's driver thread, unparked like the real timer thread. (Set once,
-        /// before the model's registrants start; std's cell suffices.)
+        /// How a loom model wakes its driver thread, called where the real timer thread
+        /// would be unparked. (Set once, before the model's registrants start; std's cell
+        /// suffices.)
         #[cfg(tollgate_loom)]
-        driver: std::sync::OnceLock<loom::thread::Thread>,
+        driver: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     },
 }
 
@@ -225,12 +273,12 @@ impl TimerCore {
         })
     }
 
-    /// Makes registrations (and compaction requests) unpark `driver` as they would the timer
-    /// thread. Only the first call has an effect.
+    /// Makes registrations (and compaction requests, and a detach) call `unpark` where they
+    /// would unpark the timer thread. Only the first call has an effect.
     #[cfg(tollgate_loom)]
-    pub(crate) fn set_driver(&self, driver: loom::thread::Thread) {
+    pub(crate) fn set_driver(&self, unpark: Box<dyn Fn() + Send + Sync>) {
         let Kind::Manual { driver: slot, .. } = &self.kind;
-        let _ = slot.set(driver);
+        let _ = slot.set(unpark);
     }
 
     /// Now, in this timer's nanoseconds: since tollgate's real-time origin
@@ -404,11 +452,17 @@ impl TimerCore {
             self.fire_due(&mut queue, horizon, &mut fired);
             self.maybe_compact(&mut queue);
             queue.shrink();
-            // Wake for the earliest deadline, as late as its slack allows: entries due by
-            // then fire in the same turn. Every entry is late by at most the slack of the
-            // entry that set the wake-up, so at most `MAX_SLACK`; never early.
-            let due = queue.heap.peek().map_or(u64::MAX, |item| {
-                item.deadline.saturating_add(item.entry.slack)
+            // The thread wakes for the earliest deadline, as late as its slack allows:
+            // entries due by then fire in the same turn. Every entry is late by at most the
+            // slack of the entry that set the wake-up, so at most `MAX_SLACK`; never early.
+            // The task wakes at the deadline itself: its runtime's timer has a granularity
+            // of its own (tokio's is 1 ms), which batches dense deadlines already, and the
+            // slack on top of it would only add lateness.
+            let (exact, due) = queue.heap.peek().map_or((u64::MAX, u64::MAX), |item| {
+                (
+                    item.deadline,
+                    item.deadline.saturating_add(item.entry.slack),
+                )
             });
             // Each driver stores its own wake-up and lowers the other's to cover the heap
             // (module docs, "A second driver"). Under the lock, so every wake-up stored or
@@ -416,11 +470,14 @@ impl TimerCore {
             match role {
                 Role::Thread if backstop => {
                     let mine = due.saturating_add(BACKSTOP);
-                    // ordering: ordered against registrations' pushes by the fence below.
-                    self.earliest.store(mine, Ordering::Relaxed);
+                    // ordering: ordered against registrations' pushes by the fence below. A
+                    // swap, not a store, wherever two drivers share the timer (see "A second
+                    // driver": loom orders a plain store only partially against other
+                    // threads' RMWs, and then lets the other driver's `fetch_min` read past it).
+                    let _ = self.earliest.swap(mine, Ordering::Relaxed);
                     // ordering: as above; `next` carries no other data.
-                    let theirs = self.task.next.fetch_min(due, Ordering::Relaxed);
-                    (mine, due < theirs)
+                    let theirs = self.task.next.fetch_min(exact, Ordering::Relaxed);
+                    (mine, exact < theirs)
                 }
                 Role::Thread => {
                     // ordering: ordered against registrations' pushes by the fence below.
@@ -428,12 +485,13 @@ impl TimerCore {
                     (due, false)
                 }
                 Role::Task => {
-                    // ordering: ordered against registrations' pushes by the fence below.
-                    self.task.next.store(due, Ordering::Relaxed);
+                    // ordering: ordered against registrations' pushes by the fence below; a
+                    // swap, as above.
+                    let _ = self.task.next.swap(exact, Ordering::Relaxed);
                     let backstop = due.saturating_add(BACKSTOP);
                     // ordering: as above.
                     let theirs = self.earliest.fetch_min(backstop, Ordering::Relaxed);
-                    (due, backstop < theirs)
+                    (exact, backstop < theirs)
                 }
             }
         };
@@ -464,6 +522,7 @@ impl TimerCore {
     }
 
     /// Registers the attached task's waker, before each of its turns.
+    #[cfg(not(tollgate_loom))]
     pub(crate) fn register_task(&self, waker: &std::task::Waker) {
         self.task.waker.register(waker);
     }
@@ -573,8 +632,8 @@ impl TimerCore {
             Kind::Manual { .. } => {}
             #[cfg(tollgate_loom)]
             Kind::Manual { driver, .. } => {
-                if let Some(driver) = driver.get() {
-                    driver.unpark();
+                if let Some(unpark) = driver.get() {
+                    unpark();
                 }
             }
         }

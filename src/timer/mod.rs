@@ -94,6 +94,9 @@ pub mod __loom {
     use super::{Sleep, TimerCore, TimerRef, entry::Entry, stack};
     use crate::sync::Arc;
 
+    /// How late the backstop thread lets entries be while a task drives the timer.
+    pub const BACKSTOP: u64 = super::driver::BACKSTOP;
+
     /// A manual timer.
     #[derive(Debug)]
     pub struct ManualTimer(Arc<TimerCore>);
@@ -108,7 +111,14 @@ pub mod __loom {
         /// Makes registrations unpark `driver` whenever they lower the earliest deadline, as
         /// they would the real timer thread. Call it before any registration.
         pub fn set_driver(&self, driver: loom::thread::Thread) {
-            self.0.set_driver(driver);
+            self.0.set_driver(Box::new(move || driver.unpark()));
+        }
+
+        /// As [`set_driver`](Self::set_driver), calling `unpark` instead: for a driver that
+        /// waits on a condition variable, since loom 0.7 mishandles an `unpark` that reaches
+        /// a thread blocked on a mutex (which the timer's lock is, once two drivers share it).
+        pub fn set_unpark(&self, unpark: impl Fn() + Send + Sync + 'static) {
+            self.0.set_driver(Box::new(unpark));
         }
 
         /// A sleep until `deadline` on this timer.
@@ -125,6 +135,24 @@ pub mod __loom {
         /// may park until `next`, `None` to go round again.
         pub fn turn(&self, now: u64) -> Option<u64> {
             self.0.turn(now)
+        }
+
+        /// Claims the timer for a task driver, as `timer::drive`'s first poll does: `false`
+        /// if one is attached already.
+        pub fn attach(&self) -> bool {
+            self.0.attach()
+        }
+
+        /// One turn of the attached task at `now`, as `timer::drive` runs it: `Some(next)`
+        /// if the task may sleep until `next`, `None` to go round again.
+        pub fn task_turn(&self, now: u64) -> Option<u64> {
+            self.0.task_turn(now)
+        }
+
+        /// Gives the task driver's claim up and unparks the driver thread, as dropping an
+        /// attached `timer::drive` future does.
+        pub fn detach(&self) {
+            self.0.detach();
         }
 
         /// Entries still pending.
