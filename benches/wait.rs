@@ -35,6 +35,12 @@
 //!   one per admission means it fires batches); *context switches per admission*: voluntary
 //!   + involuntary, from `getrusage`.
 //!
+//! The *runtime-driven* row (`tollgate, runtime-driven timer`, `TOLLGATE_BENCH_LIMITERS=driven`)
+//! is tollgate with `tollgate::timer::drive(|at| tokio::time::sleep_until(at.into()))`
+//! spawned on the row's runtime: the timer's turns, and so the hand-overs, run in that task on
+//! a worker, and the timer thread is only the backstop. It is attached for its own row only
+//! (aborted, which detaches it, before the runtime is dropped); it also runs in G.
+//!
 //! The *ideal* row of F1/F2 is the cheapest correct pacing: per key an `AtomicU64` of the
 //! next free instant, advanced by one interval with a CAS, then `tokio::time::sleep_until`
 //! (no cancellation handling, no timer of its own). *CPU vs ideal* is the median (min–max) of

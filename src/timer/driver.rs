@@ -47,15 +47,17 @@
 //!
 //! The global timer may also be driven by a task on an async runtime (`runtime.rs`). While
 //! one is *attached* (`task.attached`, claimed by a CAS in `attach`), each driver has its own
-//! wake-up: the task's in `task.next` (the heap's next deadline itself, without the slack:
-//! the runtime's timer rounds it up to its own granularity, which already batches), the
-//! thread's in `earliest` (that deadline plus its slack, as above, plus a [`BACKSTOP`]), and
-//! the thread's turns fire only what is a backstop overdue. A registrant that reads `attached` (after its fence) lowers
+//! wake-up: the task's in `task.next` (the heap's next deadline plus its slack, as above),
+//! the thread's in `earliest` (that plus a [`BACKSTOP`]), and the thread's turns fire only
+//! what is a backstop overdue. A registrant that reads `attached` (after its fence) lowers
 //! both with `fetch_min` (the latest instant its entry may fire at, and that plus the
 //! backstop), and notifies each driver whose wake-up it lowered: the task through
 //! `task.waker`, the thread by `unpark`. A turn stores its own driver's wake-up and lowers
-//! the other's with `fetch_min` to the same heap minimum, notifying the other if it lowered
-//! it, all under the queue lock. So:
+//! the other's with `fetch_min` to what the other would store for the same heap, notifying
+//! the other if it lowered it, all under the queue lock. (These stores are swaps: C11 orders
+//! a plain store after an RMW it follows under the lock just as well, but loom orders plain
+//! stores only partially against other threads' RMWs, and its model of the third case below
+//! then deadlocks on an execution C11 forbids.) So:
 //!
 //! * **At the end of every turn, both wake-ups cover the whole heap.** Every store and every
 //!   driver's `fetch_min` happens under the lock, computed from the heap as it is then;
@@ -77,7 +79,7 @@
 //!   fence came after the detach's: it follows the one-driver protocol against the thread) or
 //!   read `true`, in which case its fence came before the detach's, so before the thread's
 //!   next turn, which therefore finds its entry (in the inbox or the heap), reads
-//!   `attached = false`, fires it at its exact time and stores an exact `earliest`. A
+//!   `attached = false`, fires it without the backstop's delay and stores an `earliest` without it. A
 //!   thread turn that read `true` just before the detach is followed by the detach's unpark,
 //!   so the thread goes round again instead of sleeping a backstop.
 //!   (loom: "backstop_registrant_vs_detach".)
@@ -85,10 +87,10 @@
 //!   fence: a registrant whose fence comes later reads `attached = true`, and one whose fence
 //!   came earlier is seen by that turn's drain (or is in the heap already).
 //!
-//! Registrants compare the latest instant their entry may fire at, not its deadline, so that
-//! the registration of a FIFO's next head (later, but within the slack of the wake-up the
-//! task stored) wakes no driver: in the benchmarks neither driver is notified at all while
-//! the queues move.
+//! Registrants compare the latest instant their entry may fire at, not its deadline, with the
+//! thread's backstop wake-up, so that the registration of a FIFO's next head (later, but
+//! within the slack of the wake-up the thread stored) does not unpark it: in F1 and F2
+//! (BENCHMARKS.md) the backstop thread runs about once per 10 ms while a task drives.
 //!
 //! # Firing
 //!
@@ -452,17 +454,14 @@ impl TimerCore {
             self.fire_due(&mut queue, horizon, &mut fired);
             self.maybe_compact(&mut queue);
             queue.shrink();
-            // The thread wakes for the earliest deadline, as late as its slack allows:
-            // entries due by then fire in the same turn. Every entry is late by at most the
-            // slack of the entry that set the wake-up, so at most `MAX_SLACK`; never early.
-            // The task wakes at the deadline itself: its runtime's timer has a granularity
-            // of its own (tokio's is 1 ms), which batches dense deadlines already, and the
-            // slack on top of it would only add lateness.
-            let (exact, due) = queue.heap.peek().map_or((u64::MAX, u64::MAX), |item| {
-                (
-                    item.deadline,
-                    item.deadline.saturating_add(item.entry.slack),
-                )
+            // Wake for the earliest deadline, as late as its slack allows: entries due by
+            // then fire in the same turn. Every entry is late by at most the slack of the
+            // entry that set the wake-up, so at most `MAX_SLACK`; never early. The task wakes
+            // at the same time (plus its runtime timer's rounding, tokio's 1 ms): waking it at
+            // the deadline itself cost F1 1.28-1.35x the ideal's CPU against 1.00-1.04x,
+            // for no better lateness on this machine (BENCHMARKS.md).
+            let due = queue.heap.peek().map_or(u64::MAX, |item| {
+                item.deadline.saturating_add(item.entry.slack)
             });
             // Each driver stores its own wake-up and lowers the other's to cover the heap
             // (module docs, "A second driver"). Under the lock, so every wake-up stored or
@@ -476,8 +475,8 @@ impl TimerCore {
                     // threads' RMWs, and then lets the other driver's `fetch_min` read past it).
                     let _ = self.earliest.swap(mine, Ordering::Relaxed);
                     // ordering: as above; `next` carries no other data.
-                    let theirs = self.task.next.fetch_min(exact, Ordering::Relaxed);
-                    (mine, exact < theirs)
+                    let theirs = self.task.next.fetch_min(due, Ordering::Relaxed);
+                    (mine, due < theirs)
                 }
                 Role::Thread => {
                     // ordering: ordered against registrations' pushes by the fence below.
@@ -487,11 +486,11 @@ impl TimerCore {
                 Role::Task => {
                     // ordering: ordered against registrations' pushes by the fence below; a
                     // swap, as above.
-                    let _ = self.task.next.swap(exact, Ordering::Relaxed);
+                    let _ = self.task.next.swap(due, Ordering::Relaxed);
                     let backstop = due.saturating_add(BACKSTOP);
                     // ordering: as above.
                     let theirs = self.earliest.fetch_min(backstop, Ordering::Relaxed);
-                    (exact, backstop < theirs)
+                    (due, backstop < theirs)
                 }
             }
         };

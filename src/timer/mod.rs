@@ -31,6 +31,11 @@
 //!   hands the driver a function to unpark it, so `driver.rs` imports nothing of threads. A
 //!   manual timer (what a [`ManualClock`](crate::ManualClock) is) runs the same turn on the
 //!   caller of `advance_to`/`advance_by`, and holds the manual clock's only copy of its time.
+//! * **Runtime driver** (opt-in, `runtime.rs`): while a [`drive`] future is polled on an
+//!   async runtime, the global timer's turns run in that task, sleeping with the runtime's
+//!   own timer, and registrants wake it instead of the thread; the thread stays as a backstop
+//!   10 ms behind, so a stalled runtime or a forgotten driver delays sleeps, never hangs
+//!   them. The two-driver argument is in `driver.rs` ("A second driver").
 //! * **Coalescing**: an entry registered `w` before its deadline may fire up to
 //!   `min(w / 256, 1 ms)` late. Dense, distinct deadlines (a FIFO of waiters on one key,
 //!   each 50 µs after the last) then share a wake-up instead of costing the thread one
@@ -44,7 +49,8 @@
 //!
 //! The timer knows nothing of keys, rates or clocks; it imports only `crate::sync`,
 //! `crate::time` (the real-time origin its nanoseconds count from) and std. Within it the
-//! arrows point one way: `thread` -> `driver` -> `entry`, `stack`; `sleep` -> `driver`.
+//! arrows point one way: `thread` -> `driver` -> `entry`, `stack`; `sleep` -> `driver`;
+//! `runtime` -> `thread`, `driver`.
 
 mod driver;
 mod entry;
