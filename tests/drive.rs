@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
 use futures_util::future::poll_fn;
 use tollgate::{Limiter, Quota};
 
@@ -39,12 +38,8 @@ fn tokio_drive() -> impl Future<Output = ()> + Send + 'static {
     tollgate::timer::drive(|at| tokio::time::sleep_until(at.into()))
 }
 
-/// Whether a driver is attached: a probe `drive` completes at once if one is. (If none is, the
-/// probe attaches for the length of one poll and detaches when dropped.)
 fn attached() -> bool {
-    tollgate::timer::drive(|_| std::future::pending::<()>())
-        .now_or_never()
-        .is_some()
+    tollgate::timer::is_driven()
 }
 
 /// Waits until `attached()` says `want` (the runtime may take a moment to poll or drop the

@@ -13,6 +13,7 @@ fn a_forgotten_driver_leaves_the_timer_to_the_backstop_thread() {
     let mut driver = tollgate::timer::drive(|_| std::future::pending::<()>());
     assert!((&mut driver).now_or_never().is_none(), "it attached");
     std::mem::forget(driver);
+    assert!(tollgate::timer::is_driven());
     // A second driver is refused: the forgotten one holds the claim.
     assert!(
         tollgate::timer::drive(|_| std::future::pending::<()>())

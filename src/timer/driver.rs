@@ -520,6 +520,13 @@ impl TimerCore {
             .is_ok()
     }
 
+    /// Whether a task holds the claim (a snapshot, for `timer::is_driven`).
+    #[cfg(not(tollgate_loom))]
+    pub(crate) fn is_attached(&self) -> bool {
+        // ordering: a snapshot; it orders nothing.
+        self.task.attached.load(Ordering::Relaxed)
+    }
+
     /// Registers the attached task's waker, before each of its turns.
     #[cfg(not(tollgate_loom))]
     pub(crate) fn register_task(&self, waker: &std::task::Waker) {

@@ -115,6 +115,24 @@ where
     }
 }
 
+/// Whether a [`drive`] future is attached to the global timer (polled at least once, not yet
+/// dropped). Only a snapshot: a driver may attach or detach at any moment.
+///
+/// # Examples
+///
+/// ```
+/// use futures_util::FutureExt;
+///
+/// let mut driver = tollgate::timer::drive(|_| std::future::pending::<()>());
+/// // The first poll attaches it, unless another driver is attached (then it completes).
+/// let attached = (&mut driver).now_or_never().is_none();
+/// assert!(!attached || tollgate::timer::is_driven());
+/// drop(driver); // detaches it, if it was attached
+/// ```
+pub fn is_driven() -> bool {
+    global().is_attached()
+}
+
 /// The future [`drive`] returns: drives tollgate's global timer from the task that polls it.
 #[must_use = "futures do nothing unless polled: spawn it on the runtime"]
 pub struct Drive<F, S> {
