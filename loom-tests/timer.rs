@@ -24,6 +24,15 @@
 //!   turn saw a registration) against one or two registrants; if an unpark were lost the
 //!   driver would park forever and loom would report a deadlock.
 //!
+//! * **The runtime driver's backstop**: a task driver attached but never polled again (a
+//!   stalled runtime, a forgotten `Drive`) against the timer thread and a registrant; the
+//!   same with the task's detach racing the registrant; and with the task's last turn
+//!   draining the registration between the thread's turn and its re-check. The thread must
+//!   end up knowing of the entry (within the backstop, or exactly once detached), or loom
+//!   reports a deadlock. Faults tried, one per model, each reported as a deadlock: a
+//!   registrant that only wakes the task, a detach without its unpark, a task turn that does
+//!   not lower the thread's wake-up.
+//!
 //! As in `models.rs`, each thread opens with a Relaxed RMW on a shared gate, which makes loom
 //! 0.7 try the threads in both orders (see `race` there), and two-sided models run with both
 //! role assignments.

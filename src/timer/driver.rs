@@ -67,30 +67,35 @@
 //!   may find it empty because *the other* driver drained the registration between this
 //!   driver's turn and its re-check. The other driver's turn then put the entry in the heap
 //!   and, by the point above, lowered this driver's wake-up (notifying it) if it had to.
-//!   (loom: "backstop_task_drains_before_the_thread_rechecks".)
+//!   (loom: "backstop_task_drains_before_the_thread_rechecks"; it deadlocks if the task's
+//!   turn does not lower the thread's wake-up.)
 //! * **A stalled driver costs at most the backstop.** If the task stops being polled (its
 //!   runtime blocks, its future is forgotten), the thread still wakes by every entry's latest
 //!   instant plus the backstop, since registrants and turns keep `earliest` covering
 //!   everything; it parks for good only when nothing is pending, and the next registration
-//!   lowers `earliest` from `u64::MAX` and unparks it.
+//!   lowers `earliest` from `u64::MAX` and unparks it. (loom:
+//!   "backstop_registrant_vs_stalled_task"; it deadlocks if a registrant that sees a task
+//!   attached only wakes the task.)
 //! * **Detach.** Dropping the task's future takes its waker, stores `attached = false`,
 //!   issues a SeqCst fence and unparks the thread, whose next turn starts with a SeqCst fence
 //!   and so runs after the detach's fence. A registrant either read `attached = false` (its
 //!   fence came after the detach's: it follows the one-driver protocol against the thread) or
 //!   read `true`, in which case its fence came before the detach's, so before the thread's
 //!   next turn, which therefore finds its entry (in the inbox or the heap), reads
-//!   `attached = false`, fires it without the backstop's delay and stores an `earliest` without it. A
+//!   `attached = false`, and fires it and stores `earliest` without the backstop's delay. A
 //!   thread turn that read `true` just before the detach is followed by the detach's unpark,
 //!   so the thread goes round again instead of sleeping a backstop.
-//!   (loom: "backstop_registrant_vs_detach".)
+//!   (loom: "backstop_registrant_vs_detach"; it deadlocks without the unpark.)
 //! * **Attach.** The claim's CAS comes before the task's first turn, which opens with a SeqCst
 //!   fence: a registrant whose fence comes later reads `attached = true`, and one whose fence
 //!   came earlier is seen by that turn's drain (or is in the heap already).
 //!
-//! Registrants compare the latest instant their entry may fire at, not its deadline, with the
-//! thread's backstop wake-up, so that the registration of a FIFO's next head (later, but
-//! within the slack of the wake-up the thread stored) does not unpark it: in F1 and F2
-//! (BENCHMARKS.md) the backstop thread runs about once per 10 ms while a task drives.
+//! While a task drives, registrants compare the latest instant their entry may fire at (its
+//! deadline plus its slack), not its deadline, with both wake-ups, so that the registration
+//! of a FIFO's next head (later, but within the slack of the stored wake-up) notifies
+//! neither driver: in F1 and F2 (BENCHMARKS.md) the backstop thread then runs about once per
+//! 10 ms. (Alone, the thread compares the deadline, as above: the hand-overs it runs
+//! register on the thread itself, where an unpark costs no syscall.)
 //!
 //! # Firing
 //!
