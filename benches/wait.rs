@@ -8,7 +8,7 @@
 //! cargo bench --bench wait                                   # full run (~5 min on 2 cores)
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench wait            # smoke run (< 40 s)
 //! TOLLGATE_BENCH_WAIT=f1,g cargo bench --bench wait          # a subset of f1, f2, g, lockout, timer, prim
-//! TOLLGATE_BENCH_LIMITERS=tollgate,ideal cargo bench ...     # only these F1/F2 rows (tollgate, governor, ideal)
+//! TOLLGATE_BENCH_LIMITERS=tollgate,ideal cargo bench ...     # only these F1/F2/G rows (tollgate, driven, governor, ideal)
 //! TOLLGATE_BENCH_ROUNDS=9 cargo bench ...                    # rounds of F1/F2, timer, prim (default 5; quick 2)
 //! ```
 //!
@@ -34,6 +34,12 @@
 //!   which also counts its *runs* (times scheduled in, about one per wake-up: fewer than
 //!   one per admission means it fires batches); *context switches per admission*: voluntary
 //!   + involuntary, from `getrusage`.
+//!
+//! The *runtime-driven* row (`tollgate, runtime-driven timer`, `TOLLGATE_BENCH_LIMITERS=driven`)
+//! is tollgate with `tollgate::timer::drive(|at| tokio::time::sleep_until(at.into()))`
+//! spawned on the row's runtime: the timer's turns, and so the hand-overs, run in that task on
+//! a worker, and the timer thread is only the backstop. It is attached for its own row only
+//! (aborted, which detaches it, before the runtime is dropped); it also runs in G.
 //!
 //! The *ideal* row of F1/F2 is the cheapest correct pacing: per key an `AtomicU64` of the
 //! next free instant, advanced by one interval with a CAS, then `tokio::time::sleep_until`
@@ -250,6 +256,9 @@ trait Waiting: Send + Sync + Sized + 'static {
     const NAME: &'static str;
     /// The name (`comm`) of the thread that fires its sleeps, if it has one of its own.
     const TIMER_THREAD: Option<&'static str>;
+    /// Whether tollgate's global timer is driven from the runtime (`tollgate::timer::drive`,
+    /// spawned on the row's runtime and aborted at its end) instead of its own thread alone.
+    const DRIVE: bool = false;
 
     /// `per_second` cells a second per key, burst 1, for `keys` (and, but for the ideal, any
     /// other key).
@@ -290,6 +299,51 @@ impl Waiting for Tollgate {
 impl Checking for Tollgate {
     fn check(&self, key: &u64) -> bool {
         self.0.check(key).is_ok()
+    }
+}
+
+/// [`Tollgate`] with its global timer driven from the row's tokio runtime
+/// (`tollgate::timer::drive` with `tokio::time::sleep_until`); the timer thread is then only
+/// the backstop. The driver is attached for this row alone.
+#[derive(Debug)]
+struct TollgateDriven(Tollgate);
+
+impl Waiting for TollgateDriven {
+    const NAME: &'static str = DRIVEN;
+    const TIMER_THREAD: Option<&'static str> = Some("tollgate-timer");
+    const DRIVE: bool = true;
+
+    fn build(per_second: u32, keys: &[u64]) -> Self {
+        TollgateDriven(Tollgate::build(per_second, keys))
+    }
+
+    fn wait(&self, key: &u64) -> impl Future<Output = ()> + Send {
+        self.0.wait(key)
+    }
+}
+
+/// The name of the runtime-driven tollgate row.
+const DRIVEN: &str = "tollgate, runtime-driven timer";
+
+/// Attaches tollgate's runtime driver to `rt` if `L` asks for it.
+fn attach_driver<L: Waiting>(rt: &tokio::runtime::Runtime) -> Option<tokio::task::JoinHandle<()>> {
+    L::DRIVE.then(|| {
+        rt.spawn(tollgate::timer::drive(|at| {
+            tokio::time::sleep_until(at.into())
+        }))
+    })
+}
+
+/// Detaches the driver `attach_driver` spawned, and waits until it is dropped, so the next
+/// row starts with the timer thread alone.
+fn detach_driver(rt: &tokio::runtime::Runtime, driver: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(driver) = driver {
+        assert!(
+            !driver.is_finished(),
+            "the runtime driver did not attach (another one held the timer)"
+        );
+        driver.abort();
+        let _ = rt.block_on(driver);
     }
 }
 
@@ -441,6 +495,7 @@ fn run_load<L: Waiting>(load: &Load, keys: &[u64], stagger: bool) -> LoadRound {
     );
     let stop = Arc::new(AtomicBool::new(false));
     let rt = runtime();
+    let driver = attach_driver::<L>(&rt);
     let origin = Instant::now();
     let interval_ns = 1_000_000_000 / u64::from(load.per_second);
     for i in 0..tasks {
@@ -475,6 +530,7 @@ fn run_load<L: Waiting>(load: &Load, keys: &[u64], stagger: bool) -> LoadRound {
     let (u1, t1) = (usage(), L::TIMER_THREAD.and_then(thread_sched));
     // ordering: a hint to stop early; dropping the runtime cancels whatever still waits.
     stop.store(true, Ordering::Relaxed);
+    detach_driver(&rt, driver);
     drop(rt);
 
     let fair = load.fair_share_ns() as i64;
@@ -595,6 +651,23 @@ fn take_turns<R>(
     samples
 }
 
+/// `TOLLGATE_BENCH_LIMITERS=tollgate,driven,ideal`: only the rows whose names are one of
+/// these words or start with it and a space (`tollgate` leaves out the in-phase variant and
+/// the runtime-driven row, `driven` is the runtime-driven row, `ideal` the ideal row): to
+/// profile one limiter, or for a shorter comparison.
+fn retain_limiters<R>(entries: &mut Vec<(&'static str, Turn<'_, R>)>) {
+    if let Ok(only) = std::env::var("TOLLGATE_BENCH_LIMITERS") {
+        let only: Vec<String> = only.split(',').map(|s| s.trim().to_lowercase()).collect();
+        entries.retain(|(name, _)| {
+            only.iter().any(|o| {
+                *name == o.as_str()
+                    || name.starts_with(&format!("{o} "))
+                    || (o == "driven" && *name == DRIVEN)
+            })
+        });
+    }
+}
+
 fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
     let keys = if load.keys == 1 {
         vec![0x5EED]
@@ -605,6 +678,10 @@ fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
         (
             Tollgate::NAME,
             Box::new(|| run_load::<Tollgate>(load, &keys, true)),
+        ),
+        (
+            DRIVEN,
+            Box::new(|| run_load::<TollgateDriven>(load, &keys, true)),
         ),
         (
             Governor::NAME,
@@ -623,16 +700,7 @@ fn scenario_f(load: &Load, rounds: usize, seed: u64) -> Vec<LoadSummary> {
             Box::new(|| run_load::<Tollgate>(load, &keys, false)),
         ));
     }
-    // `TOLLGATE_BENCH_LIMITERS=tollgate,ideal`: only the rows whose names are one of these
-    // words or start with it and a space (`tollgate` leaves out the in-phase variant,
-    // `ideal` is the ideal row): to profile one limiter, or for a shorter comparison.
-    if let Ok(only) = std::env::var("TOLLGATE_BENCH_LIMITERS") {
-        let only: Vec<String> = only.split(',').map(|s| s.trim().to_lowercase()).collect();
-        entries.retain(|(name, _)| {
-            only.iter()
-                .any(|o| *name == o.as_str() || name.starts_with(&format!("{o} ")))
-        });
-    }
+    retain_limiters(&mut entries);
     let samples = take_turns(&entries, rounds, |name, round, r| {
         eprintln!(
             "  {} {name:<9} round {}: {} admitted, rate {:.2} %, starved {}, p99 beyond fair {}, max {}, CPU/adm {} (timer thread {}, {} runs/adm: {} sleeps + {} preemptions, waiting for a CPU {:.1} % of the time), switches/adm {}",
@@ -691,6 +759,7 @@ fn run_timeouts<L: Waiting>(g: &Timeouts) -> TimeoutRound {
     let limiter = Arc::new(L::build(g.per_second, &[HOT_KEY]));
     let stop = Arc::new(AtomicBool::new(false));
     let rt = runtime();
+    let driver = attach_driver::<L>(&rt);
     let origin = Instant::now();
     let tasks: Vec<_> = (0..g.tasks)
         .map(|_| {
@@ -721,6 +790,7 @@ fn run_timeouts<L: Waiting>(g: &Timeouts) -> TimeoutRound {
         admitted.extend(a);
         timeouts.extend(t);
     }
+    detach_driver(&rt, driver);
     drop(rt);
 
     admitted.sort_unstable();
@@ -759,10 +829,12 @@ struct TimeoutSummary {
 }
 
 fn scenario_g(g: &Timeouts, rounds: usize) -> Vec<TimeoutSummary> {
-    let entries: Vec<(&'static str, Turn<'_, TimeoutRound>)> = vec![
+    let mut entries: Vec<(&'static str, Turn<'_, TimeoutRound>)> = vec![
         (Tollgate::NAME, Box::new(|| run_timeouts::<Tollgate>(g))),
+        (DRIVEN, Box::new(|| run_timeouts::<TollgateDriven>(g))),
         (Governor::NAME, Box::new(|| run_timeouts::<Governor>(g))),
     ];
+    retain_limiters(&mut entries);
     let samples = take_turns(&entries, rounds, |name, round, r| {
         eprintln!(
             "  G {name:<9} round {}: rate {:.1} %, most in a second {}, timeouts {:.0}/s, CPU/adm {}",
@@ -1119,7 +1191,9 @@ const CPU_VS_IDEAL_TARGET: f64 = 1.2;
 /// against the ideal (`vs_ideal`: the median of the round-by-round ratios).
 fn missed(s: &LoadSummary, cpu_target_ns: f64, vs_ideal: Option<f64>) -> Vec<String> {
     let mut out = Vec::new();
-    if s.name == Tollgate::NAME && vs_ideal.is_some_and(|r| r > CPU_VS_IDEAL_TARGET) {
+    if (s.name == Tollgate::NAME || s.name == DRIVEN)
+        && vs_ideal.is_some_and(|r| r > CPU_VS_IDEAL_TARGET)
+    {
         out.push("CPU vs ideal".to_owned());
     }
     if s.rate_pct.median < 99.5 {

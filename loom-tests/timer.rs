@@ -24,6 +24,15 @@
 //!   turn saw a registration) against one or two registrants; if an unpark were lost the
 //!   driver would park forever and loom would report a deadlock.
 //!
+//! * **The runtime driver's backstop**: a task driver attached but never polled again (a
+//!   stalled runtime, a forgotten `Drive`) against the timer thread and a registrant; the
+//!   same with the task's detach racing the registrant; and with the task's last turn
+//!   draining the registration between the thread's turn and its re-check. The thread must
+//!   end up knowing of the entry (within the backstop, or exactly once detached), or loom
+//!   reports a deadlock. Faults tried, one per model, each reported as a deadlock: a
+//!   registrant that only wakes the task, a detach without its unpark, a task turn that does
+//!   not lower the thread's wake-up.
+//!
 //! As in `models.rs`, each thread opens with a Relaxed RMW on a shared gate, which makes loom
 //! 0.7 try the threads in both orders (see `race` there), and two-sided models run with both
 //! role assignments.
@@ -38,10 +47,10 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
-use loom::sync::Arc;
 use loom::sync::atomic::AtomicUsize;
+use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use tollgate::__loom::{Inbox, ManualTimer};
+use tollgate::__loom::{BACKSTOP, Inbox, ManualTimer};
 use tollgate::timer::Sleep;
 
 /// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise) once
@@ -343,4 +352,144 @@ fn lost_wakeup_after_fire() {
     check("lost_wakeup_after_fire", &[false], |_| {
         driver_vs_registrants(5, Some(5), &[DEADLINE])
     });
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. The runtime driver (`src/timer/runtime.rs`): a task attached, the thread its backstop.
+
+/// The timer thread's loop at time 0 beside an attached task driver that never runs (a
+/// stalled runtime, a forgotten `Drive`): a turn, then park unless the turn saw a
+/// registration, until it knows it will wake by `limit` by itself. If the backstop could lose
+/// a registration, it would park for good and loom would report a deadlock. Each of
+/// `others` runs once on a thread of its own beside it: a registrant (returning its pending
+/// `Sleep`), a detach, a task turn.
+///
+/// The thread's turns run at time `now`. `known`, if given, is a deadline registered and taken
+/// in by a thread turn at time 0 before any of this starts (so the thread's wake-up stands at
+/// `known` plus the backstop).
+fn backstop_vs(
+    now: u64,
+    known: Option<u64>,
+    limit: u64,
+    others: Vec<Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send>>,
+) {
+    let timer = std::sync::Arc::new(ManualTimer::new());
+    assert!(timer.attach());
+    let mut old = known.map(|deadline| timer.sleep(deadline));
+    if let Some(old) = &mut old {
+        assert_eq!(poll(old, Waker::noop()), Poll::Pending);
+        assert_eq!(timer.turn(0), known.map(|k| k + BACKSTOP));
+    }
+    // The thread parks on a condition variable, not with `thread::park` (see `set_unpark`).
+    let parker = Arc::new((Mutex::new(false), Condvar::new()));
+    let p = parker.clone();
+    timer.set_unpark(move || {
+        *p.0.lock().unwrap() = true;
+        p.1.notify_one();
+    });
+    let (g, pass) = gate();
+    let (t, gd, p) = (timer.clone(), g.clone(), parker.clone());
+    let driver = thread::spawn(move || {
+        pass(&gd);
+        loop {
+            match t.turn(now) {
+                None => continue,
+                Some(next) if next <= limit => break,
+                Some(_) => {
+                    let mut token = p.0.lock().unwrap();
+                    while !*token {
+                        token = p.1.wait(token).unwrap();
+                    }
+                    *token = false;
+                }
+            }
+        }
+    });
+    let others: Vec<_> = others
+        .into_iter()
+        .map(|f| {
+            let (t, g) = (timer.clone(), g.clone());
+            thread::spawn(move || {
+                pass(&g);
+                f(&t)
+            })
+        })
+        .collect();
+    pass(&g);
+    let sleeps: Vec<Option<Sleep>> = others.into_iter().map(|o| o.join().unwrap()).collect();
+    driver.join().unwrap();
+    drop((sleeps, old));
+    timer.detach();
+    timer.advance_to(10 * BACKSTOP);
+    assert_eq!(timer.pending(), 0);
+    assert_eq!(timer.held(), 0);
+}
+
+/// A registration, leaving its `Sleep` pending.
+fn register(timer: &ManualTimer) -> Option<Sleep> {
+    let mut sleep = timer.sleep(DEADLINE);
+    assert_eq!(poll(&mut sleep, Waker::noop()), Poll::Pending);
+    Some(sleep)
+}
+
+/// A registrant that sees the task attached wakes the task and lowers the thread's backstop
+/// wake-up; with the task stalled, the thread must still learn of it within a backstop.
+/// (Fault tried: a registrant that only wakes the task when one is attached, skipping the
+/// backstop's `fetch_min`: loom reports the deadlock.)
+#[test]
+fn backstop_registrant_vs_stalled_task() {
+    check("backstop_registrant_vs_stalled_task", &[false], |_| {
+        backstop_vs(0, None, DEADLINE + BACKSTOP, vec![Box::new(register)])
+    });
+}
+
+/// A registrant races the task's detach: whether it saw the task attached or not, the thread
+/// ends up knowing of its entry at its exact deadline, not a backstop later. (Fault tried: a
+/// detach that does not unpark the thread: the thread, parked until the backstop, never
+/// learns that it drives alone, and loom reports the deadlock.)
+#[test]
+fn backstop_registrant_vs_detach() {
+    check("backstop_registrant_vs_detach", &[false], |_| {
+        backstop_vs(
+            0,
+            None,
+            DEADLINE,
+            vec![
+                Box::new(register),
+                Box::new(|t: &ManualTimer| {
+                    t.detach();
+                    None
+                }),
+            ],
+        )
+    });
+}
+
+/// The task's last turn (then it stalls) races a registrant and the thread, which fires the
+/// only known entry (deadline 5, which the thread's wake-up still shows) and so stores a later
+/// wake-up: the registrant may read the old one and notify nobody, and the task may drain the
+/// registration out of the inbox between the thread's turn and its re-check, so the thread's
+/// re-check sees nothing. The task's turn must then lower the thread's backstop wake-up
+/// itself. (Fault tried: a task turn that only stores its own wake-up: loom reports the
+/// deadlock.)
+#[test]
+fn backstop_task_drains_before_the_thread_rechecks() {
+    check(
+        "backstop_task_drains_before_the_thread_rechecks",
+        &[false],
+        |_| {
+            backstop_vs(
+                5 + BACKSTOP,
+                Some(5),
+                DEADLINE + BACKSTOP,
+                vec![
+                    Box::new(register),
+                    Box::new(|t: &ManualTimer| {
+                        while t.task_turn(0).is_none() {}
+                        None
+                    }),
+                ],
+            )
+        },
+    );
 }

@@ -40,7 +40,7 @@
 //!                          Instant <-> nanoseconds conversion; imports nothing of ours
 //!   timer                  time + sync; knows nothing of keys, rates or clocks. Inside it:
 //!                          thread (the global timer and its thread), sleep -> driver
-//!                          -> entry, stack
+//!                          -> entry, stack; runtime (the opt-in runtime driver) -> thread
 //!   clock                  time + timer: ManualClock (a manual timer) and ClockSource
 //!                          (a limiter's clock and the sleeps on it)
 //!   table                  sharded open addressing; knows nothing of time
@@ -204,13 +204,31 @@
 //! `min(w / 256, 1 ms)` late, never early. A [`ManualClock`](crate::ManualClock) is a manual
 //! timer, driven on the thread that moves it, so waits can be tested on fake time.
 //!
+//! **The runtime driver (opt-in).** The thread costs every batch one park/unpark cycle and
+//! every admitted task a wake from a foreign thread, which is most of what kept F1 and F2 above
+//! 1.2x the ideal (BENCHMARKS.md). `timer::drive(sleep_until)` is a future the user spawns on
+//! the runtime: while it is polled, the global timer's turns (and so the waiting queues'
+//! hand-overs) run inside it on a worker, sleeping with the runtime's timer until the timer's
+//! next wake-up (the same coalesced instant the thread would use: waking at the bare
+//! deadline and leaving the batching to tokio's 1 ms wheel cost F1 30 % more CPU, with no
+//! better lateness under load), and registrants wake it through an `AtomicWaker`.
+//! The core stays runtime-free: the runtime's sleep is a closure the caller passes. The
+//! thread stays as a backstop, firing only what the task is 10 ms late for: a blocked
+//! runtime, a forgotten future or a crashed task delay sleeps by at most that, never
+//! forever. Both drivers keep a wake-up of their own; each turn and each registration keeps
+//! both covering the heap (`src/timer/driver.rs`, "A second driver", three loom models).
+//! One driver at a time: a second `drive` completes at once. A standby that takes over when
+//! the first detaches would need a waiter list on a path that only matters with several
+//! runtimes, and the thread already takes over at once.
+//!
 //! ## 6. Loom
 //!
 //! `--cfg tollgate_loom` (never a bare `loom` cfg). Models in `loom-tests/`: `models.rs` (the
-//! table and the limiters), `timer.rs` (registration, firing, lost wake-ups), `wait.rs` (the
-//! queue: cancel vs hand-over, drops, forget, refund vs reset, check vs hand-over). Each
-//! model was shown to fail on an injected fault. The full table's models (in `models.rs`):
-//! "refusal vs reset" (the gate) and "eviction in place vs a reader of the victim" (§3).
+//! table and the limiters), `timer.rs` (registration, firing, lost wake-ups, the runtime
+//! driver's backstop and detach), `wait.rs` (the queue: cancel vs hand-over, drops, forget,
+//! refund vs reset, check vs hand-over). Each model was shown to fail on an injected fault.
+//! The full table's models (in `models.rs`): "refusal vs reset" (the gate) and "eviction in
+//! place vs a reader of the victim" (§3).
 //!
 //! The repeated idioms are written once, in `src/seq.rs`, and checked through their users:
 //! `SeqCount` (the quota cell, a shard's compaction count) fails "quota change
@@ -243,6 +261,7 @@
 //! | a new waiting future or adapter | `src/limiter/wait.rs`, `src/direct/wait.rs` (and `pace.rs`), `src/wait/throttle.rs` |
 //! | stacked limits | `src/stack.rs` |
 //! | when the timer thread wakes | `src/timer/driver.rs`, `src/timer/entry.rs` |
+//! | the runtime driver, its backstop | `src/timer/runtime.rs` (the future), `src/timer/driver.rs` (the two-driver protocol) |
 //! | per-key concurrency limits: who gets a permit, when a key's state goes | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
 //! | how a key's learned rate moves on success, throttle, announced policy | `src/adaptive/state.rs` (bounds and gains: `config.rs`; the bounded store: `table.rs`) |
 //! | HTTP clients: reading 429/503, `Retry-After`, `RateLimit` fields | `crates/tollgate-client/src/signal.rs` |

@@ -79,5 +79,11 @@ mod loom_waker {
         pub(crate) fn take(&self) -> Option<Waker> {
             self.0.take_waker()
         }
+
+        pub(crate) fn wake(&self) {
+            if let Some(waker) = self.take() {
+                waker.wake();
+            }
+        }
     }
 }

@@ -43,6 +43,60 @@
 //! the store-buffering reordering that the registrant's fence rules out for `earliest` (its
 //! RMWs always read the latest value), so that one step rests on the argument above.
 //!
+//! # A second driver
+//!
+//! The global timer may also be driven by a task on an async runtime (`runtime.rs`). While
+//! one is *attached* (`task.attached`, claimed by a CAS in `attach`), each driver has its own
+//! wake-up: the task's in `task.next` (the heap's next deadline plus its slack, as above),
+//! the thread's in `earliest` (that plus a [`BACKSTOP`]), and the thread's turns fire only
+//! what is a backstop overdue. A registrant that reads `attached` (after its fence) lowers
+//! both with `fetch_min` (the latest instant its entry may fire at, and that plus the
+//! backstop), and notifies each driver whose wake-up it lowered: the task through
+//! `task.waker`, the thread by `unpark`. A turn stores its own driver's wake-up and lowers
+//! the other's with `fetch_min` to what the other would store for the same heap, notifying
+//! the other if it lowered it, all under the queue lock. (These stores are swaps: C11 orders
+//! a plain store after an RMW it follows under the lock just as well, but loom orders plain
+//! stores only partially against other threads' RMWs, and its model of the third case below
+//! then deadlocks on an execution C11 forbids.) So:
+//!
+//! * **At the end of every turn, both wake-ups cover the whole heap.** Every store and every
+//!   driver's `fetch_min` happens under the lock, computed from the heap as it is then;
+//!   registrants only lower. Whichever driver moved an entry into the heap, each driver
+//!   either holds a wake-up at or before the entry's, or was notified.
+//! * **The fence pair holds per driver, with one new case.** A driver's re-check of the inbox
+//!   may find it empty because *the other* driver drained the registration between this
+//!   driver's turn and its re-check. The other driver's turn then put the entry in the heap
+//!   and, by the point above, lowered this driver's wake-up (notifying it) if it had to.
+//!   (loom: "backstop_task_drains_before_the_thread_rechecks"; it deadlocks if the task's
+//!   turn does not lower the thread's wake-up.)
+//! * **A stalled driver costs at most the backstop.** If the task stops being polled (its
+//!   runtime blocks, its future is forgotten), the thread still wakes by every entry's latest
+//!   instant plus the backstop, since registrants and turns keep `earliest` covering
+//!   everything; it parks for good only when nothing is pending, and the next registration
+//!   lowers `earliest` from `u64::MAX` and unparks it. (loom:
+//!   "backstop_registrant_vs_stalled_task"; it deadlocks if a registrant that sees a task
+//!   attached only wakes the task.)
+//! * **Detach.** Dropping the task's future takes its waker, stores `attached = false`,
+//!   issues a SeqCst fence and unparks the thread, whose next turn starts with a SeqCst fence
+//!   and so runs after the detach's fence. A registrant either read `attached = false` (its
+//!   fence came after the detach's: it follows the one-driver protocol against the thread) or
+//!   read `true`, in which case its fence came before the detach's, so before the thread's
+//!   next turn, which therefore finds its entry (in the inbox or the heap), reads
+//!   `attached = false`, and fires it and stores `earliest` without the backstop's delay. A
+//!   thread turn that read `true` just before the detach is followed by the detach's unpark,
+//!   so the thread goes round again instead of sleeping a backstop.
+//!   (loom: "backstop_registrant_vs_detach"; it deadlocks without the unpark.)
+//! * **Attach.** The claim's CAS comes before the task's first turn, which opens with a SeqCst
+//!   fence: a registrant whose fence comes later reads `attached = true`, and one whose fence
+//!   came earlier is seen by that turn's drain (or is in the heap already).
+//!
+//! While a task drives, registrants compare the latest instant their entry may fire at (its
+//! deadline plus its slack), not its deadline, with both wake-ups, so that the registration
+//! of a FIFO's next head (later, but within the slack of the stored wake-up) notifies
+//! neither driver: in F1 and F2 (BENCHMARKS.md) the backstop thread then runs about once per
+//! 10 ms. (Alone, the thread compares the deadline, as above: the hand-overs it runs
+//! register on the thread itself, where an unpark costs no syscall.)
+//!
 //! # Firing
 //!
 //! Under the lock a turn pops every entry with `deadline <= now` (never early), CASes each
@@ -68,12 +122,39 @@ use std::sync::TryLockError;
 
 use super::entry::{Entry, Retire};
 use super::stack::Inbox;
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::sync::{
+    Arc, AtomicBool, AtomicU64, AtomicUsize, AtomicWaker, Mutex, Ordering, fence, lock,
+};
 #[cfg(not(tollgate_loom))]
 use crate::time::nanos_since_origin;
 
 /// Compaction waits for at least this many dead entries: small heaps are not worth a pass.
 pub(super) const COMPACT_MIN: usize = 32;
+
+/// While a task drives the timer (`runtime.rs`), the thread fires only what the task is this
+/// late for, and sleeps until then: a stalled runtime or a forgotten driver costs entries at
+/// most this much lateness, and a live one costs the thread about one wake-up per backstop.
+pub(crate) const BACKSTOP: u64 = 10_000_000;
+
+/// The second driver: a task on an async runtime (`runtime.rs`), while one is attached.
+struct TaskDriver {
+    /// A task holds the claim: it runs the turns, the thread is the backstop. Written by
+    /// `attach` (CAS) and `detach`; read by registrants and the thread's turns.
+    attached: AtomicBool,
+    /// The time the task wakes up by itself (its `earliest`); meaningful while attached.
+    next: AtomicU64,
+    /// The attached task: registrants that lower `next` wake it.
+    waker: AtomicWaker,
+}
+
+/// Which driver runs a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The timer thread, or the caller of a manual timer's advance.
+    Thread,
+    /// The attached task.
+    Task,
+}
 
 /// What drives a timer's turns.
 enum Kind {
@@ -88,10 +169,11 @@ enum Kind {
     Manual {
         /// The current time, in nanoseconds; only increases.
         now: AtomicU64,
-        /// A loom model's driver thread, unparked like the real timer thread. (Set once,
-        /// before the model's registrants start; std's cell suffices.)
+        /// How a loom model wakes its driver thread, called where the real timer thread
+        /// would be unparked. (Set once, before the model's registrants start; std's cell
+        /// suffices.)
         #[cfg(tollgate_loom)]
-        driver: std::sync::OnceLock<loom::thread::Thread>,
+        driver: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     },
 }
 
@@ -107,6 +189,7 @@ pub(crate) struct TimerCore {
     /// A canceller asked for compaction; cleared by the driver that compacts.
     compact: AtomicBool,
     queue: Mutex<Queue>,
+    task: TaskDriver,
     kind: Kind,
 }
 
@@ -171,6 +254,11 @@ impl TimerCore {
             dead: AtomicUsize::new(0),
             compact: AtomicBool::new(false),
             queue: Mutex::new(Queue::default()),
+            task: TaskDriver {
+                attached: AtomicBool::new(false),
+                next: AtomicU64::new(u64::MAX),
+                waker: AtomicWaker::new(),
+            },
             kind,
         }
     }
@@ -192,12 +280,12 @@ impl TimerCore {
         })
     }
 
-    /// Makes registrations (and compaction requests) unpark `driver` as they would the timer
-    /// thread. Only the first call has an effect.
+    /// Makes registrations (and compaction requests, and a detach) call `unpark` where they
+    /// would unpark the timer thread. Only the first call has an effect.
     #[cfg(tollgate_loom)]
-    pub(crate) fn set_driver(&self, driver: loom::thread::Thread) {
+    pub(crate) fn set_driver(&self, unpark: Box<dyn Fn() + Send + Sync>) {
         let Kind::Manual { driver: slot, .. } = &self.kind;
-        let _ = slot.set(driver);
+        let _ = slot.set(unpark);
     }
 
     /// Now, in this timer's nanoseconds: since tollgate's real-time origin
@@ -277,7 +365,7 @@ impl TimerCore {
 
     /// Hands `entry` (already holding its waiter's waker) to the timer. Lock-free.
     pub(crate) fn register(&self, entry: Arc<Entry>) {
-        let deadline = entry.deadline;
+        let (deadline, entry_slack) = (entry.deadline, entry.slack);
         // ordering: a counter; the push's Release orders it before the driver's decrement.
         self.pending.fetch_add(1, Ordering::Relaxed);
         self.inbox.push(entry);
@@ -285,6 +373,25 @@ impl TimerCore {
         // push is ordered before the `fetch_min` here and before the caller's next read of
         // a manual timer's time.
         fence(Ordering::SeqCst);
+        // ordering: ordered by the fence above against a detach's store and fence (module
+        // docs, "A second driver").
+        if self.task.attached.load(Ordering::Relaxed) {
+            // The task must wake by the latest instant the entry may fire at, and the thread
+            // a backstop later. Comparing that latest instant, not the deadline, keeps the
+            // registrations of a FIFO's next heads (later, but within the slack of the
+            // stored wake-up) from waking either driver.
+            let latest = deadline.saturating_add(entry_slack);
+            let backstop = latest.saturating_add(BACKSTOP);
+            // ordering: ordered by the fence above, as below.
+            if backstop < self.earliest.fetch_min(backstop, Ordering::Relaxed) {
+                self.unpark_driver();
+            }
+            // ordering: ordered by the fence above; `next` carries no other data.
+            if latest < self.task.next.fetch_min(latest, Ordering::Relaxed) {
+                self.task.waker.wake();
+            }
+            return;
+        }
         // ordering: ordered by the fence above; `earliest` carries no other data.
         let previous = self.earliest.fetch_min(deadline, Ordering::Relaxed);
         if deadline < previous {
@@ -316,37 +423,132 @@ impl TimerCore {
         }
     }
 
-    /// One driver turn at `now`: drain the inbox, fire every entry due at `now`, compact if
-    /// needed, publish the next deadline in `earliest`, and wake the fired entries' tasks.
-    /// Returns `Some(next)` if the driver may sleep until `next` (`u64::MAX`: until
-    /// unparked), or `None` if registrations arrived meanwhile and it must go round again.
+    /// One turn of the thread's (or a manual timer's advance) at `now`: drain the inbox,
+    /// fire every entry due at `now`, compact if needed, publish the next deadline in
+    /// `earliest`, and wake the fired entries' tasks. Returns `Some(next)` if the thread may
+    /// sleep until `next` (`u64::MAX`: until unparked), or `None` if registrations arrived
+    /// meanwhile and it must go round again. While a task is attached, the thread's turn
+    /// fires only what is a [`BACKSTOP`] overdue and returns its wake-up a backstop later.
     pub(crate) fn turn(&self, now: u64) -> Option<u64> {
+        self.turn_as(Role::Thread, now)
+    }
+
+    /// One turn of the attached task (`runtime.rs`): as [`turn`](Self::turn), publishing
+    /// the task's wake-up in its own `next` and keeping the thread's backstop covered.
+    pub(crate) fn task_turn(&self, now: u64) -> Option<u64> {
+        self.turn_as(Role::Task, now)
+    }
+
+    fn turn_as(&self, role: Role, now: u64) -> Option<u64> {
         // ordering: a manual driver's half of the fence pair with registration: the time
-        // its caller stored is ordered before the drain below (module docs).
+        // its caller stored is ordered before the drain below (module docs). It also orders
+        // the load of `attached` after a detach's fence, or the detach's unpark comes after.
         fence(Ordering::SeqCst);
+        // ordering: ordered by the fence above (module docs, "A second driver").
+        let backstop = role == Role::Thread && self.task.attached.load(Ordering::Relaxed);
+        // While a task drives, the thread fires only what the task is a backstop late for.
+        let horizon = if backstop {
+            now.saturating_sub(BACKSTOP)
+        } else {
+            now
+        };
         let mut fired = Vec::new();
-        let next = {
+        let (mine, notify) = {
             let mut queue = lock(&self.queue);
             self.take_inbox(&mut queue);
-            self.fire_due(&mut queue, now, &mut fired);
+            self.fire_due(&mut queue, horizon, &mut fired);
             self.maybe_compact(&mut queue);
             queue.shrink();
             // Wake for the earliest deadline, as late as its slack allows: entries due by
             // then fire in the same turn. Every entry is late by at most the slack of the
-            // entry that set the wake-up, so at most `MAX_SLACK`; never early.
-            let next = queue.heap.peek().map_or(u64::MAX, |item| {
+            // entry that set the wake-up, so at most `MAX_SLACK`; never early. The task wakes
+            // at the same time (plus its runtime timer's rounding, tokio's 1 ms): waking it at
+            // the deadline itself cost F1 1.28-1.35x the ideal's CPU against 1.00-1.04x,
+            // for no better lateness on this machine (BENCHMARKS.md).
+            let due = queue.heap.peek().map_or(u64::MAX, |item| {
                 item.deadline.saturating_add(item.entry.slack)
             });
-            // ordering: ordered against registrations' pushes by the fence below.
-            self.earliest.store(next, Ordering::Relaxed);
-            next
+            // Each driver stores its own wake-up and lowers the other's to cover the heap
+            // (module docs, "A second driver"). Under the lock, so every wake-up stored or
+            // lowered at the end of a turn covers every entry the heap then holds.
+            match role {
+                Role::Thread if backstop => {
+                    let mine = due.saturating_add(BACKSTOP);
+                    // ordering: ordered against registrations' pushes by the fence below. A
+                    // swap, not a store, wherever two drivers share the timer (see "A second
+                    // driver": loom orders a plain store only partially against other
+                    // threads' RMWs, and then lets the other driver's `fetch_min` read past it).
+                    let _ = self.earliest.swap(mine, Ordering::Relaxed);
+                    // ordering: as above; `next` carries no other data.
+                    let theirs = self.task.next.fetch_min(due, Ordering::Relaxed);
+                    (mine, due < theirs)
+                }
+                Role::Thread => {
+                    // ordering: ordered against registrations' pushes by the fence below.
+                    self.earliest.store(due, Ordering::Relaxed);
+                    (due, false)
+                }
+                Role::Task => {
+                    // ordering: ordered against registrations' pushes by the fence below; a
+                    // swap, as above.
+                    let _ = self.task.next.swap(due, Ordering::Relaxed);
+                    let backstop = due.saturating_add(BACKSTOP);
+                    // ordering: as above.
+                    let theirs = self.earliest.fetch_min(backstop, Ordering::Relaxed);
+                    (due, backstop < theirs)
+                }
+            }
         };
         wake_all(fired);
+        if notify {
+            match role {
+                Role::Thread => self.task.waker.wake(),
+                Role::Task => self.unpark_driver(),
+            }
+        }
         // ordering: the driver's half of the fence pair with registration: either this
         // re-check sees a concurrent push, or that registration's `fetch_min` sees the store
         // above (module docs).
         fence(Ordering::SeqCst);
-        self.inbox.is_empty().then_some(next)
+        self.inbox.is_empty().then_some(mine)
+    }
+
+    /// Claims the second driver's place for a task: `false` if another task holds it.
+    pub(crate) fn attach(&self) -> bool {
+        // ordering: Acquire pairs with the Release store of the last `detach`, so its take of
+        // the old waker comes before our task registers its own. Registrants learn of the
+        // claim through the SeqCst fence that opens the task's first turn (module docs).
+        self.task
+            .attached
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            // false -> true: ours until `detach`.
+            .is_ok()
+    }
+
+    /// Whether a task holds the claim (a snapshot, for `timer::is_driven`).
+    #[cfg(not(tollgate_loom))]
+    pub(crate) fn is_attached(&self) -> bool {
+        // ordering: a snapshot; it orders nothing.
+        self.task.attached.load(Ordering::Relaxed)
+    }
+
+    /// Registers the attached task's waker, before each of its turns.
+    #[cfg(not(tollgate_loom))]
+    pub(crate) fn register_task(&self, waker: &std::task::Waker) {
+        self.task.waker.register(waker);
+    }
+
+    /// Gives the claim up: the thread drives alone again, starting with a turn of its own
+    /// after this call's unpark (module docs, "A second driver").
+    pub(crate) fn detach(&self) {
+        // Take the waker before releasing the claim: the next task cannot have registered.
+        drop(self.task.waker.take());
+        // ordering: Release pairs with the next `attach`'s Acquire (the take above comes
+        // first); the fence below orders the store against registrants' fences.
+        self.task.attached.store(false, Ordering::Release);
+        // ordering: the detach's half of the fence pair with registration (module docs).
+        fence(Ordering::SeqCst);
+        self.unpark_driver();
     }
 
     /// Moves new registrations into the heap, dropping those already dead.
@@ -441,8 +643,8 @@ impl TimerCore {
             Kind::Manual { .. } => {}
             #[cfg(tollgate_loom)]
             Kind::Manual { driver, .. } => {
-                if let Some(driver) = driver.get() {
-                    driver.unpark();
+                if let Some(unpark) = driver.get() {
+                    unpark();
                 }
             }
         }

@@ -31,6 +31,11 @@
 //!   hands the driver a function to unpark it, so `driver.rs` imports nothing of threads. A
 //!   manual timer (what a [`ManualClock`](crate::ManualClock) is) runs the same turn on the
 //!   caller of `advance_to`/`advance_by`, and holds the manual clock's only copy of its time.
+//! * **Runtime driver** (opt-in, `runtime.rs`): while a [`drive`] future is polled on an
+//!   async runtime, the global timer's turns run in that task, sleeping with the runtime's
+//!   own timer, and registrants wake it instead of the thread; the thread stays as a backstop
+//!   10 ms behind, so a stalled runtime or a forgotten driver delays sleeps, never hangs
+//!   them. The two-driver argument is in `driver.rs` ("A second driver").
 //! * **Coalescing**: an entry registered `w` before its deadline may fire up to
 //!   `min(w / 256, 1 ms)` late. Dense, distinct deadlines (a FIFO of waiters on one key,
 //!   each 50 µs after the last) then share a wake-up instead of costing the thread one
@@ -44,10 +49,14 @@
 //!
 //! The timer knows nothing of keys, rates or clocks; it imports only `crate::sync`,
 //! `crate::time` (the real-time origin its nanoseconds count from) and std. Within it the
-//! arrows point one way: `thread` -> `driver` -> `entry`, `stack`; `sleep` -> `driver`.
+//! arrows point one way: `thread` -> `driver` -> `entry`, `stack`; `sleep` -> `driver`;
+//! `runtime` -> `thread`, `driver`.
 
 mod driver;
 mod entry;
+// The runtime driver drives the global timer, which loom builds leave out.
+#[cfg(not(tollgate_loom))]
+mod runtime;
 mod sleep;
 mod stack;
 // The tests drive the real timer thread too, which loom builds leave out.
@@ -57,6 +66,8 @@ mod tests;
 mod thread;
 
 pub(crate) use driver::TimerCore;
+#[cfg(not(tollgate_loom))]
+pub use runtime::{Drive, drive, is_driven};
 pub use sleep::{Sleep, sleep, sleep_until};
 
 use crate::sync::Arc;
@@ -89,6 +100,9 @@ pub mod __loom {
     use super::{Sleep, TimerCore, TimerRef, entry::Entry, stack};
     use crate::sync::Arc;
 
+    /// How late the backstop thread lets entries be while a task drives the timer.
+    pub const BACKSTOP: u64 = super::driver::BACKSTOP;
+
     /// A manual timer.
     #[derive(Debug)]
     pub struct ManualTimer(Arc<TimerCore>);
@@ -103,7 +117,14 @@ pub mod __loom {
         /// Makes registrations unpark `driver` whenever they lower the earliest deadline, as
         /// they would the real timer thread. Call it before any registration.
         pub fn set_driver(&self, driver: loom::thread::Thread) {
-            self.0.set_driver(driver);
+            self.0.set_driver(Box::new(move || driver.unpark()));
+        }
+
+        /// As [`set_driver`](Self::set_driver), calling `unpark` instead: for a driver that
+        /// waits on a condition variable, since loom 0.7 mishandles an `unpark` that reaches
+        /// a thread blocked on a mutex (which the timer's lock is, once two drivers share it).
+        pub fn set_unpark(&self, unpark: impl Fn() + Send + Sync + 'static) {
+            self.0.set_driver(Box::new(unpark));
         }
 
         /// A sleep until `deadline` on this timer.
@@ -120,6 +141,24 @@ pub mod __loom {
         /// may park until `next`, `None` to go round again.
         pub fn turn(&self, now: u64) -> Option<u64> {
             self.0.turn(now)
+        }
+
+        /// Claims the timer for a task driver, as `timer::drive`'s first poll does: `false`
+        /// if one is attached already.
+        pub fn attach(&self) -> bool {
+            self.0.attach()
+        }
+
+        /// One turn of the attached task at `now`, as `timer::drive` runs it: `Some(next)`
+        /// if the task may sleep until `next`, `None` to go round again.
+        pub fn task_turn(&self, now: u64) -> Option<u64> {
+            self.0.task_turn(now)
+        }
+
+        /// Gives the task driver's claim up and unparks the driver thread, as dropping an
+        /// attached `timer::drive` future does.
+        pub fn detach(&self) {
+            self.0.detach();
         }
 
         /// Entries still pending.
