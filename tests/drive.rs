@@ -168,7 +168,11 @@ fn without_a_driver_the_thread_wakes_the_waits() {
     let (order, _) = rt.block_on(fifo_waits(5, 200, &wakes));
     assert_eq!(order, (0..5).collect::<Vec<_>>());
     let (all, from_timer) = wakes.counts();
-    assert!(all >= 4, "{all} wakes");
+    // At least one wake (nothing else wakes this task, so the waits could not end without
+    // one), but not necessarily four: a wait whose instant has passed when its task is
+    // polled for an earlier wait's wake completes without a wake of its own (a loaded
+    // machine that runs the task late does that).
+    assert!(all >= 1, "{all} wakes");
     assert_eq!(
         from_timer, all,
         "a wake from elsewhere than the timer thread"
