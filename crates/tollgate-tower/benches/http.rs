@@ -1,4 +1,4 @@
-//! Requests per second over loopback for a hello-world hyper service served three ways in
+//! Requests per second over loopback for a hello-world hyper service served several ways in
 //! one process run: with no limiter, behind tollgate-tower's layer, and behind
 //! tower_governor's layer; the cost of the limiter is the ratio to the no-limiter run.
 //!
@@ -21,6 +21,13 @@
 //! * **Limits**: every limiter gets the same quota, one cell per microsecond with bursts of
 //!   1,000,000 per key, far above what a key can be sent here, so nothing is refused and the
 //!   figures are the limiters' overhead; a run that sees any answer other than 200 fails.
+//!   Under that quota a key of the 10,000-client mix has expired by its next visit (visits
+//!   come milliseconds apart), so tollgate, which forgets expired keys, inserts it again,
+//!   where tower_governor's map keeps every key. The *keys live* mix gives every limiter one
+//!   cell per minute with the same burst instead: each admission moves a key's theoretical
+//!   arrival time a minute ahead, so a key visited at least once a minute stays live for the
+//!   whole run (its TAT only gets further ahead of the clock), and it would take a
+//!   1,000,000th visit to one key to be refused, where a run makes a few thousand at most.
 //! * **Mixes**: *one client*, every request from 127.0.0.1, keyed by the peer address
 //!   (tollgate-tower's `PeerIp`, tower_governor's `PeerIpKeyExtractor`); *10,000 clients*,
 //!   every request carrying `X-Forwarded-For: 10.a.b.c` from a pool of 10,000 addresses,
@@ -30,9 +37,12 @@
 //!   leftmost entry and trusts no proxy list). With one entry both find the same address.
 //!   Binding client sockets to distinct 127.x.y.z addresses would give as many keys as
 //!   connections only (64 at a time), so the forwarded header is how 10,000 keys are seen.
+//!   *10,000 clients, keys live*: the same requests and keys under the slow quota above.
 //! * **Subjects**: `none`; `tollgate-tower` as built by default (the IETF `RateLimit` and
 //!   `RateLimit-Policy` fields on every response); `tollgate-tower, fields off`
-//!   (`.headers(false)`); `tower_governor` as built by default (no fields on success).
+//!   (`.headers(false)`); `tower_governor` as built by default (no fields on success);
+//!   `tower_governor, headers on` (its `use_headers()`: `x-ratelimit-limit` and
+//!   `x-ratelimit-remaining` on every success, the peer of tollgate-tower's default).
 //!
 //! Each round measures every subject in turn (the order rotates from round to round), for
 //! each mix: connect, warm up, then count responses over a fixed window. Reported per subject
@@ -51,7 +61,8 @@
 //! Knobs: `TOLLGATE_BENCH_ROUNDS=n`; `TOLLGATE_BENCH_LOOPBACK=0` skips the loopback part
 //! (`TOLLGATE_BENCH_SERVER_NS=ns` then stands in for the no-limiter server's CPU per request
 //! in the last column); `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices, e.g. `1,0,2` for
-//! 10,000 clients, bare handler, fields off) only calls that one stack in process, for
+//! 10,000 clients, bare handler, fields off; mix 2 is *keys live*, subject 4 tower_governor
+//! with its headers) only calls that one stack in process, for
 //! `perf record`, on `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at
 //! its own place in the pool of clients), to see what cores sharing the layer cost.
 
@@ -88,6 +99,10 @@ mod machine;
 /// Cells per second, and the burst, of every limiter (per key).
 const RATE: u32 = 1_000_000;
 const BURST: u32 = 1_000_000;
+/// The *keys live* mix's interval: one cell per minute (same burst). A key's TAT moves a
+/// minute ahead per admission, so a key visited at least once a minute never expires during
+/// a run, and only its 1,000,000th visit could be refused.
+const LIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// Distinct forwarded client addresses in the many-clients mix.
 const CLIENTS: usize = 10_000;
 
@@ -154,8 +169,10 @@ impl Size {
                 mode: "quick",
                 rounds: 2,
                 connections: 64,
-                warmup: Duration::from_millis(100),
-                window: Duration::from_millis(250),
+                // Short: a smoke run (15 loopback measurements per round) proves the stacks
+                // serve and admit; its figures resolve nothing.
+                warmup: Duration::from_millis(60),
+                window: Duration::from_millis(150),
                 calls: 50_000,
                 loopback: true,
                 server_ns: None,
@@ -192,6 +209,8 @@ impl Size {
 enum Mix {
     OneClient,
     ManyClients,
+    /// `ManyClients`' requests under the slow quota, so that keys stay live between visits.
+    ManyClientsLive,
 }
 
 impl Mix {
@@ -199,14 +218,20 @@ impl Mix {
         match self {
             Mix::OneClient => "one client (peer address)",
             Mix::ManyClients => "10,000 clients (X-Forwarded-For)",
+            Mix::ManyClientsLive => "10,000 clients, keys live (1/min, X-Forwarded-For)",
         }
+    }
+
+    /// Whether requests carry a forwarded client address (and are keyed by it).
+    fn forwarded(self) -> bool {
+        self != Mix::OneClient
     }
 
     /// The requests a connection cycles through.
     fn requests(self) -> Vec<Vec<u8>> {
         match self {
             Mix::OneClient => vec![b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_vec()],
-            Mix::ManyClients => (1..=CLIENTS)
+            Mix::ManyClients | Mix::ManyClientsLive => (1..=CLIENTS)
                 .map(|i| {
                     format!(
                         "GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nx-forwarded-for: 10.{}.{}.{}\r\n\r\n",
@@ -221,11 +246,12 @@ impl Mix {
     }
 }
 
-const SUBJECTS: [&str; 4] = [
+const SUBJECTS: [&str; 5] = [
     "none",
     "tollgate-tower",
     "tollgate-tower, fields off",
     "tower_governor",
+    "tower_governor, headers on",
 ];
 
 /// The handler: `200 hello`, with no header of its own (`TYPED = false`, the original
@@ -341,7 +367,7 @@ impl Sink<()> for TimeCalls {
         let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
         let headers: Vec<http::HeaderMap> = match self.mix {
             Mix::OneClient => vec![http::HeaderMap::new()],
-            Mix::ManyClients => (1..=CLIENTS)
+            Mix::ManyClients | Mix::ManyClientsLive => (1..=CLIENTS)
                 .map(|i| {
                     let mut map = http::HeaderMap::new();
                     let ip = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 0xff, i & 0xff);
@@ -418,12 +444,17 @@ where
     });
 }
 
-fn quota() -> Quota {
-    Quota::per_second(RATE).allow_burst(BURST)
+/// Every limiter's quota in `mix`.
+fn quota(mix: Mix) -> Quota {
+    match mix {
+        Mix::ManyClientsLive => Quota::with_period(LIVE_INTERVAL),
+        Mix::OneClient | Mix::ManyClients => Quota::per_second(RATE),
+    }
+    .allow_burst(BURST)
 }
 
-fn tollgate_layer<E: KeyExtractor>(key: E, fields: bool) -> RateLimitLayer<E> {
-    RateLimitLayer::builder(Limiter::keyed(quota()), key)
+fn tollgate_layer<E: KeyExtractor>(mix: Mix, key: E, fields: bool) -> RateLimitLayer<E> {
+    RateLimitLayer::builder(Limiter::keyed(quota(mix)), key)
         .headers(fields)
         .build()
 }
@@ -443,26 +474,39 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
 ) -> f64 {
     let app = service_fn(hello::<B, TYPED>);
     let client_ip = || ClientIp::trusting(["127.0.0.0/8"]).expect("a valid CIDR");
-    // One cell per microsecond, bursts of BURST: the same quota as tollgate's.
+    // The same quota as tollgate's: the interval, and bursts of BURST.
     let mut governor = GovernorConfigBuilder::default();
-    governor
-        .per_nanosecond(1_000_000_000 / u64::from(RATE))
-        .burst_size(BURST);
-    match (subject, mix) {
+    governor.period(quota(mix).interval()).burst_size(BURST);
+    match (subject, mix.forwarded()) {
         (0, _) => sink.run(app),
-        (1, Mix::OneClient) => sink.run(tollgate_layer(PeerIp::new(), true).layer(app)),
-        (1, Mix::ManyClients) => sink.run(tollgate_layer(client_ip(), true).layer(app)),
-        (2, Mix::OneClient) => sink.run(tollgate_layer(PeerIp::new(), false).layer(app)),
-        (2, Mix::ManyClients) => sink.run(tollgate_layer(client_ip(), false).layer(app)),
-        (3, Mix::OneClient) => {
+        (1, false) => sink.run(tollgate_layer(mix, PeerIp::new(), true).layer(app)),
+        (1, true) => sink.run(tollgate_layer(mix, client_ip(), true).layer(app)),
+        (2, false) => sink.run(tollgate_layer(mix, PeerIp::new(), false).layer(app)),
+        (2, true) => sink.run(tollgate_layer(mix, client_ip(), false).layer(app)),
+        (3, false) => {
             let config = governor.key_extractor(PeerIpKeyExtractor).finish();
             sink.run(GovernorLayer::new(config.expect("config")).layer(app))
         }
-        (3, Mix::ManyClients) => {
+        (3, true) => {
             let config = governor.key_extractor(SmartIpKeyExtractor).finish();
             sink.run(GovernorLayer::new(config.expect("config")).layer(app))
         }
-        _ => unreachable!("four subjects"),
+        // `use_headers()`: `x-ratelimit-limit` and `x-ratelimit-remaining` on every success.
+        (4, false) => {
+            let config = governor
+                .key_extractor(PeerIpKeyExtractor)
+                .use_headers()
+                .finish();
+            sink.run(GovernorLayer::new(config.expect("config")).layer(app))
+        }
+        (4, true) => {
+            let config = governor
+                .key_extractor(SmartIpKeyExtractor)
+                .use_headers()
+                .finish();
+            sink.run(GovernorLayer::new(config.expect("config")).layer(app))
+        }
+        _ => unreachable!("five subjects"),
     }
 }
 
@@ -664,7 +708,7 @@ async fn measure(
 
 fn main() {
     let size = Size::from_env();
-    let mixes = [Mix::OneClient, Mix::ManyClients];
+    let mixes = [Mix::OneClient, Mix::ManyClients, Mix::ManyClientsLive];
     let before = machine::loadavg();
     println!(
         "# tollgate-tower http bench ({} run, {}): {} CPUs ({}), {} rounds, {} keep-alive \
@@ -680,7 +724,9 @@ fn main() {
     );
     println!(
         "Server: one current-thread Tokio runtime on one thread; client: one current-thread \
-         runtime on the main thread. Quota for every limiter: {RATE}/s per key, burst {BURST}."
+         runtime on the main thread. Quota for every limiter: {RATE}/s per key, burst {BURST}; \
+         in the keys-live mix one per {} s, burst {BURST}.",
+        LIVE_INTERVAL.as_secs()
     );
     // Profiling one stack: `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices) calls only it,
     // `rounds` times `calls` requests, and prints its time per request.
