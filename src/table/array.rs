@@ -320,7 +320,11 @@ impl<'a> SlotArray<'a> {
     /// Linear probing from `fp`'s home over every slot once, run by run: `visit` gets each
     /// index and slot and says whether to stop.
     #[inline]
-    pub(super) fn probe<T>(&self, fp: u64, visit: impl FnMut(usize, &'a Slot) -> Option<T>) -> Option<T> {
+    pub(super) fn probe<T>(
+        &self,
+        fp: u64,
+        visit: impl FnMut(usize, &'a Slot) -> Option<T>,
+    ) -> Option<T> {
         self.probe_from(self.home(fp), self.len, visit)
     }
 

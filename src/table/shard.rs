@@ -440,7 +440,8 @@ impl Shard {
             // No room on this key's run: make some, then probe again. Sweep out expired keys;
             // if a rebuild without tombstones would leave an eighth of the slots free, do it
             // (that leaves the most room until the next sweep); grow only if neither helps.
-            let swept = now >= counts.next_sweep_at && self.sweep(array, counts, &mut inner.removals, now);
+            let swept =
+                now >= counts.next_sweep_at && self.sweep(array, counts, &mut inner.removals, now);
             let at_cap = counts.used >= self.cap;
             if !at_cap
                 && counts.tombstones > 0
