@@ -165,12 +165,15 @@
 //! hot path's lock-free miss (a walk of the run, fingerprints only), the shard lock (two
 //! RMWs), the locked probe (a second walk, with TATs), the victim's freeze (an RMW) and
 //! hand-over, and, for the one eviction in six whose run holds no key, a scan of 16 keys and
-//! a tombstone (a compaction per ~420 evictions). Reusing the hot path's walk under the lock
-//! would need a count of locked slot changes for the lock holder to validate it against, and
-//! a hot path that collects the least TAT on a miss; not done. Measured: EVICT_FIGURES
-//! (BENCHMARKS.md, *Full table*). Loom: with the single-writer epoch, "undo vs reset"
-//! (keyed) fails when `begin_serial` makes both bumps before the removal and `end_serial`
-//! none (two bumps become one).
+//! a tombstone (a compaction per ~420 evictions). Reusing the hot path's walk under the
+//! lock would need a count of locked slot changes for the lock holder to validate it against,
+//! and a hot path that collects the least TAT on a miss; not done. Measured on 2026-11-23,
+//! old and new bench binaries alternately, four runs each, load 1.1–1.2 (BENCHMARKS.md,
+//! *Full table*): an evicting key 3.0–3.2 hits against 3.8–5.0 for the old code in the same
+//! session (a third less time; target still missed), a refused key 1.7–2.3 against 2.2–2.5;
+//! hits and scenario A unchanged. Loom: with the single-writer epoch, "undo vs reset" (keyed)
+//! fails when `begin_serial` makes both bumps before the removal and `end_serial` none (two
+//! bumps become one).
 //!
 //! **The check's hot path** (`engine::check`, `Table::try_update_recording`, issue 11) is the
 //! lock-free attempt alone, inlined into the public method: hash, shard, the home slot (its
@@ -342,7 +345,9 @@
 //! under churn); with probes stepping a segment run at a time, C's insert time is 1.14–1.27x
 //! the old table's, churn's 1.0–1.5x and B's `check_at` 1.04x presized and about 1.2x growing
 //! (the denser table; BENCHMARKS.md, *Growth in place*). F: a refused new key is 1.3–1.7x a
-//! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*).
+//! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*); after the cuts of
+//! 2026-11-23, in a session where the old code measured 2.2–2.5x and 3.8–5.0x, 1.7–2.3x and
+//! 3.0–3.2x.
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.
