@@ -135,14 +135,45 @@
 //!   readers on every eviction. Not done.
 //!
 //! Measured in one session (BENCHMARKS.md): a refused key 1.3–1.7 hits (target met), an
-//! evicting one 2.9–3.2 (from 13; target missed). What remains in an eviction is the shard
-//! lock, four atomic RMWs (freeze, two removal-epoch bumps, the lock), and a second walk of
-//! the run: the lock-free miss in `Table::update_in` walks it once and the locked probe
-//! again. Reusing the first walk under the lock (a change to the lookup) and single-writer
-//! stores for the removal epoch (written only under the lock) are the next steps. Loom:
-//! "refusal vs reset" fails if a reset opens the gate after its slot writes, or not at all;
-//! "eviction in place vs a reader of the victim" fails if the new word is stored before the
-//! fingerprint.
+//! evicting one 2.9–3.2 (from 13; target missed). Loom: "refusal vs reset" fails if a reset
+//! opens the gate after its slot writes, or not at all; "eviction in place vs a reader of the
+//! victim" fails if the new word is stored before the fingerprint.
+//!
+//! A profile of the eviction then showed three walks of the new key's run, not two: the
+//! check's hot path probed it lock-free and missed, `check_slow` probed it lock-free again
+//! (`Table::update_in`), and the locked probe walked it a third time. Three cuts followed:
+//!
+//! * *No second lock-free walk.* After the hot path's attempt fails, `check_slow` goes
+//!   straight to the locked path (`Table::update_recording`). The attempt fails for a missing
+//!   key (the lock is needed to insert or evict), a frozen slot (the lock holder is at work),
+//!   or a slot that changed hands under the probe (rare); only the last could have been
+//!   settled lock-free, and the locked path, which re-probes, is right for it too. Every
+//!   insert gains, not only a full table's; `RefuseNewKeys` still refuses lock-free at a
+//!   closed gate.
+//! * *Single-writer stores for the removal epoch.* A shard's epoch is written only under its
+//!   lock, so the lock holder keeps the count (`seq::EpochWriter`, in the shard's `Inner`) and
+//!   stores it: a Relaxed store for `begin`, a Release store for `end`, where there were two
+//!   locked RMWs per removal. The argument (`seq::Epoch`) asks only that the values grow in
+//!   the epoch's modification order and that `end` be a Release a reader can read from; the
+//!   lock's release/acquire orders each holder's stores after the last holder's. A direct
+//!   limiter's resets run without a lock and keep the RMWs.
+//! * *A leaner locked probe.* `probe_locked` kept an `Option<Free>` (tag and index) live
+//!   across its loop; it now keeps the first free slot's index alone and reads its kind back
+//!   after the walk (fingerprints do not move under the lock).
+//!
+//! The victim is chosen exactly as before. What an eviction still costs beyond a hit: the
+//! hot path's lock-free miss (a walk of the run, fingerprints only), the shard lock (two
+//! RMWs), the locked probe (a second walk, with TATs), the victim's freeze (an RMW) and
+//! hand-over, and, for the one eviction in six whose run holds no key, a scan of 16 keys and
+//! a tombstone (a compaction per ~420 evictions). Reusing the hot path's walk under the
+//! lock would need a count of locked slot changes for the lock holder to validate it against,
+//! and a hot path that collects the least TAT on a miss; not done. Measured on 2026-11-23,
+//! old and new bench binaries alternately, four runs each, load 1.1–1.2 (BENCHMARKS.md,
+//! *Full table*): an evicting key 3.0–3.2 hits against 3.8–5.0 for the old code in the same
+//! session (a third less time; target still missed), a refused key 1.7–2.3 against 2.2–2.5;
+//! hits and scenario A unchanged. Loom: with the single-writer epoch, "undo vs reset" (keyed)
+//! fails when `begin_serial` makes both bumps before the removal and `end_serial` none (two
+//! bumps become one).
 //!
 //! **The check's hot path** (`engine::check`, `Table::try_update_recording`, issue 11) is the
 //! lock-free attempt alone, inlined into the public method: hash, shard, the home slot (its
@@ -235,7 +266,10 @@
 //! vs check" when `end`'s Release, `read_begin`'s Acquire, `begin`'s Release fence or
 //! `validate`'s Acquire fence is dropped, and "reset vs compaction" too for the first two;
 //! `Epoch` (a shard's removals, a direct limiter's resets) fails "undo vs reset" (keyed and
-//! direct) when its two bumps become one before the removal. `Epoch`'s Release/Acquire pair
+//! direct) when its two bumps become one before the removal, for the keyed shard's
+//! single-writer stores (`begin_serial`/`end_serial`) as for the RMWs. Dropping only
+//! `begin_serial`'s store (one bump, after the removal) fails no model: in a shard every new
+//! incarnation is stored after `end`, and a frozen slot sends an undo to the lock. `Epoch`'s Release/Acquire pair
 //! orders a writer's CAS after the removal's writes; loom cannot show it missing, because a
 //! loom RMW always reads the latest value, so no model can make that CAS land before them.
 //!
@@ -311,7 +345,9 @@
 //! under churn); with probes stepping a segment run at a time, C's insert time is 1.14–1.27x
 //! the old table's, churn's 1.0–1.5x and B's `check_at` 1.04x presized and about 1.2x growing
 //! (the denser table; BENCHMARKS.md, *Growth in place*). F: a refused new key is 1.3–1.7x a
-//! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*).
+//! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*); after the cuts of
+//! 2026-11-23, in a session where the old code measured 2.2–2.5x and 3.8–5.0x, 1.7–2.3x and
+//! 3.0–3.2x.
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.

@@ -44,7 +44,9 @@ pub(crate) trait Word {
     /// absent key is inserted only if `f` writes.
     fn update<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full>;
     /// [`update`](Word::update) with the removal epoch read before it, returned beside its
-    /// result: what a write that may be undone records.
+    /// result: what a write that may be undone records. Called after
+    /// [`try_update_recording`](Word::try_update_recording) failed, so a keyed table skips
+    /// its lock-free probe here and takes its locked path at once (`Table::update_recording`).
     #[inline]
     fn update_recording<R>(
         &self,

@@ -14,10 +14,14 @@
 //!   it (`engine.rs`). Used per table shard (`Shard::removals`) and per direct limiter
 //!   (`direct::Shared::resets`).
 //!
-//! Writers of either are serialised by the caller (a mutex, or the shard lock); only readers
-//! are lock-free. Loom models fail when any of `SeqCount`'s orderings is weakened, or when
-//! `Epoch`'s two bumps become one; `Epoch`'s Release/Acquire pair is beyond what loom can
-//! show (`src/design.rs`, section 6, names the models and says why).
+//! Writers of a `SeqCount` are serialised by the caller (a mutex, or the shard lock); only
+//! readers are lock-free. An `Epoch` has two kinds of writer: concurrent ones, which bump it
+//! with RMWs (a direct limiter's resets run without a lock), and a serialised one, which
+//! keeps the count under its lock in an [`EpochWriter`] and only stores it (a table shard).
+//!
+//! Loom models fail when any of `SeqCount`'s orderings is weakened, or when `Epoch`'s two
+//! bumps become one, with either kind of writer; `Epoch`'s Release/Acquire pair is beyond
+//! what loom can show (`src/design.rs`, section 6, names the models and says why).
 
 use crate::sync::{AtomicU64, Ordering, fence};
 
@@ -95,6 +99,21 @@ impl SeqCount {
 ///   limiter: the store of 0 itself), or an RMW continuing that store's release sequence.
 ///   An undo that loaded such a state (Acquire) therefore reads at least the first bump, so
 ///   it cannot mistake the new incarnation for the one its write was made in.
+///
+/// Both sides ask two things of the bumps themselves: that the epoch's values only grow in
+/// its modification order (so "at least the first bump" means a value past the one recorded
+/// before it), and that `end`'s write is a Release that a reader's Acquire can read from.
+/// Neither needs an RMW. Concurrent writers get both from `fetch_add`
+/// ([`begin`](Epoch::begin), [`end`](Epoch::end)). A writer serialised by a lock
+/// ([`begin_serial`](Epoch::begin_serial), [`end_serial`](Epoch::end_serial)) gets them from
+/// the lock: each holder's stores happen before the next holder's (the lock's release and
+/// acquire), so they come later in the modification order, and the value it stores is one
+/// more than the last one stored, which it keeps in its [`EpochWriter`] under that lock
+/// (nothing else writes the epoch). A plain store instead of a locked RMW is what the shard's
+/// removals (every eviction and reclaim) save: two of them per removal. What is lost is
+/// only that `begin`'s store no longer continues the release sequence of the previous `end`;
+/// no reader relies on that (a reader that sees an odd value never undoes, and one that sees
+/// an even value reads it from the `end` that stored it).
 #[derive(Debug)]
 pub(crate) struct Epoch(AtomicU64);
 
@@ -116,6 +135,24 @@ impl Epoch {
         self.0.fetch_add(1, Ordering::Release);
     }
 
+    /// Before a removal, by the epoch's only writer (serialised by the lock that `writer`
+    /// lives under): the epoch becomes odd, with a store instead of an RMW (type docs).
+    pub(crate) fn begin_serial(&self, writer: &mut EpochWriter) {
+        writer.0 += 1;
+        // ordering: Relaxed, as in `begin`; this holder's store follows every earlier
+        // holder's in the modification order through the lock (type docs).
+        self.0.store(writer.0, Ordering::Relaxed);
+    }
+
+    /// After a removal, by the epoch's only writer: the epoch becomes even, publishing the
+    /// removal's writes, with a store instead of an RMW (type docs).
+    pub(crate) fn end_serial(&self, writer: &mut EpochWriter) {
+        writer.0 += 1;
+        // ordering: Release pairs with `read`'s Acquire, as `end`'s does (type docs, writer
+        // side): a reader that reads this value sees the removal's writes.
+        self.0.store(writer.0, Ordering::Release);
+    }
+
     /// The epoch now, to record before a write or to compare in an undo.
     #[inline]
     pub(crate) fn read(&self) -> u64 {
@@ -123,3 +160,9 @@ impl Epoch {
         self.0.load(Ordering::Acquire)
     }
 }
+
+/// The count of an [`Epoch`] that one serialised writer bumps with stores
+/// ([`Epoch::begin_serial`]): kept under the writer's lock, so that `&mut` to it is the
+/// proof that nothing else writes the epoch. One per epoch, created with it.
+#[derive(Debug, Default)]
+pub(crate) struct EpochWriter(u64);

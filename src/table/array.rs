@@ -377,41 +377,61 @@ impl<'a> SlotArray<'a> {
 
     /// Locked probe: the key's slot, or where a new key could go and, for a forced
     /// eviction, the live key on the run with the least TAT (the first of equals).
+    ///
+    /// Where a new key could go is the first slot on the run that is a tombstone or holds a
+    /// key expired by `now`, else the `EMPTY` slot that ends the run. The loop keeps as little
+    /// as it can in registers (it walks about 18 slots of a full shard, once per insert or
+    /// eviction): the first such slot's index alone, its kind read back after the walk (under
+    /// the lock, fingerprints do not change), and the least TAT and its index kept with
+    /// selects rather than branches, as TATs along a run come in no order a predictor could
+    /// learn. A tombstone's word is frozen (it was frozen before it was cleared), so it is
+    /// never the least; a frozen word counts as never expiring: it is no candidate.
     pub(super) fn probe_locked(&self, fp: u64, now: u64) -> Probe {
-        let mut free = None;
-        // The least TAT so far and its index (`usize::MAX`: none); kept with selects rather
-        // than branches, as TATs along a run come in no order a predictor could learn.
+        let mut first_free = usize::MAX;
         let (mut least_tat, mut least) = (u64::MAX, usize::MAX);
-        let found = self.probe(fp, |i, slot| {
+        // `Ok(i)`: the key at `i`; `Err(i)`: the `EMPTY` slot `i` ends the run.
+        let ended = self.probe(fp, |i, slot| {
             // ordering: fingerprints only change under the lock we hold.
-            match slot.fp.load(Ordering::Relaxed) {
-                f if f == fp => return Some(Probe::Found(i)),
-                EMPTY => return Some(Probe::Absent(free.or(Some(Free::Empty(i))), None)),
-                TOMBSTONE => free = free.or(Some(Free::Tombstone(i))),
-                _ => {
-                    let word = slot.word();
-                    // A frozen word counts as never expiring: it is no candidate.
-                    let tat = if is_live(word) {
-                        tat_of(word)
-                    } else {
-                        u64::MAX
-                    };
-                    if free.is_none() && tat <= now {
-                        free = Some(Free::Expired(i));
-                    }
-                    let less = tat < least_tat;
-                    least_tat = if less { tat } else { least_tat };
-                    least = if less { i } else { least };
-                }
+            let f = slot.fp.load(Ordering::Relaxed);
+            if f == fp {
+                return Some(Ok(i));
             }
+            if f == EMPTY {
+                return Some(Err(i));
+            }
+            let word = slot.word();
+            let tat = if is_live(word) {
+                tat_of(word)
+            } else {
+                u64::MAX
+            };
+            let free_here = f == TOMBSTONE || tat <= now;
+            first_free = if first_free == usize::MAX && free_here {
+                i
+            } else {
+                first_free
+            };
+            let less = tat < least_tat;
+            least_tat = if less { tat } else { least_tat };
+            least = if less { i } else { least };
             None
         });
-        let least = (least != usize::MAX).then_some(least);
-        match found {
-            Some(Probe::Absent(free, _)) => Probe::Absent(free, least),
-            Some(found) => found,
-            None => Probe::Absent(free, least),
-        }
+        let empty = match ended {
+            Some(Ok(i)) => return Probe::Found(i),
+            Some(Err(i)) => Some(i),
+            None => None,
+        };
+        let free = if first_free != usize::MAX {
+            // ordering: as above.
+            if self.slot(first_free).fp.load(Ordering::Relaxed) == TOMBSTONE {
+                Some(Free::Tombstone(first_free))
+            } else {
+                Some(Free::Expired(first_free))
+            }
+        } else {
+            empty.map(Free::Empty)
+        };
+        Probe::Absent(free, (least != usize::MAX).then_some(least))
     }
 
     /// The first `EMPTY` slot on `fp`'s probe run (under the lock).

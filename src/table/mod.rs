@@ -131,9 +131,19 @@ impl Table {
         self.update_in(self.shard(route), fp, expired_by, f)
     }
 
-    /// [`update`](Table::update), with `route`'s removal epoch read first (see
-    /// `Shard::removals`): what a write that may be undone records (`engine.rs`). One shard
-    /// lookup serves both, which the check hot path measurably needs.
+    /// [`update`](Table::update) for a caller whose lock-free attempt
+    /// ([`try_update_recording`](Table::try_update_recording)) just failed, with `route`'s
+    /// removal epoch read first (see `Shard::removals`): what a write that may be undone
+    /// records (`engine.rs`).
+    ///
+    /// It goes straight to the locked path, without a second lock-free probe: the attempt
+    /// failed because the key was missing (a new key: the lock is needed to insert it, or to
+    /// refuse it), its slot was frozen (the lock holder is at work on it) or its slot changed
+    /// hands under the probe (a rare race), and a second probe would find the same in all but
+    /// the last. A new key at a full shard walked its probe run three times with it, twice
+    /// lock-free (BENCHMARKS.md, *Full table*). The locked path is correct for a held key too
+    /// (it re-probes under the lock), only slower; `RefuseNewKeys` still refuses lock-free at
+    /// a closed gate (`Shard::update_locked`).
     #[inline]
     pub(crate) fn update_recording<R>(
         &self,
@@ -144,15 +154,15 @@ impl Table {
     ) -> Result<(R, u64), Full> {
         let shard = self.shard(route);
         let epoch = shard.removals();
-        let out = self.update_in(shard, fp, expired_by, f)?;
+        let out = self.locked(shard, fp, expired_by, f)?;
         Ok((out, epoch))
     }
 
     /// [`update_recording`](Table::update_recording)'s lock-free part alone: one probe and
     /// the CAS loop on the slot it finds, with nothing out of line. `None` (and nothing
     /// written) if the probe misses, the slot is frozen, or it changed hands under the probe:
-    /// the caller then starts over with `update_recording`, which re-probes and takes the
-    /// lock where needed. Not re-probing here keeps the probe's registers free for the CAS.
+    /// the caller then starts over with `update_recording`, which takes the lock (and
+    /// re-probes under it). Not re-probing here keeps the probe's registers free for the CAS.
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
     /// is all its argument asks (`seq::Epoch`, writer side).

@@ -41,7 +41,7 @@
 use super::array::{Free, Probe, Segments, SlotArray};
 use super::gate::FullGate;
 use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
-use crate::seq::{Epoch, SeqCount};
+use crate::seq::{Epoch, EpochWriter, SeqCount};
 use crate::sync::{Mutex, Ordering, lock};
 
 /// Probing stops treating a shard as "roomy" beyond this load (used + tombstones) / len.
@@ -145,6 +145,8 @@ struct Inner {
     counts: ShardCounts,
     /// Whether `Shard::gate` is closed (only the lock holder opens and closes it).
     gate_closed: bool,
+    /// `Shard::removals`' count: the lock holder is its only writer (`Epoch::begin_serial`).
+    removals: EpochWriter,
 }
 
 #[derive(Debug)]
@@ -152,9 +154,10 @@ pub(crate) struct Shard {
     /// The slots and their current length. Grows in place under the lock; never freed before
     /// the shard (`array.rs`).
     slots: Segments,
-    /// The removal epoch: `begin`/`end` (under the lock) around every forgetting of keys of
-    /// this shard: reset, eviction, reclaim, or dropped by growth. An undo applies only if
-    /// this has not moved since its write (see `removals`).
+    /// The removal epoch: `begin_serial`/`end_serial` (under the lock, which makes the lock
+    /// holder its only writer: plain stores, no RMW) around every forgetting of keys of this
+    /// shard: reset, eviction, reclaim, or dropped by growth. An undo applies only if this has
+    /// not moved since its write (see `removals`).
     removals: Epoch,
     /// A sequence count around each rebuild (compaction or growth), which moves keys within
     /// the slots so that a lock-free probe can miss a key the shard holds (see
@@ -186,6 +189,7 @@ impl Shard {
                     ..ShardCounts::default()
                 },
                 gate_closed: false,
+                removals: EpochWriter::default(),
             }),
             cap,
             max_len,
@@ -208,12 +212,13 @@ impl Shard {
         self.removals.read()
     }
 
-    fn begin_removal(&self) {
-        self.removals.begin();
+    /// Under the lock (`writer` is `Inner::removals`): single-writer stores, no RMW.
+    fn begin_removal(&self, writer: &mut EpochWriter) {
+        self.removals.begin_serial(writer);
     }
 
-    fn end_removal(&self) {
-        self.removals.end();
+    fn end_removal(&self, writer: &mut EpochWriter) {
+        self.removals.end_serial(writer);
     }
 
     /// The locked path: runs `f` on the key's TAT, inserting the key if `f` writes and it is
@@ -346,9 +351,9 @@ impl Shard {
         };
         let slot = array.slot(i);
         self.open_gate(&mut inner);
-        self.begin_removal();
+        self.begin_removal(&mut inner.removals);
         let frozen = slot.freeze_unless(|_| false);
-        self.end_removal();
+        self.end_removal(&mut inner.removals);
         if frozen.is_none() {
             return false;
         }
@@ -385,7 +390,7 @@ impl Shard {
             // A shard at its largest never grows, so nothing else clears its tombstones; past
             // an eighth of its slots they would make every miss probe a long way.
             if len == self.max_len && inner.counts.tombstones >= compact_room(len) {
-                self.rebuild(&mut inner.counts, len, None);
+                self.rebuild(&mut inner.counts, &mut inner.removals, len, None);
                 probed = None;
             }
             let (free, least) = match probed.take() {
@@ -403,9 +408,9 @@ impl Shard {
                 Some(Free::Expired(i)) => {
                     let slot = array.slot(i);
                     // Reclaim only if still expired: an updater may have revived it.
-                    self.begin_removal();
+                    self.begin_removal(&mut inner.removals);
                     let frozen = slot.freeze_unless(|t| t > now);
-                    self.end_removal();
+                    self.end_removal(&mut inner.removals);
                     if let Some(old) = frozen {
                         slot.hand_over(frozen_word(old), fp, tat);
                         counts.reclaimed += 1;
@@ -435,13 +440,14 @@ impl Shard {
             // No room on this key's run: make some, then probe again. Sweep out expired keys;
             // if a rebuild without tombstones would leave an eighth of the slots free, do it
             // (that leaves the most room until the next sweep); grow only if neither helps.
-            let swept = now >= counts.next_sweep_at && self.sweep(array, counts, now);
+            let swept =
+                now >= counts.next_sweep_at && self.sweep(array, counts, &mut inner.removals, now);
             let at_cap = counts.used >= self.cap;
             if !at_cap
                 && counts.tombstones > 0
                 && (counts.used + 1 + compact_room(len)) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
             {
-                self.rebuild(counts, len, None);
+                self.rebuild(counts, &mut inner.removals, len, None);
                 continue;
             }
             if swept {
@@ -449,7 +455,7 @@ impl Shard {
             }
             if !at_cap && len < self.max_len {
                 let grown = self.slots.grown_len(len, self.max_len);
-                self.rebuild(counts, grown, Some(now));
+                self.rebuild(counts, &mut inner.removals, grown, Some(now));
                 continue;
             }
             match policy {
@@ -465,7 +471,7 @@ impl Shard {
                     return Err(Full);
                 }
                 FullPolicy::EvictClosestToExpiry => {
-                    if self.evict(array, counts, fp, tat, least) {
+                    if self.evict(array, counts, &mut inner.removals, fp, tat, least) {
                         return Ok(());
                     }
                     // The victim was off the key's run, so the run is as probed: its free
@@ -479,10 +485,16 @@ impl Shard {
 
     /// Tombstones every expired key, then turns tombstones that end a run back into `EMPTY`.
     /// Returns whether it freed anything.
-    fn sweep(&self, array: SlotArray<'_>, counts: &mut ShardCounts, now: u64) -> bool {
+    fn sweep(
+        &self,
+        array: SlotArray<'_>,
+        counts: &mut ShardCounts,
+        removals: &mut EpochWriter,
+        now: u64,
+    ) -> bool {
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
-        self.begin_removal();
+        self.begin_removal(removals);
         for slot in array.iter() {
             let word = slot.word();
             if !is_live(word) {
@@ -497,7 +509,7 @@ impl Shard {
                 earliest_live = earliest_live.min(tat_of(slot.word()));
             }
         }
-        self.end_removal();
+        self.end_removal(removals);
         counts.used -= reclaimed;
         counts.tombstones += reclaimed;
         counts.reclaimed += reclaimed as u64;
@@ -521,7 +533,13 @@ impl Shard {
     /// Growth: the new segments are allocated and their directory entries stored before any
     /// key moves, and the new length is published (Release) after the last key is placed, so
     /// a reader never indexes a slot that is not there (`array.rs`, publication).
-    fn rebuild(&self, counts: &mut ShardCounts, len: usize, expired_by: Option<u64>) {
+    fn rebuild(
+        &self,
+        counts: &mut ShardCounts,
+        removals: &mut EpochWriter,
+        len: usize,
+        expired_by: Option<u64>,
+    ) {
         let old = self.array();
         // The `moves` seqlock's writer protocol: the slot writes below are its data.
         self.moves.begin();
@@ -531,7 +549,7 @@ impl Shard {
         let mut keys = Vec::with_capacity(counts.used);
         let mut earliest_live = u64::MAX;
         if expired_by.is_some() {
-            self.begin_removal();
+            self.begin_removal(removals);
         }
         for (i, slot) in old.iter().enumerate() {
             // After this freeze no updater can change the word: they go to the locked path,
@@ -550,7 +568,7 @@ impl Shard {
             }
         }
         if expired_by.is_some() {
-            self.end_removal();
+            self.end_removal(removals);
         }
         for slot in old.iter() {
             slot.clear(EMPTY);
@@ -615,6 +633,7 @@ impl Shard {
         &self,
         array: SlotArray<'_>,
         counts: &mut ShardCounts,
+        removals: &mut EpochWriter,
         fp: u64,
         tat: u64,
         least: Option<usize>,
@@ -626,9 +645,9 @@ impl Shard {
             _ => Self::least_from_home(array, fp, len),
         };
         let slot = array.slot(i);
-        self.begin_removal();
+        self.begin_removal(removals);
         let frozen = slot.freeze_unless(|_| false);
-        self.end_removal();
+        self.end_removal(removals);
         let Some(old) = frozen else {
             unreachable!("only lock holders freeze a live slot")
         };
