@@ -41,6 +41,21 @@ fn tokio_drive() -> impl Future<Output = ()> + Send + 'static {
     tollgate::timer::drive(|at| tokio::time::sleep_until(at.into()))
 }
 
+/// A tokio runtime with the driver spawned on it and attached.
+fn attached_tokio() -> (tokio::runtime::Runtime, tokio::task::JoinHandle<()>) {
+    let rt = tokio_rt();
+    let driver = rt.spawn(tokio_drive());
+    until_attached(true);
+    (rt, driver)
+}
+
+/// Aborts the driver, drops its runtime, and waits until the claim is given up.
+fn detach(rt: tokio::runtime::Runtime, driver: tokio::task::JoinHandle<()>) {
+    driver.abort();
+    drop(rt);
+    until_attached(false);
+}
+
 fn attached() -> bool {
     tollgate::timer::is_driven()
 }
@@ -134,9 +149,7 @@ async fn fifo_waits(n: usize, per_second: u32, wakes: &Wakes) -> (Vec<usize>, Du
 #[test]
 fn attached_waits_complete_in_fifo_order_at_the_rate_woken_on_the_runtime() {
     let _serial = serial();
-    let rt = tokio_rt();
-    let driver = rt.spawn(tokio_drive());
-    until_attached(true);
+    let (rt, driver) = attached_tokio();
     let wakes = Wakes::default();
     let (order, elapsed) = rt.block_on(async {
         tokio::time::timeout(GUARD, fifo_waits(20, 200, &wakes))
@@ -153,9 +166,7 @@ fn attached_waits_complete_in_fifo_order_at_the_rate_woken_on_the_runtime() {
         all > from_timer,
         "every one of {all} wakes came from the timer thread, none from the driver's worker"
     );
-    driver.abort();
-    drop(rt);
-    until_attached(false);
+    detach(rt, driver);
 }
 
 /// The control for the test above: with no driver, the timer thread wakes every wait.
@@ -182,9 +193,7 @@ fn without_a_driver_the_thread_wakes_the_waits() {
 #[test]
 fn dropping_the_driver_mid_wait_hands_the_timer_back_to_the_thread() {
     let _serial = serial();
-    let rt = tokio_rt();
-    let driver = rt.spawn(tokio_drive());
-    until_attached(true);
+    let (rt, driver) = attached_tokio();
     let wakes = Wakes::default();
     let (order, elapsed) = rt.block_on(async {
         let waits = fifo_waits(30, 100, &wakes);
@@ -243,9 +252,7 @@ fn a_second_driver_completes_at_once_and_a_new_one_attaches_after_a_detach() {
 #[test]
 fn plain_sleeps_fire_through_the_driver_never_early() {
     let _serial = serial();
-    let rt = tokio_rt();
-    let driver = rt.spawn(tokio_drive());
-    until_attached(true);
+    let (rt, driver) = attached_tokio();
     rt.block_on(async {
         let sleeps = (1..=50u64).map(|i| async move {
             let deadline = Instant::now() + Duration::from_micros(137 * i);
@@ -256,9 +263,7 @@ fn plain_sleeps_fire_through_the_driver_never_early() {
             .await
             .expect("the sleeps hung");
     });
-    driver.abort();
-    drop(rt);
-    until_attached(false);
+    detach(rt, driver);
 }
 
 #[test]
