@@ -493,3 +493,26 @@ fn backstop_task_drains_before_the_thread_rechecks() {
         },
     );
 }
+
+/// Two task-role turns at once (the runtime sleep's wake runs one where the runtime fires it,
+/// while the task's poll may run another: `runtime.rs`, `TurnOnWake`), beside a registrant
+/// and the thread, as in the model above: whichever turn drains the registration, the
+/// thread still learns of it within a backstop. (Fault tried: as above, task turns that only
+/// store their own wake-up: loom reports the deadlock.)
+#[test]
+fn backstop_two_task_turns_at_once() {
+    let task_turn = || -> Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send> {
+        Box::new(|t: &ManualTimer| {
+            while t.task_turn(0).is_none() {}
+            None
+        })
+    };
+    check("backstop_two_task_turns_at_once", &[false], move |_| {
+        backstop_vs(
+            5 + BACKSTOP,
+            Some(5),
+            DEADLINE + BACKSTOP,
+            vec![Box::new(register), task_turn(), task_turn()],
+        )
+    });
+}

@@ -242,8 +242,13 @@
 //! hand-overs) run inside it on a worker, sleeping with the runtime's timer until the timer's
 //! next wake-up (the same coalesced instant the thread would use: waking at the bare
 //! deadline and leaving the batching to tokio's 1 ms wheel cost F1 30 % more CPU, with no
-//! better lateness under load), and registrants wake it through an `AtomicWaker`.
-//! The core stays runtime-free: the runtime's sleep is a closure the caller passes. The
+//! better lateness under load), and registrants wake it through an `AtomicWaker`. The
+//! runtime's sleep is polled with a waker of tollgate's whose wake runs a turn right there,
+//! then wakes the task to re-arm the sleep: on tokio that wake comes from the worker's park,
+//! where tokio queues the tasks a timer wakes and notifies an idle worker once when the
+//! park ends, whereas a wake from inside a task's poll notifies (a futex wake) per task.
+//! That extra turn is one more task-role turn, always safe, and nothing depends on it
+//! having run. The core stays runtime-free: the runtime's sleep is a closure the caller passes. The
 //! thread stays as a backstop, firing only what the task is 10 ms late for: a blocked
 //! runtime, a forgotten future or a crashed task delay sleeps by at most that, never
 //! forever. Both drivers keep a wake-up of their own; each turn and each registration keeps

@@ -70,10 +70,12 @@ fn until_attached(want: bool) {
     }
 }
 
-/// Wakes the inner waker and counts the wakes made from tollgate's timer thread.
+/// Wakes the inner waker and counts the wakes made from tollgate's timer thread, and from the
+/// thread of [`ThreadSleep`].
 struct Spy {
     inner: Waker,
     from_timer_thread: Arc<AtomicUsize>,
+    from_sleep_thread: Arc<AtomicUsize>,
     wakes: Arc<AtomicUsize>,
 }
 
@@ -85,9 +87,11 @@ impl Wake for Spy {
     fn wake_by_ref(self: &Arc<Self>) {
         // ordering: counters read after the tasks are joined.
         self.wakes.fetch_add(1, Ordering::Relaxed);
-        if std::thread::current().name() == Some("tollgate-timer") {
-            self.from_timer_thread.fetch_add(1, Ordering::Relaxed);
-        }
+        match std::thread::current().name() {
+            Some("tollgate-timer") => self.from_timer_thread.fetch_add(1, Ordering::Relaxed),
+            Some(SLEEP_THREAD) => self.from_sleep_thread.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         self.inner.wake_by_ref();
     }
 }
@@ -97,6 +101,7 @@ impl Wake for Spy {
 struct Wakes {
     all: Arc<AtomicUsize>,
     from_timer_thread: Arc<AtomicUsize>,
+    from_sleep_thread: Arc<AtomicUsize>,
 }
 
 impl Wakes {
@@ -107,6 +112,7 @@ impl Wakes {
             let spy = Waker::from(Arc::new(Spy {
                 inner: cx.waker().clone(),
                 from_timer_thread: Arc::clone(&self.from_timer_thread),
+                from_sleep_thread: Arc::clone(&self.from_sleep_thread),
                 wakes: Arc::clone(&self.all),
             }));
             fut.as_mut().poll(&mut Context::from_waker(&spy))
@@ -299,6 +305,72 @@ fn a_blocked_runtime_leaves_the_timer_to_the_backstop_thread() {
     release_tx.send(()).unwrap();
     runtime.join().unwrap();
     until_attached(false);
+}
+
+/// The name of the thread a [`ThreadSleep`] wakes its waker from.
+const SLEEP_THREAD: &str = "runtime-timer";
+
+/// A runtime's sleep, as far as the driver can tell: completes at `at`, and wakes the waker
+/// it was last polled with from a thread of its own (as smol's reactor thread does).
+struct ThreadSleep {
+    at: Instant,
+    waker: Arc<Mutex<Option<Waker>>>,
+    started: bool,
+}
+
+impl Future for ThreadSleep {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<()> {
+        if Instant::now() >= self.at {
+            return std::task::Poll::Ready(());
+        }
+        *self.waker.lock().unwrap() = Some(cx.waker().clone());
+        if !self.started {
+            self.started = true;
+            let (at, waker) = (self.at, Arc::clone(&self.waker));
+            std::thread::Builder::new()
+                .name(SLEEP_THREAD.to_owned())
+                .spawn(move || {
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                    if let Some(waker) = waker.lock().unwrap().take() {
+                        waker.wake();
+                    }
+                })
+                .expect("a thread");
+        }
+        std::task::Poll::Pending
+    }
+}
+
+/// The runtime sleep's own wake runs the timer's turn, on the thread that fires it (on tokio,
+/// the worker's park, where tokio batches the notifications of the tasks it wakes): the
+/// admitted waits are woken from there, not from the task that polls the driver.
+#[test]
+fn the_runtime_sleeps_wake_runs_the_turn_where_it_fires() {
+    let _serial = serial();
+    let rt = tokio_rt();
+    let driver = rt.spawn(tollgate::timer::drive(|at| ThreadSleep {
+        at,
+        waker: Arc::default(),
+        started: false,
+    }));
+    until_attached(true);
+    let wakes = Wakes::default();
+    let (order, _) = rt.block_on(async {
+        tokio::time::timeout(GUARD, fifo_waits(10, 100, &wakes))
+            .await
+            .expect("the waits hung")
+    });
+    assert_eq!(order, (0..10).collect::<Vec<_>>(), "FIFO");
+    // ordering: read after the tasks are joined.
+    let from_sleep = wakes.from_sleep_thread.load(Ordering::Relaxed);
+    let (all, _) = wakes.counts();
+    assert!(
+        from_sleep > 0,
+        "none of {all} wakes came from the thread that fired the runtime's sleep"
+    );
+    detach(rt, driver);
 }
 
 #[test]

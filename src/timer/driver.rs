@@ -86,6 +86,13 @@
 //!   thread turn that read `true` just before the detach is followed by the detach's unpark,
 //!   so the thread goes round again instead of sleeping a backstop.
 //!   (loom: "backstop_registrant_vs_detach"; it deadlocks without the unpark.)
+//! * **Extra task turns.** The attached task's runtime sleep runs a task-role turn in its own
+//!   wake, wherever the runtime fires it (`runtime.rs`, `TurnOnWake`), possibly while the
+//!   task's poll runs another on a second thread, and possibly just after a detach. Every
+//!   point above holds for any number of turns in either role: they serialise on the queue
+//!   lock, each fires only what is due and leaves both wake-ups covering the heap; a stray
+//!   task-role turn after a detach only lowers `earliest` (an early wake-up of the thread)
+//!   and stores a `task.next` that the next attached task's first turn overwrites.
 //! * **Attach.** The claim's CAS comes before the task's first turn, which opens with a SeqCst
 //!   fence: a registrant whose fence comes later reads `attached = true`, and one whose fence
 //!   came earlier is seen by that turn's drain (or is in the heap already).
@@ -536,6 +543,12 @@ impl TimerCore {
     #[cfg(not(tollgate_loom))]
     pub(crate) fn register_task(&self, waker: &std::task::Waker) {
         self.task.waker.register(waker);
+    }
+
+    /// Wakes the attached task (for the runtime sleep's waker, `runtime.rs`).
+    #[cfg(not(tollgate_loom))]
+    pub(crate) fn wake_task(&self) {
+        self.task.waker.wake();
     }
 
     /// Gives the claim up: the thread drives alone again, starting with a turn of its own

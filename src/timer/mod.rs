@@ -32,8 +32,9 @@
 //!   manual timer (what a [`ManualClock`](crate::ManualClock) is) runs the same turn on the
 //!   caller of `advance_to`/`advance_by`, and holds the manual clock's only copy of its time.
 //! * **Runtime driver** (opt-in, `runtime.rs`): while a [`drive`] future is polled on an
-//!   async runtime, the global timer's turns run in that task, sleeping with the runtime's
-//!   own timer, and registrants wake it instead of the thread; the thread stays as a backstop
+//!   async runtime, the global timer's turns run in that task and in the wake of the
+//!   runtime's own sleep (where the runtime fires its timers), and registrants wake it
+//!   instead of the thread; the thread stays as a backstop
 //!   10 ms behind, so a stalled runtime or a forgotten driver delays sleeps, never hangs
 //!   them. The two-driver argument is in `driver.rs` ("A second driver").
 //! * **Coalescing**: an entry registered `w` before its deadline may fire up to

@@ -7,6 +7,13 @@
 //! runtime's sleep until the timer's next wake-up, so fired entries (and the waiting queues'
 //! hand-overs they run) wake their tasks from a worker thread, which is a local wake.
 //!
+//! The runtime's sleep is polled with [`TurnOnWake`], whose wake runs the turn at once,
+//! where the runtime fires its timers, and then wakes the task to re-arm the sleep. On
+//! tokio that is the worker's park: tokio queues the tasks woken there and notifies an idle
+//! worker once when the park ends, where each wake from inside a task's poll notifies one
+//! (a futex wake of the other worker per admitted task, most of F2's gap with the turn in
+//! the poll; BENCHMARKS.md).
+//!
 //! # States
 //!
 //! ```text
@@ -31,7 +38,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use super::thread::global;
@@ -108,6 +116,7 @@ where
 {
     Drive {
         sleep_until,
+        turn_on_wake: Waker::from(Arc::new(TurnOnWake)),
         sleep: None,
         at: 0,
         armed: false,
@@ -137,6 +146,9 @@ pub fn is_driven() -> bool {
 #[must_use = "futures do nothing unless polled: spawn it on the runtime"]
 pub struct Drive<F, S> {
     sleep_until: F,
+    /// The waker the runtime's sleep is polled with: its wake runs a turn at once, on the
+    /// thread that fires the runtime's timers, then wakes this task (see [`TurnOnWake`]).
+    turn_on_wake: Waker,
     /// The runtime's sleep until `at`; the box is made once and reused (`Pin::set`).
     sleep: Option<Pin<Box<S>>>,
     /// The wake-up (timer nanoseconds) `sleep` was made for.
@@ -201,7 +213,10 @@ where
             let Some(sleep) = &mut this.sleep else {
                 unreachable!("armed above")
             };
-            match sleep.as_mut().poll(cx) {
+            match sleep
+                .as_mut()
+                .poll(&mut Context::from_waker(&this.turn_on_wake))
+            {
                 Poll::Pending => return Poll::Pending,
                 // The wake-up came: turn again.
                 Poll::Ready(_) => this.armed = false,
@@ -210,6 +225,36 @@ where
         // Busy: let the runtime run other tasks, and come back.
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+/// The waker of the runtime's sleep: runs a turn of the task driver where the runtime fires
+/// its timers, then wakes the attached task, which re-arms the sleep for the next wake-up.
+///
+/// On tokio that is the worker's park, where tokio's own timer wakes its tasks: tasks woken
+/// there are queued on that worker and tokio notifies an idle worker once when the park ends,
+/// where a wake from inside a task's poll notifies one per wake (`schedule_local`). Running the
+/// turn (and the hand-overs it fires) here rather than in the task's poll saves those
+/// notifications: a futex wake of the other worker per admitted task (BENCHMARKS.md, F2).
+///
+/// The turn is one more task-role turn, which is always safe (`driver.rs`, "A second
+/// driver"): turns serialise on the queue lock, each leaves both drivers' wake-ups covering
+/// the heap, and a turn fires only what is due. The task's own poll still turns and re-arms
+/// as before, so nothing depends on this one having run.
+struct TurnOnWake;
+
+impl Wake for TurnOnWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let timer = global();
+        if timer.is_attached() {
+            // `None`: registrations arrived during the turn; the task's poll goes round.
+            let _ = timer.task_turn(timer.now());
+        }
+        timer.wake_task();
     }
 }
 
