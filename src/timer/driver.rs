@@ -658,7 +658,12 @@ fn wake_all(fired: Vec<Arc<Entry>>) {
         let _ = catch_unwind(AssertUnwindSafe(move || {
             // After the CAS to FIRED: `AtomicWaker` hands over the waker the waiter registered
             // last, or makes a concurrent registration see FIRED (entry.rs).
-            if let Some(waker) = entry.waker.take() {
+            let waker = entry.waker.take();
+            // The timer's last use of the entry: let it go before the wake, so that a wake
+            // that registers the next sleep of the same owner (a queue's hand-over) finds
+            // the entry unshared and reuses its allocation (`Sleep::into_spare`).
+            drop(entry);
+            if let Some(waker) = waker {
                 waker.wake();
             }
         }));

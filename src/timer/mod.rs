@@ -68,6 +68,7 @@ mod thread;
 pub(crate) use driver::TimerCore;
 #[cfg(not(tollgate_loom))]
 pub use runtime::{Drive, drive, is_driven};
+pub(crate) use sleep::Spare;
 pub use sleep::{Sleep, sleep, sleep_until};
 
 use crate::sync::Arc;

@@ -72,7 +72,17 @@ pub struct Sleep {
     /// How long the wait this sleep ends has lasted in all, when that is longer than the
     /// sleep itself (a queued waiter's): sets the coalescing slack (`with_wait`).
     wait: u64,
+    /// An entry allocation the timer no longer holds, for the first registration to reuse
+    /// (`with_spare`).
+    spare: Option<Arc<Entry>>,
 }
+
+/// A timer entry's allocation that no timer holds any more: a fired (or cancelled) sleep's,
+/// kept for the next sleep of the same owner to register with instead of allocating
+/// ([`Sleep::into_spare`], [`Sleep::with_spare`]). A queue's heads sleep one after another,
+/// so a queue registers all its heads' sleeps in one allocation.
+#[derive(Debug)]
+pub(crate) struct Spare(Arc<Entry>);
 
 impl Sleep {
     /// A sleep until `deadline_nanos` on `timer`; it registers on its first pending poll.
@@ -82,7 +92,31 @@ impl Sleep {
             deadline: deadline_nanos,
             entry: None,
             wait: 0,
+            spare: None,
         }
+    }
+
+    /// This sleep's entry allocation, if no timer holds it any more; otherwise `None`, and
+    /// the sleep is dropped as usual (a pending registration is cancelled).
+    pub(crate) fn into_spare(mut self) -> Option<Spare> {
+        let mut entry = self.entry.take().or_else(|| self.spare.take())?;
+        // Unshared: no inbox or heap holds it, and a timer drops an entry only once it is
+        // out of `PENDING` (fired, elapsed or cancelled) with its counts settled (driver.rs),
+        // so nothing will read it again. A get_mut that succeeds is the `Arc`'s own
+        // synchronisation with the timer's last drop of its reference.
+        if Arc::get_mut(&mut entry).is_some() {
+            return Some(Spare(entry));
+        }
+        self.entry = Some(entry); // Still held by the timer: unregister it on drop.
+        None
+    }
+
+    /// Lets this sleep's registration reuse `spare`'s allocation.
+    pub(crate) fn with_spare(mut self, spare: Option<Spare>) -> Sleep {
+        if self.entry.is_none() {
+            self.spare = spare.map(|Spare(entry)| entry);
+        }
+        self
     }
 
     /// Lets the timer fire this sleep as late as a sleep registered `wait` nanoseconds before
@@ -196,7 +230,18 @@ impl Future for Sleep {
                     return Poll::Ready(());
                 }
                 let slack = coalescing_slack((this.deadline - now).max(this.wait));
-                let entry = Arc::new(Entry::with_slack(this.deadline, slack));
+                let fresh = Entry::with_slack(this.deadline, slack);
+                let entry = match this.spare.take() {
+                    // Unshared since `into_spare` checked (the spare is never cloned): reuse it.
+                    Some(mut spare) => match Arc::get_mut(&mut spare) {
+                        Some(slot) => {
+                            *slot = fresh;
+                            spare
+                        }
+                        None => Arc::new(fresh),
+                    },
+                    None => Arc::new(fresh),
+                };
                 // Not yet shared: this cannot race a fire.
                 entry.waker.register(cx.waker());
                 timer.register(Arc::clone(&entry));

@@ -66,9 +66,10 @@ use std::task::{Context, Wake, Waker};
 
 use super::cells::Cells;
 use super::node::{Node, Outcome};
+use super::woken::Woken;
 use crate::engine::{self, Failure, Reserved};
 use crate::sync::Arc;
-use crate::timer::Sleep;
+use crate::timer::{Sleep, Spare};
 
 /// Compaction of cancelled nodes waits for at least this many.
 const COMPACT_MIN: usize = 16;
@@ -101,6 +102,9 @@ pub(crate) struct Queue {
     cancelled: usize,
     /// The waker the head's sleep registers: runs the hand-over. Made on first need.
     hand_over: Option<Waker>,
+    /// The last head's timer entry, fired and released by the timer: the next head's sleep
+    /// registers in it instead of allocating one.
+    spare: Option<Spare>,
 }
 
 impl Queue {
@@ -113,6 +117,7 @@ impl Queue {
             waiting_cost: 0,
             cancelled: 0,
             hand_over: None,
+            spare: None,
         }
     }
 
@@ -134,13 +139,15 @@ impl Queue {
         cells: &impl Cells,
         node: &Arc<Node>,
         now: u64,
-        woken: &mut Vec<Waker>,
+        woken: &mut Woken,
     ) -> Outcome {
         self.nodes.push_back(Arc::clone(node));
         self.waiting_cost += node.cost;
-        self.advance(cells, now, woken);
-        if !node.is_queued() || self.is_head(node) {
-            return node.outcome();
+        if !self.head_sleeps(now) {
+            self.advance(cells, now, woken);
+            if !node.is_queued() || self.is_head(node) {
+                return node.outcome();
+            }
         }
         if node.latest == u64::MAX {
             return Outcome::Queued; // Unbounded: no prediction to check.
@@ -164,7 +171,7 @@ impl Queue {
         cells: &impl Cells,
         node: &Arc<Node>,
         now: u64,
-        woken: &mut Vec<Waker>,
+        woken: &mut Woken,
     ) {
         if !node.is_queued() {
             return; // Settled by a hand-over before the future's drop took the lock.
@@ -178,7 +185,7 @@ impl Queue {
         }
         self.nodes.pop_front();
         if let Some(head) = self.head.take() {
-            drop(head.sleep);
+            self.spare = head.sleep.into_spare();
             engine::undo(cells, head.reserved.written);
             // The next head reserves where this one did: it gets the instant this one had.
             self.chain = head.reserved.now;
@@ -193,7 +200,7 @@ impl Queue {
         cells: &impl Cells,
         node: &Arc<Node>,
         now: u64,
-        woken: &mut Vec<Waker>,
+        woken: &mut Woken,
     ) -> Outcome {
         self.advance(cells, now, woken);
         if !node.is_queued() {
@@ -222,7 +229,7 @@ impl Queue {
     /// instant has come, reserving for each in turn; leaves the queue empty or with a head
     /// that sleeps until its instant. Wakers of settled nodes go to `woken`, to be woken once
     /// the caller has released the shard lock.
-    pub(crate) fn advance(&mut self, cells: &impl Cells, now: u64, woken: &mut Vec<Waker>) {
+    pub(crate) fn advance(&mut self, cells: &impl Cells, now: u64, woken: &mut Woken) {
         loop {
             // Unlink cancelled nodes that reached the front.
             while self.nodes.front().is_some_and(|front| !front.is_queued()) {
@@ -258,7 +265,8 @@ impl Queue {
                         // node has waited in all (not just since it became the head).
                         let sleep = cells
                             .sleep_until(reserved.admit_at)
-                            .with_wait(reserved.admit_at.saturating_sub(front.since));
+                            .with_wait(reserved.admit_at.saturating_sub(front.since))
+                            .with_spare(self.spare.take());
                         self.head = Some(Head {
                             reserved,
                             sleep,
@@ -271,10 +279,22 @@ impl Queue {
                 return;
             }
             let head = self.head.take().expect("the front holds the reservation");
+            self.spare = head.sleep.into_spare();
             self.chain = head.reserved.instant();
             cells.count(true);
             self.settle_front(Outcome::Admitted, woken);
         }
+    }
+
+    /// The queue has a head whose instant is after `now` and whose sleep the timer holds
+    /// under the hand-over waker: a hand-over at `now` would change nothing, and the timer
+    /// runs the next one. (If the sleep has fired meanwhile, that hand-over is already on its
+    /// way to this queue's lock.) Lets an arrival skip the hand-over, and with it a read of
+    /// the head's node and timer entry, which the timer's thread wrote last.
+    fn head_sleeps(&self, now: u64) -> bool {
+        self.head
+            .as_ref()
+            .is_some_and(|head| head.registered && head.reserved.admit_at > now)
     }
 
     /// Whether the head's instant has come on the limiter's clock; if not, its sleep is
@@ -304,7 +324,7 @@ impl Queue {
     }
 
     /// Settles and unlinks the front node.
-    fn settle_front(&mut self, outcome: Outcome, woken: &mut Vec<Waker>) {
+    fn settle_front(&mut self, outcome: Outcome, woken: &mut Woken) {
         let front = self.nodes.pop_front().expect("a front node");
         woken.extend(front.settle(outcome));
     }
