@@ -173,6 +173,14 @@ pub mod __loom {
         }
     }
 
+    /// Hands `old`'s entry allocation to `next` if no timer holds it any more, as a queue's
+    /// hand-over does from one head's sleep to the next: `next`, and whether it got one.
+    pub fn recycle(old: Sleep, next: Sleep) -> (Sleep, bool) {
+        let spare = old.into_spare();
+        let got = spare.is_some();
+        (next.with_spare(spare), got)
+    }
+
     /// The registration stack alone, carrying deadlines as ids.
     #[derive(Debug)]
     pub struct Inbox(stack::Inbox);

@@ -208,13 +208,19 @@ impl Sleep {
     }
 }
 
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        let timer: &TimerCore = this.timer.core();
-        let entry = match &this.entry {
+impl Sleep {
+    /// [`poll`](Future::poll) for a caller that has just read this sleep's timer: `now` is
+    /// that reading (never later than the timer's present), or `None` to read it here. With
+    /// a reading, the registration reads no clock: the slack and the "already due" check use
+    /// `now`, which can only make the sleep register when it could have completed (the timer
+    /// then fires it; never early). For the real-time timer it also skips the re-read after
+    /// registering: a deadline that passes meanwhile is fired by the driver, whose
+    /// registration protocol loses no entry (`driver.rs`). A manual timer always re-reads,
+    /// since only that read closes its race with `advance_to`. A queue's hand-over registers
+    /// its head's sleep this way: two clock reads fewer per admission.
+    pub(crate) fn poll_at(&mut self, cx: &mut Context<'_>, now: Option<u64>) -> Poll<()> {
+        let timer: &TimerCore = self.timer.core();
+        let entry = match &self.entry {
             Some(entry) => {
                 if entry.is_fired() {
                     return Poll::Ready(());
@@ -225,13 +231,13 @@ impl Future for Sleep {
                 entry
             }
             None => {
-                let now = timer.now();
-                if this.deadline <= now {
+                let now = now.unwrap_or_else(|| timer.now());
+                if self.deadline <= now {
                     return Poll::Ready(());
                 }
-                let slack = coalescing_slack((this.deadline - now).max(this.wait));
-                let fresh = Entry::with_slack(this.deadline, slack);
-                let entry = match this.spare.take() {
+                let slack = coalescing_slack((self.deadline - now).max(self.wait));
+                let fresh = Entry::with_slack(self.deadline, slack);
+                let entry = match self.spare.take() {
                     // Unshared since `into_spare` checked (the spare is never cloned): reuse it.
                     Some(mut spare) => match Arc::get_mut(&mut spare) {
                         Some(slot) => {
@@ -245,18 +251,29 @@ impl Future for Sleep {
                 // Not yet shared: this cannot race a fire.
                 entry.waker.register(cx.waker());
                 timer.register(Arc::clone(&entry));
-                this.entry.insert(entry)
+                self.entry.insert(entry)
             }
         };
         if entry.is_fired() {
             return Poll::Ready(());
         }
-        if this.deadline <= timer.now() {
+        if now.is_some() && matches!(self.timer, TimerRef::Global) {
+            return Poll::Pending; // The driver fires it (see above).
+        }
+        if self.deadline <= timer.now() {
             // The deadline passed while we registered: complete without the driver.
             timer.elapse(entry);
             return Poll::Ready(());
         }
         Poll::Pending
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.get_mut().poll_at(cx, None)
     }
 }
 

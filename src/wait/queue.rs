@@ -60,8 +60,6 @@
 //! Either way it fails holding nothing.
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Wake, Waker};
 
 use super::cells::Cells;
@@ -240,13 +238,15 @@ impl Queue {
                 self.head = None;
                 return;
             };
-            let front = Arc::clone(front);
             if self.head.is_none() {
-                // The front becomes the head: reserve its cells at the chain instant.
+                // The front becomes the head: reserve its cells at the chain instant. (Its
+                // fields are copied out rather than its `Arc` cloned: two RMWs fewer on a
+                // line the waiting task also touches.)
+                let (n, latest, since, quota) = (front.n, front.latest, front.since, front.quota);
                 self.waiting_cost -= front.cost;
                 let at = self.chain.min(now);
-                let gcra = front.quota.unwrap_or_else(|| cells.quota());
-                match engine::reserve(cells, front.n, gcra, at, front.latest) {
+                let gcra = quota.unwrap_or_else(|| cells.quota());
+                match engine::reserve(cells, n, gcra, at, latest) {
                     Err(failure) => {
                         if let Failure::TooLong { .. } = failure {
                             cells.count(false);
@@ -265,7 +265,7 @@ impl Queue {
                         // node has waited in all (not just since it became the head).
                         let sleep = cells
                             .sleep_until(reserved.admit_at)
-                            .with_wait(reserved.admit_at.saturating_sub(front.since))
+                            .with_wait(reserved.admit_at.saturating_sub(since))
                             .with_spare(self.spare.take());
                         self.head = Some(Head {
                             reserved,
@@ -311,7 +311,10 @@ impl Queue {
             .hand_over
             .get_or_insert_with(|| cells.hand_over_waker());
         let mut cx = Context::from_waker(waker);
-        while Pin::new(&mut head.sleep).poll(&mut cx).is_ready() {
+        // `now` was read from the limiter's clock just before (under the shard lock, or by
+        // the arriving waiter): if that is the timer's time, the sleep need not read it again.
+        let timer_now = cells.clock_is_timer().then_some(now);
+        while head.sleep.poll_at(&mut cx, timer_now).is_ready() {
             // The timer's deadline passed. The limiter's clock agrees for tollgate's own
             // clocks; a custom clock may be behind real time: sleep for what it says is left.
             if head.reserved.admit_at <= cells.now() {
