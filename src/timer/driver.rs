@@ -103,7 +103,9 @@
 //! `PENDING -> FIRED` and collects those it won; it releases the lock and only then takes and
 //! wakes their wakers, each inside `catch_unwind`, so a panicking waker neither kills the
 //! timer thread nor skips the rest of the batch, and a waker may re-enter the timer. No waker
-//! is woken or dropped under the lock.
+//! is woken or dropped under the lock. The turn drops its reference to each entry before
+//! waking it, so a wake that registers the same owner's next sleep (a queue's hand-over)
+//! finds the entry unshared and reuses it (`Sleep::into_spare`).
 //!
 //! # Bounded memory under cancellation
 //!

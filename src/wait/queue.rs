@@ -28,6 +28,17 @@
 //! catches up on missed ticks: if the whole process stalls (suspended, starved of CPU), the
 //! waiters whose instants passed meanwhile are released together when it resumes.
 //!
+//! # What a hand-over costs
+//!
+//! With many keys every hand-over is mostly cache misses: the timer entry, the hand-over
+//! waker, the queue in its shard's map, the front node, the next node, the key's slot in the
+//! table, the admitted task. So it touches nothing else: the head's sleep registers in the
+//! previous head's timer entry (`timer::Spare`), at the time read under the lock (no clock
+//! read of its own, `Sleep::poll_at`), the settled wakers are collected without allocating
+//! (`woken.rs`), and an arrival behind a head whose sleep the timer holds only appends
+//! itself (`head_sleeps`): it need not read the head's node or entry, which the timer's
+//! thread wrote last. Measured in BENCHMARKS.md ("Waiting: the hand-over's cost").
+//!
 //! # Cancellation costs nothing
 //!
 //! * A queued node that is not the head holds nothing: its future's drop marks it
