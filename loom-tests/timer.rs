@@ -20,6 +20,12 @@
 //! * **Register vs fire**, **fire vs drop**, **register vs fire vs drop**: a `Sleep`'s poll
 //!   and drop race `advance_to`; a waiter is woken at most once, a pending poll is always
 //!   woken (no lost wake-up), a cancelled one never, and nothing stays pending or held.
+//! * **Recycle vs fire**: a registered `Sleep` hands its entry's allocation to the next
+//!   sleep (`Sleep::into_spare`, as a queue's hand-over does) while `advance_to` fires it.
+//!   The allocation is reused only once the timer has let it go (otherwise the old sleep is
+//!   dropped as usual and cancels its registration); the next sleep registers and is woken
+//!   once. Fault tried: reusing the allocation without re-initialising the entry (the next
+//!   sleep then completes at once, as if fired).
 //! * **Lost wake-up at the driver**: the timer thread's protocol (turn, then park unless the
 //!   turn saw a registration) against one or two registrants; if an unpark were lost the
 //!   driver would park forever and loom would report a deadlock.
@@ -50,7 +56,7 @@ use std::time::Instant;
 use loom::sync::atomic::AtomicUsize;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use tollgate::__loom::{BACKSTOP, Inbox, ManualTimer};
+use tollgate::__loom::{BACKSTOP, Inbox, ManualTimer, recycle};
 use tollgate::timer::Sleep;
 
 /// Runs `f` under loom (preemption bound 2 unless `LOOM_MAX_PREEMPTIONS` says otherwise) once
@@ -147,6 +153,48 @@ fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
 }
 
 const DEADLINE: u64 = 10;
+
+/// A registered sleep's allocation is handed to the next sleep (`recycle`) while
+/// `advance_to(DEADLINE)` fires it. The old task is woken at most once, the new sleep
+/// registers (in the old allocation or a fresh one) and is woken exactly once by a later
+/// advance, and nothing stays pending or held, nor any waker kept.
+#[test]
+fn recycle_vs_fire() {
+    model("recycle_vs_fire", |swapped| {
+        let timer = std::sync::Arc::new(ManualTimer::new());
+        let (old_count, old_waker) = counter();
+        let mut old = timer.sleep(DEADLINE);
+        assert_eq!(poll(&mut old, &old_waker), Poll::Pending);
+        drop(old_waker);
+        let next = timer.sleep(2 * DEADLINE);
+        let (t, c) = (timer.clone(), old_count.clone());
+        let (mut next, ()) = race(
+            swapped,
+            move || {
+                let (next, _) = recycle(old, next);
+                assert!(wakes(&c) <= 1);
+                next
+            },
+            move || t.advance_to(DEADLINE),
+        );
+        let (next_count, next_waker) = counter();
+        assert_eq!(poll(&mut next, &next_waker), Poll::Pending);
+        timer.advance_to(2 * DEADLINE);
+        assert_eq!(wakes(&next_count), 1, "the new sleep is woken once");
+        assert_eq!(poll(&mut next, &next_waker), Poll::Ready(()));
+        // A fire whose CAS beat the drop may wake the old task after it (as in
+        // `fire_vs_drop`); a drop that won cancels, and a cancelled entry is never woken.
+        assert!(wakes(&old_count) <= 1, "the old task was woken twice");
+        assert_eq!(timer.pending(), 0);
+        drop(next);
+        assert_eq!(timer.held(), 0);
+        assert_eq!(
+            std::sync::Arc::strong_count(&old_count),
+            1,
+            "the timer kept the old waker"
+        );
+    });
+}
 
 // ---------------------------------------------------------------------------------------
 // 1. The registration stack: two pushers and a drainer.

@@ -220,6 +220,15 @@
 //! | no task code under a lock | wakers of settled nodes are woken after the shard lock is released; no lock is held across `.await` | `src/wait/waitlist.rs` |
 //! | bounded memory | a queue is removed when it empties; cancelled nodes are compacted once they are half the queue | `src/wait/queue.rs::compact` |
 //!
+//! **What an admission costs.** With many keys (F2: 1,000 keys x 10 tasks) the hand-over is
+//! bound by cache misses, one per object it must touch (timer entry, hand-over waker, queue,
+//! front and next node, the key's slot, the woken task) plus the foreign-thread wake of a
+//! tokio task. It allocates nothing per admission beyond the waiter's node (a queue's heads
+//! share one timer entry; settled wakers are collected inline), reads the clock once (the
+//! head's sleep registers at the time the hand-over read under its lock), and an arrival
+//! behind a sleeping head skips the hand-over. What is left above the ideal, and what it
+//! would take to go further, is measured in BENCHMARKS.md ("Waiting: the hand-over's cost").
+//!
 //! Checks and waiters share a key: the head's reservation is in the key's state, so a
 //! check cannot take the cell the head waits for; a check gets a cell only if the queue
 //! leaves it unclaimed (its hand-over runs later than one interval after the head's instant).

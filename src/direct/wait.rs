@@ -10,6 +10,7 @@ use futures_core::Stream;
 
 use super::pace::Paced;
 use super::{DirectLimiter, DirectState, Shared};
+use crate::clock::ClockSource;
 use crate::engine::OwnedShared;
 use crate::error::Error;
 use crate::sync::Arc;
@@ -236,6 +237,10 @@ impl<P: Deref<Target = Arc<Shared>>> Cells for DirectState<P> {
 
     fn sleep_until(&self, at: u64) -> Sleep {
         self.0.clock.sleep_until(at)
+    }
+
+    fn clock_is_timer(&self) -> bool {
+        !matches!(self.0.clock, ClockSource::Custom(_))
     }
 
     fn waitlist(&self) -> (&WaitShard, u64) {

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{KeyState, Limiter, Shared};
+use crate::clock::ClockSource;
 use crate::engine::OwnedShared;
 use crate::error::Error;
 use crate::gcra::Gcra;
@@ -313,6 +314,10 @@ where
 
     fn sleep_until(&self, at: u64) -> Sleep {
         self.shared.clock.sleep_until(at)
+    }
+
+    fn clock_is_timer(&self) -> bool {
+        !matches!(self.shared.clock, ClockSource::Custom(_))
     }
 
     fn waitlist(&self) -> (&WaitShard, u64) {

@@ -110,7 +110,9 @@
 //! `PENDING -> FIRED` and collects those it won; it releases the lock and only then takes and
 //! wakes their wakers, each inside `catch_unwind`, so a panicking waker neither kills the
 //! timer thread nor skips the rest of the batch, and a waker may re-enter the timer. No waker
-//! is woken or dropped under the lock.
+//! is woken or dropped under the lock. The turn drops its reference to each entry before
+//! waking it, so a wake that registers the same owner's next sleep (a queue's hand-over)
+//! finds the entry unshared and reuses it (`Sleep::into_spare`).
 //!
 //! # Bounded memory under cancellation
 //!
@@ -671,7 +673,12 @@ fn wake_all(fired: Vec<Arc<Entry>>) {
         let _ = catch_unwind(AssertUnwindSafe(move || {
             // After the CAS to FIRED: `AtomicWaker` hands over the waker the waiter registered
             // last, or makes a concurrent registration see FIRED (entry.rs).
-            if let Some(waker) = entry.waker.take() {
+            let waker = entry.waker.take();
+            // The timer's last use of the entry: let it go before the wake, so that a wake
+            // that registers the next sleep of the same owner (a queue's hand-over) finds
+            // the entry unshared and reuses its allocation (`Sleep::into_spare`).
+            drop(entry);
+            if let Some(waker) = waker {
                 waker.wake();
             }
         }));

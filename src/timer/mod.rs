@@ -20,7 +20,9 @@
 //! * **Registration** (first pending poll of a [`Sleep`]): allocate the entry, register the
 //!   waker in it, push it on the inbox, SeqCst fence, `earliest.fetch_min(deadline)`, and
 //!   unpark the driver only if that lowered `earliest`. No lock, and no syscall unless the
-//!   next wake-up moves earlier.
+//!   next wake-up moves earlier. A sleep handed a spare entry (a fired one that no timer
+//!   holds any more, `Sleep::into_spare`) registers in that allocation instead: a waiting
+//!   queue's heads sleep one after another in one entry (loom "recycle vs fire").
 //! * **Driver turn**: drain the whole inbox with one swap, pop and fire every entry due,
 //!   compact dead entries if they are over half the heap, store the next wake-up (the heap's
 //!   minimum deadline plus that entry's slack) in `earliest`, wake the batch outside the lock (each waker in `catch_unwind`), SeqCst
@@ -69,6 +71,7 @@ mod thread;
 pub(crate) use driver::TimerCore;
 #[cfg(not(tollgate_loom))]
 pub use runtime::{Drive, drive, is_driven};
+pub(crate) use sleep::Spare;
 pub use sleep::{Sleep, sleep, sleep_until};
 
 use crate::sync::Arc;
@@ -171,6 +174,14 @@ pub mod __loom {
         pub fn held(&self) -> usize {
             self.0.held()
         }
+    }
+
+    /// Hands `old`'s entry allocation to `next` if no timer holds it any more, as a queue's
+    /// hand-over does from one head's sleep to the next: `next`, and whether it got one.
+    pub fn recycle(old: Sleep, next: Sleep) -> (Sleep, bool) {
+        let spare = old.into_spare();
+        let got = spare.is_some();
+        (next.with_spare(spare), got)
     }
 
     /// The registration stack alone, carrying deadlines as ids.

@@ -72,7 +72,17 @@ pub struct Sleep {
     /// How long the wait this sleep ends has lasted in all, when that is longer than the
     /// sleep itself (a queued waiter's): sets the coalescing slack (`with_wait`).
     wait: u64,
+    /// An entry allocation the timer no longer holds, for the first registration to reuse
+    /// (`with_spare`).
+    spare: Option<Arc<Entry>>,
 }
+
+/// A timer entry's allocation that no timer holds any more: a fired (or cancelled) sleep's,
+/// kept for the next sleep of the same owner to register with instead of allocating
+/// ([`Sleep::into_spare`], [`Sleep::with_spare`]). A queue's heads sleep one after another,
+/// so a queue registers all its heads' sleeps in one allocation.
+#[derive(Debug)]
+pub(crate) struct Spare(Arc<Entry>);
 
 impl Sleep {
     /// A sleep until `deadline_nanos` on `timer`; it registers on its first pending poll.
@@ -82,7 +92,31 @@ impl Sleep {
             deadline: deadline_nanos,
             entry: None,
             wait: 0,
+            spare: None,
         }
+    }
+
+    /// This sleep's entry allocation, if no timer holds it any more; otherwise `None`, and
+    /// the sleep is dropped as usual (a pending registration is cancelled).
+    pub(crate) fn into_spare(mut self) -> Option<Spare> {
+        let mut entry = self.entry.take().or_else(|| self.spare.take())?;
+        // Unshared: no inbox or heap holds it, and a timer drops an entry only once it is
+        // out of `PENDING` (fired, elapsed or cancelled) with its counts settled (driver.rs),
+        // so nothing will read it again. A get_mut that succeeds is the `Arc`'s own
+        // synchronisation with the timer's last drop of its reference.
+        if Arc::get_mut(&mut entry).is_some() {
+            return Some(Spare(entry));
+        }
+        self.entry = Some(entry); // Still held by the timer: unregister it on drop.
+        None
+    }
+
+    /// Lets this sleep's registration reuse `spare`'s allocation.
+    pub(crate) fn with_spare(mut self, spare: Option<Spare>) -> Sleep {
+        if self.entry.is_none() {
+            self.spare = spare.map(|Spare(entry)| entry);
+        }
+        self
     }
 
     /// Lets the timer fire this sleep as late as a sleep registered `wait` nanoseconds before
@@ -174,13 +208,19 @@ impl Sleep {
     }
 }
 
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        let timer: &TimerCore = this.timer.core();
-        let entry = match &this.entry {
+impl Sleep {
+    /// [`poll`](Future::poll) for a caller that has just read this sleep's timer: `now` is
+    /// that reading (never later than the timer's present), or `None` to read it here. With
+    /// a reading, the registration reads no clock: the slack and the "already due" check use
+    /// `now`, which can only make the sleep register when it could have completed (the timer
+    /// then fires it; never early). For the real-time timer it also skips the re-read after
+    /// registering: a deadline that passes meanwhile is fired by the driver, whose
+    /// registration protocol loses no entry (`driver.rs`). A manual timer always re-reads,
+    /// since only that read closes its race with `advance_to`. A queue's hand-over registers
+    /// its head's sleep this way: two clock reads fewer per admission.
+    pub(crate) fn poll_at(&mut self, cx: &mut Context<'_>, now: Option<u64>) -> Poll<()> {
+        let timer: &TimerCore = self.timer.core();
+        let entry = match &self.entry {
             Some(entry) => {
                 if entry.is_fired() {
                     return Poll::Ready(());
@@ -191,27 +231,49 @@ impl Future for Sleep {
                 entry
             }
             None => {
-                let now = timer.now();
-                if this.deadline <= now {
+                let now = now.unwrap_or_else(|| timer.now());
+                if self.deadline <= now {
                     return Poll::Ready(());
                 }
-                let slack = coalescing_slack((this.deadline - now).max(this.wait));
-                let entry = Arc::new(Entry::with_slack(this.deadline, slack));
+                let slack = coalescing_slack((self.deadline - now).max(self.wait));
+                let fresh = Entry::with_slack(self.deadline, slack);
+                let entry = match self.spare.take() {
+                    // Unshared since `into_spare` checked (the spare is never cloned): reuse it.
+                    Some(mut spare) => match Arc::get_mut(&mut spare) {
+                        Some(slot) => {
+                            *slot = fresh;
+                            spare
+                        }
+                        None => Arc::new(fresh),
+                    },
+                    None => Arc::new(fresh),
+                };
                 // Not yet shared: this cannot race a fire.
                 entry.waker.register(cx.waker());
                 timer.register(Arc::clone(&entry));
-                this.entry.insert(entry)
+                self.entry.insert(entry)
             }
         };
         if entry.is_fired() {
             return Poll::Ready(());
         }
-        if this.deadline <= timer.now() {
+        if now.is_some() && matches!(self.timer, TimerRef::Global) {
+            return Poll::Pending; // The driver fires it (see above).
+        }
+        if self.deadline <= timer.now() {
             // The deadline passed while we registered: complete without the driver.
             timer.elapse(entry);
             return Poll::Ready(());
         }
         Poll::Pending
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.get_mut().poll_at(cx, None)
     }
 }
 

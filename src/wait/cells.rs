@@ -40,6 +40,9 @@ pub(crate) trait Cells: Word {
     fn owned(&self) -> Self::Owned;
     /// A sleep that ends when the limiter's clock reaches `at` (never before).
     fn sleep_until(&self, at: u64) -> Sleep;
+    /// The limiter's clock is the time of the timer its sleeps register with (tollgate's own
+    /// clocks), so a reading of one is a reading of the other ([`Sleep::poll_at`]).
+    fn clock_is_timer(&self) -> bool;
     /// The waitlist shard that holds this key's queue, and the key's name in it.
     fn waitlist(&self) -> (&WaitShard, u64);
     /// The waker the key's queue sleeps with: it runs the hand-over (see `queue.rs`).

@@ -38,6 +38,7 @@ mod queue;
 mod throttle;
 mod waiter;
 mod waitlist;
+mod woken;
 
 pub(crate) use blocking::block_on;
 pub(crate) use cells::{Bound, Cells};

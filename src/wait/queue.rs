@@ -28,6 +28,17 @@
 //! catches up on missed ticks: if the whole process stalls (suspended, starved of CPU), the
 //! waiters whose instants passed meanwhile are released together when it resumes.
 //!
+//! # What a hand-over costs
+//!
+//! With many keys every hand-over is mostly cache misses: the timer entry, the hand-over
+//! waker, the queue in its shard's map, the front node, the next node, the key's slot in the
+//! table, the admitted task. So it touches nothing else: the head's sleep registers in the
+//! previous head's timer entry (`timer::Spare`), at the time read under the lock (no clock
+//! read of its own, `Sleep::poll_at`), the settled wakers are collected without allocating
+//! (`woken.rs`), and an arrival behind a head whose sleep the timer holds only appends
+//! itself (`head_sleeps`): it need not read the head's node or entry, which the timer's
+//! thread wrote last. Measured in BENCHMARKS.md ("Waiting: the hand-over's cost").
+//!
 //! # Cancellation costs nothing
 //!
 //! * A queued node that is not the head holds nothing: its future's drop marks it
@@ -60,15 +71,14 @@
 //! Either way it fails holding nothing.
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Wake, Waker};
 
 use super::cells::Cells;
 use super::node::{Node, Outcome};
+use super::woken::Woken;
 use crate::engine::{self, Failure, Reserved};
 use crate::sync::Arc;
-use crate::timer::Sleep;
+use crate::timer::{Sleep, Spare};
 
 /// Compaction of cancelled nodes waits for at least this many.
 const COMPACT_MIN: usize = 16;
@@ -101,6 +111,9 @@ pub(crate) struct Queue {
     cancelled: usize,
     /// The waker the head's sleep registers: runs the hand-over. Made on first need.
     hand_over: Option<Waker>,
+    /// The last head's timer entry, fired and released by the timer: the next head's sleep
+    /// registers in it instead of allocating one.
+    spare: Option<Spare>,
 }
 
 impl Queue {
@@ -113,6 +126,7 @@ impl Queue {
             waiting_cost: 0,
             cancelled: 0,
             hand_over: None,
+            spare: None,
         }
     }
 
@@ -134,13 +148,15 @@ impl Queue {
         cells: &impl Cells,
         node: &Arc<Node>,
         now: u64,
-        woken: &mut Vec<Waker>,
+        woken: &mut Woken,
     ) -> Outcome {
         self.nodes.push_back(Arc::clone(node));
         self.waiting_cost += node.cost;
-        self.advance(cells, now, woken);
-        if !node.is_queued() || self.is_head(node) {
-            return node.outcome();
+        if !self.head_sleeps(now) {
+            self.advance(cells, now, woken);
+            if !node.is_queued() || self.is_head(node) {
+                return node.outcome();
+            }
         }
         if node.latest == u64::MAX {
             return Outcome::Queued; // Unbounded: no prediction to check.
@@ -164,7 +180,7 @@ impl Queue {
         cells: &impl Cells,
         node: &Arc<Node>,
         now: u64,
-        woken: &mut Vec<Waker>,
+        woken: &mut Woken,
     ) {
         if !node.is_queued() {
             return; // Settled by a hand-over before the future's drop took the lock.
@@ -178,7 +194,7 @@ impl Queue {
         }
         self.nodes.pop_front();
         if let Some(head) = self.head.take() {
-            drop(head.sleep);
+            self.spare = head.sleep.into_spare();
             engine::undo(cells, head.reserved.written);
             // The next head reserves where this one did: it gets the instant this one had.
             self.chain = head.reserved.now;
@@ -193,7 +209,7 @@ impl Queue {
         cells: &impl Cells,
         node: &Arc<Node>,
         now: u64,
-        woken: &mut Vec<Waker>,
+        woken: &mut Woken,
     ) -> Outcome {
         self.advance(cells, now, woken);
         if !node.is_queued() {
@@ -222,7 +238,7 @@ impl Queue {
     /// instant has come, reserving for each in turn; leaves the queue empty or with a head
     /// that sleeps until its instant. Wakers of settled nodes go to `woken`, to be woken once
     /// the caller has released the shard lock.
-    pub(crate) fn advance(&mut self, cells: &impl Cells, now: u64, woken: &mut Vec<Waker>) {
+    pub(crate) fn advance(&mut self, cells: &impl Cells, now: u64, woken: &mut Woken) {
         loop {
             // Unlink cancelled nodes that reached the front.
             while self.nodes.front().is_some_and(|front| !front.is_queued()) {
@@ -233,13 +249,15 @@ impl Queue {
                 self.head = None;
                 return;
             };
-            let front = Arc::clone(front);
             if self.head.is_none() {
-                // The front becomes the head: reserve its cells at the chain instant.
+                // The front becomes the head: reserve its cells at the chain instant. (Its
+                // fields are copied out rather than its `Arc` cloned: two RMWs fewer on a
+                // line the waiting task also touches.)
+                let (n, latest, since, quota) = (front.n, front.latest, front.since, front.quota);
                 self.waiting_cost -= front.cost;
                 let at = self.chain.min(now);
-                let gcra = front.quota.unwrap_or_else(|| cells.quota());
-                match engine::reserve(cells, front.n, gcra, at, front.latest) {
+                let gcra = quota.unwrap_or_else(|| cells.quota());
+                match engine::reserve(cells, n, gcra, at, latest) {
                     Err(failure) => {
                         if let Failure::TooLong { .. } = failure {
                             cells.count(false);
@@ -258,7 +276,8 @@ impl Queue {
                         // node has waited in all (not just since it became the head).
                         let sleep = cells
                             .sleep_until(reserved.admit_at)
-                            .with_wait(reserved.admit_at.saturating_sub(front.since));
+                            .with_wait(reserved.admit_at.saturating_sub(since))
+                            .with_spare(self.spare.take());
                         self.head = Some(Head {
                             reserved,
                             sleep,
@@ -271,10 +290,22 @@ impl Queue {
                 return;
             }
             let head = self.head.take().expect("the front holds the reservation");
+            self.spare = head.sleep.into_spare();
             self.chain = head.reserved.instant();
             cells.count(true);
             self.settle_front(Outcome::Admitted, woken);
         }
+    }
+
+    /// The queue has a head whose instant is after `now` and whose sleep the timer holds
+    /// under the hand-over waker: a hand-over at `now` would change nothing, and the timer
+    /// runs the next one. (If the sleep has fired meanwhile, that hand-over is already on its
+    /// way to this queue's lock.) Lets an arrival skip the hand-over, and with it a read of
+    /// the head's node and timer entry, which the timer's thread wrote last.
+    fn head_sleeps(&self, now: u64) -> bool {
+        self.head
+            .as_ref()
+            .is_some_and(|head| head.registered && head.reserved.admit_at > now)
     }
 
     /// Whether the head's instant has come on the limiter's clock; if not, its sleep is
@@ -291,7 +322,10 @@ impl Queue {
             .hand_over
             .get_or_insert_with(|| cells.hand_over_waker());
         let mut cx = Context::from_waker(waker);
-        while Pin::new(&mut head.sleep).poll(&mut cx).is_ready() {
+        // `now` was read from the limiter's clock just before (under the shard lock, or by
+        // the arriving waiter): if that is the timer's time, the sleep need not read it again.
+        let timer_now = cells.clock_is_timer().then_some(now);
+        while head.sleep.poll_at(&mut cx, timer_now).is_ready() {
             // The timer's deadline passed. The limiter's clock agrees for tollgate's own
             // clocks; a custom clock may be behind real time: sleep for what it says is left.
             if head.reserved.admit_at <= cells.now() {
@@ -304,7 +338,7 @@ impl Queue {
     }
 
     /// Settles and unlinks the front node.
-    fn settle_front(&mut self, outcome: Outcome, woken: &mut Vec<Waker>) {
+    fn settle_front(&mut self, outcome: Outcome, woken: &mut Woken) {
         let front = self.nodes.pop_front().expect("a front node");
         woken.extend(front.settle(outcome));
     }

@@ -15,13 +15,13 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
 use super::cells::Cells;
 use super::node::{Node, Outcome};
 use super::queue::Queue;
+use super::woken::Woken;
 use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, lock};
 
 /// Waitlist shards of a keyed limiter: enough that waiters on different keys rarely share a
@@ -116,9 +116,9 @@ impl WaitShard {
         cells: &impl Cells,
         key: u64,
         make_at: Option<u64>,
-        f: impl FnOnce(&mut Queue, u64, &mut Vec<Waker>) -> R,
+        f: impl FnOnce(&mut Queue, u64, &mut Woken) -> R,
     ) -> Option<R> {
-        let mut woken = Vec::new();
+        let mut woken = Woken::default();
         let out = {
             let mut queues = lock(&self.queues);
             let now = make_at.unwrap_or_else(|| cells.now());
@@ -145,9 +145,7 @@ impl WaitShard {
             }
             out
         };
-        for waker in woken {
-            waker.wake();
-        }
+        woken.wake();
         Some(out)
     }
 
