@@ -574,20 +574,4 @@ mod tests {
         assert!(!t.remove(7, fingerprint(7)));
         assert_eq!(get(&t, 7), 0);
     }
-
-    #[test]
-    #[ignore]
-    fn xp_sweeps() {
-        for (cap, life) in [(600usize, 300u64), (600, 450), (600, 490), (600, 520), (600, 580), (600, 600), (100_000, 1_000), (100_000, 10_000)] {
-            let t = table(cap, FullPolicy::EvictClosestToExpiry);
-            let shard = &t.shards[0];
-            let n = 200_000u64;
-            for i in 0..n {
-                let k = (i + 2).wrapping_mul(0x2545_F491_4F6C_DD1D);
-                put(&t, k, i + life, i).unwrap();
-            }
-            let c = shard.counts();
-            println!("XP cap {cap} life {life}: len {} sweeps {} compactions {} reclaimed {} evicted {} used {} tomb {}", shard.array().len(), c.sweeps, c.compactions, c.reclaimed, c.evicted, c.used, c.tombstones);
-        }
-    }
 }

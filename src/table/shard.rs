@@ -132,7 +132,6 @@ pub(crate) struct ShardCounts {
     pub(crate) refused: u64,
     /// In-place rebuilds that cleared tombstones (see `compact`).
     pub(crate) compactions: u64,
-    pub(crate) sweeps: u64,
     pub(crate) bytes: usize,
     /// No key can expire before this, so a sweep before it would find nothing.
     next_sweep_at: u64,
@@ -493,7 +492,6 @@ impl Shard {
         removals: &mut EpochWriter,
         now: u64,
     ) -> bool {
-        counts.sweeps += 1;
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
         self.begin_removal(removals);
