@@ -42,7 +42,10 @@
 //!   `RateLimit-Policy` fields on every response); `tollgate-tower, fields off`
 //!   (`.headers(false)`); `tower_governor` as built by default (no fields on success);
 //!   `tower_governor, headers on` (its `use_headers()`: `x-ratelimit-limit` and
-//!   `x-ratelimit-remaining` on every success, the peer of tollgate-tower's default).
+//!   `x-ratelimit-remaining` on every success, the peer of tollgate-tower's default);
+//!   `ideal`, the floor: the cheapest correct per-client limiter as a tower layer (the same
+//!   key, a GCRA CAS on an `AtomicU64` in a preallocated array indexed by a hash of the
+//!   address, `Instant`, a 429 on refusal; see `http/ideal.rs`).
 //!
 //! Each round measures every subject in turn (the order rotates from round to round), for
 //! each mix: connect, warm up, then count responses over a fixed window. Reported per subject
@@ -58,11 +61,13 @@
 //! that sets `content-type`, as a real handler does, so that the response's header map is
 //! already allocated when a limiter adds its fields.
 //!
-//! Knobs: `TOLLGATE_BENCH_ROUNDS=n`; `TOLLGATE_BENCH_LOOPBACK=0` skips the loopback part
+//! Knobs: `TOLLGATE_BENCH_ROUNDS=n`; `TOLLGATE_BENCH_HEADERS=fresh` builds each in-process
+//! request's `X-Forwarded-For` afresh (bytes in cache, as after parsing) instead of cloning
+//! a pooled map whose bytes are cold; `TOLLGATE_BENCH_LOOPBACK=0` skips the loopback part
 //! (`TOLLGATE_BENCH_SERVER_NS=ns` then stands in for the no-limiter server's CPU per request
 //! in the last column); `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices, e.g. `1,0,2` for
 //! 10,000 clients, bare handler, fields off; mix 2 is *keys live*, subject 4 tower_governor
-//! with its headers) only calls that one stack in process, for
+//! with its headers, 5 the ideal) only calls that one stack in process, for
 //! `perf record`, on `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at
 //! its own place in the pool of clients), to see what cores sharing the layer cost.
 
@@ -80,6 +85,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use ideal::{IdealKey, IdealLayer};
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, Quota};
 use tollgate_tower::{ClientIp, KeyExtractor, PeerIp, RateLimitLayer};
@@ -95,6 +101,9 @@ mod fmt;
 #[allow(dead_code)]
 #[path = "../../../benches/common/machine.rs"]
 mod machine;
+// The floor: the cheapest correct per-client limiter as a tower layer.
+#[path = "http/ideal.rs"]
+mod ideal;
 
 /// Cells per second, and the burst, of every limiter (per key).
 const RATE: u32 = 1_000_000;
@@ -246,12 +255,13 @@ impl Mix {
     }
 }
 
-const SUBJECTS: [&str; 5] = [
+const SUBJECTS: [&str; 6] = [
     "none",
     "tollgate-tower",
     "tollgate-tower, fields off",
     "tower_governor",
     "tower_governor, headers on",
+    "ideal (hash-indexed GCRA cell, no fields)",
 ];
 
 /// The handler: `200 hello`, with no header of its own (`TYPED = false`, the original
@@ -376,6 +386,31 @@ impl Sink<()> for TimeCalls {
                 })
                 .collect(),
         };
+        // `TOLLGATE_BENCH_HEADERS=fresh`: each request's `X-Forwarded-For` is built afresh
+        // from its bytes (its name and value copied into new buffers, as hyper's parser
+        // copies a non-standard name), so the limiter reads bytes that are in cache, as it
+        // would reading a request just parsed. By default the map is cloned from the pool,
+        // and the clone shares the pool's name and value bytes: 10,000 maps' worth, out of
+        // cache by the time a request is read, a miss or two that only the limiters pay.
+        let fresh = std::env::var("TOLLGATE_BENCH_HEADERS").is_ok_and(|v| v == "fresh");
+        let values: Vec<Vec<u8>> = headers
+            .iter()
+            .map(|map| {
+                map.get("x-forwarded-for")
+                    .map_or_else(Vec::new, |v| v.as_bytes().to_vec())
+            })
+            .collect();
+        let request_headers = |i: usize| {
+            if !fresh || values[i].is_empty() {
+                return headers[i].clone();
+            }
+            let mut map = http::HeaderMap::new();
+            map.insert(
+                http::HeaderName::from_bytes(b"x-forwarded-for").expect("a header name"),
+                http::HeaderValue::from_bytes(&values[i]).expect("a header value"),
+            );
+            map
+        };
         let mut cx = Context::from_waker(Waker::noop());
         // A warm-up pass over every key first: the figures are for keys the limiter holds.
         // The calling thread's CPU time, not the wall clock: time spent descheduled (by
@@ -388,7 +423,7 @@ impl Sink<()> for TimeCalls {
                 start = now();
             }
             let mut req = Request::new(());
-            *req.headers_mut() = headers[(self.first + i) % headers.len()].clone();
+            *req.headers_mut() = request_headers((self.first + i) % headers.len());
             req.extensions_mut().insert(peer);
             req.extensions_mut().insert(ConnectInfo(peer));
             assert!(svc.poll_ready(&mut cx).is_ready(), "every subject is ready");
@@ -506,7 +541,17 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
                 .finish();
             sink.run(GovernorLayer::new(config.expect("config")).layer(app))
         }
-        _ => unreachable!("five subjects"),
+        (5, false) => {
+            let q = quota(mix);
+            let layer = IdealLayer::new(IdealKey::Peer, q.interval(), q.burst());
+            sink.run(layer.layer(app))
+        }
+        (5, true) => {
+            let q = quota(mix);
+            let layer = IdealLayer::new(IdealKey::Forwarded(client_ip()), q.interval(), q.burst());
+            sink.run(layer.layer(app))
+        }
+        _ => unreachable!("six subjects"),
     }
 }
 
@@ -707,6 +752,7 @@ async fn measure(
 }
 
 fn main() {
+    ideal::self_check();
     let size = Size::from_env();
     let mixes = [Mix::OneClient, Mix::ManyClients, Mix::ManyClientsLive];
     let before = machine::loadavg();
