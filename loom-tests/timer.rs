@@ -412,21 +412,40 @@ fn lost_wakeup_after_fire() {
 /// `others` runs once on a thread of its own beside it: a registrant (returning its pending
 /// `Sleep`), a detach, a task turn.
 ///
-/// The thread's turns run at time `now`. `known`, if given, is a deadline registered and taken
-/// in by a thread turn at time 0 before any of this starts (so the thread's wake-up stands at
-/// `known` plus the backstop).
+/// The thread's turns run at time `now`. `known` are deadlines registered and taken in by a
+/// thread turn at time 0 before any of this starts (so the thread's wake-up stands at the
+/// earliest of them, plus the backstop if a task is attached). `attached`: whether a task
+/// holds the claim (`backstop_vs` alone always attaches one).
 fn backstop_vs(
     now: u64,
     known: Option<u64>,
     limit: u64,
     others: Vec<Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send>>,
 ) {
+    thread_vs(true, now, known.as_slice(), limit, others);
+}
+
+fn thread_vs(
+    attached: bool,
+    now: u64,
+    known: &[u64],
+    limit: u64,
+    others: Vec<Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send>>,
+) {
     let timer = std::sync::Arc::new(ManualTimer::new());
-    assert!(timer.attach());
-    let mut old = known.map(|deadline| timer.sleep(deadline));
-    if let Some(old) = &mut old {
+    if attached {
+        assert!(timer.attach());
+    }
+    let mut old: Vec<Sleep> = known
+        .iter()
+        .map(|&deadline| timer.sleep(deadline))
+        .collect();
+    for old in &mut old {
         assert_eq!(poll(old, Waker::noop()), Poll::Pending);
-        assert_eq!(timer.turn(0), known.map(|k| k + BACKSTOP));
+    }
+    if let Some(&first) = known.iter().min() {
+        let backstop = if attached { BACKSTOP } else { 0 };
+        assert_eq!(timer.turn(0), Some(first + backstop));
     }
     // The thread parks on a condition variable, not with `thread::park` (see `set_unpark`).
     let parker = Arc::new((Mutex::new(false), Condvar::new()));
@@ -467,7 +486,9 @@ fn backstop_vs(
     let sleeps: Vec<Option<Sleep>> = others.into_iter().map(|o| o.join().unwrap()).collect();
     driver.join().unwrap();
     drop((sleeps, old));
-    timer.detach();
+    if attached {
+        timer.detach();
+    }
     timer.advance_to(10 * BACKSTOP);
     assert_eq!(timer.pending(), 0);
     assert_eq!(timer.held(), 0);
@@ -561,6 +582,32 @@ fn backstop_two_task_turns_at_once() {
             Some(5),
             DEADLINE + BACKSTOP,
             vec![Box::new(register), task_turn(), task_turn()],
+        )
+    });
+}
+
+/// A task turn with no task attached (a runtime sleep's wake after its `Drive` was dropped:
+/// `runtime.rs`, `TurnOnWake`) races a registrant and the thread, which drives alone: its
+/// turn at 5 fires the entry at 5 and stores its wake-up at the entry left, `DEADLINE + 1`.
+/// The registrant (deadline `DEADLINE`) may read the old wake-up, 5, and unpark nobody, and
+/// the stray turn may drain its entry between the thread's turn and its re-check; the thread
+/// must still learn of it at `DEADLINE`, not a backstop later. (Fault tried: a task turn that
+/// does not unpark the thread when it reads no task attached: loom reports the deadlock.)
+#[test]
+fn stray_task_turn_vs_registrant() {
+    check("stray_task_turn_vs_registrant", &[false], |_| {
+        thread_vs(
+            false,
+            5,
+            &[5, DEADLINE + 1],
+            DEADLINE,
+            vec![
+                Box::new(register),
+                Box::new(|t: &ManualTimer| {
+                    while t.task_turn(0).is_none() {}
+                    None
+                }),
+            ],
         )
     });
 }

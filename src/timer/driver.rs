@@ -88,11 +88,21 @@
 //!   (loom: "backstop_registrant_vs_detach"; it deadlocks without the unpark.)
 //! * **Extra task turns.** The attached task's runtime sleep runs a task-role turn in its own
 //!   wake, wherever the runtime fires it (`runtime.rs`, `TurnOnWake`), possibly while the
-//!   task's poll runs another on a second thread, and possibly just after a detach. Every
-//!   point above holds for any number of turns in either role: they serialise on the queue
-//!   lock, each fires only what is due and leaves both wake-ups covering the heap; a stray
-//!   task-role turn after a detach only lowers `earliest` (an early wake-up of the thread)
-//!   and stores a `task.next` that the next attached task's first turn overwrites.
+//!   task's poll runs another on a second thread. While the task is attached, every point
+//!   above holds for any number of turns in either role: they serialise on the queue lock,
+//!   and each fires only what is due and leaves both wake-ups covering the heap. But the
+//!   runtime may fire that wake after the `Drive` is dropped, so a task turn can also run
+//!   with no task attached, and it drains the inbox like any turn: a registration whose
+//!   `fetch_min` read an older, smaller `earliest` (unparking nobody) and that such a stray
+//!   turn moves into the heap before the thread's re-check is covered only by the stray
+//!   turn's backstop `fetch_min`, a backstop late, though the thread drives alone. So a task
+//!   turn ends, after its fence, by reading `attached`, and unparks the thread if it reads
+//!   `false`. If its fence follows the detach's, it reads `false` and the thread goes round
+//!   and finds the entry in the heap; if it precedes it, the turn (under the lock, before
+//!   the fence) came before the detach's unpark, after which the thread's next turn finds
+//!   the entry in the heap too. A stray turn's `task.next` is overwritten by the next attached
+//!   task's first turn. (loom: "stray_task_turn_vs_registrant"; it deadlocks without the
+//!   unpark.)
 //! * **Attach.** The claim's CAS comes before the task's first turn, which opens with a SeqCst
 //!   fence: a registrant whose fence comes later reads `attached = true`, and one whose fence
 //!   came earlier is seen by that turn's drain (or is in the heap already).
@@ -519,6 +529,14 @@ impl TimerCore {
         // re-check sees a concurrent push, or that registration's `fetch_min` sees the store
         // above (module docs).
         fence(Ordering::SeqCst);
+        // ordering: ordered by the fence above against a detach's fence (module docs, "Extra
+        // task turns").
+        if role == Role::Task && !self.task.attached.load(Ordering::Relaxed) {
+            // A task turn with no task attached (a runtime sleep's wake after its `Drive` was
+            // dropped) may have drained a registration the thread, driving alone, must see at
+            // its deadline, not a backstop later: send it round.
+            self.unpark_driver();
+        }
         self.inbox.is_empty().then_some(mine)
     }
 

@@ -5,7 +5,8 @@
 //! travel between the thread and the workers). A runtime that has a timer of its own can do
 //! better: [`Drive`] runs the timer's turns inside a task on the runtime, sleeping with the
 //! runtime's sleep until the timer's next wake-up, so fired entries (and the waiting queues'
-//! hand-overs they run) wake their tasks from a worker thread, which is a local wake.
+//! hand-overs they run) wake their tasks from a worker thread, which is a local wake (on
+//! tokio; smol fires its timers on its reactor's thread).
 //!
 //! The runtime's sleep is polled with [`TurnOnWake`], whose wake runs the turn at once,
 //! where the runtime fires its timers, and then wakes the task to re-arm the sleep. On
@@ -53,10 +54,16 @@ const TURNS_BEFORE_YIELD: usize = 8;
 /// `sleep_until` is the runtime's timer: given an instant, it returns a future that completes
 /// at (or after) it. Spawn the returned future on the runtime; it never completes while it
 /// drives the timer. From then on the timer's turns (firing due sleeps, and so the waiting
-/// queues' hand-overs) run inside that task, on a worker thread: tasks admitted by
+/// queues' hand-overs) run inside that task, and in the wake of the runtime's sleep, on the
+/// thread where the runtime fires its timers: on tokio, a worker's park, so tasks admitted by
 /// [`until_ready`](crate::Limiter::until_ready) are woken from a worker (a local wake)
 /// instead of from tollgate's timer thread, which saves a thread wake-up per batch and a
-/// cross-thread wake per admission (BENCHMARKS.md, F1/F2).
+/// cross-thread wake per admission (BENCHMARKS.md, F1/F2). (smol fires its timers on its
+/// reactor's thread, or a thread in `block_on`, under the reactor's lock: the turns run
+/// there, and the wakes are remote as the timer thread's are.)
+///
+/// The waker the sleep is polled with runs a timer turn, which wakes tasks: a runtime must
+/// not call it while holding a lock that its own task wakers take (tokio and smol do not).
 ///
 /// Attaching is optional and only changes who runs the timer's turns: what fires when, and in
 /// which order, stays the same, and lateness gains at most the runtime timer's own rounding

@@ -9,7 +9,10 @@
 //! After registering, a poll also re-reads its timer's time and completes by itself if the
 //! deadline has passed (`PENDING -> FIRED` by the waiter). For a manual timer this closes the
 //! race with an `advance_to` that drained the inbox just before the push; for the real timer
-//! it saves a round trip through the timer thread when the thread runs late.
+//! it saves a round trip through the timer thread when the thread runs late. The one
+//! exception is a registration on the real timer at a time its caller has just read
+//! (`Sleep::poll_at`, a queue's hand-over): it skips the re-read, and a deadline that passes
+//! meanwhile is fired by the driver, whose registration protocol loses no entry.
 //!
 //! Dropping a registered `Sleep` cancels its entry (`PENDING -> CANCELLED`) and drops its
 //! waker at once; the timer frees the entry at its next drain or compaction.

@@ -301,7 +301,10 @@ impl Queue {
     /// under the hand-over waker: a hand-over at `now` would change nothing, and the timer
     /// runs the next one. (If the sleep has fired meanwhile, that hand-over is already on its
     /// way to this queue's lock.) Lets an arrival skip the hand-over, and with it a read of
-    /// the head's node and timer entry, which the timer's thread wrote last.
+    /// the head's node and timer entry, which the timer's thread wrote last. (The price: if a
+    /// hand-over panicked (a user clock's `now`, under the lock), the fired head stays
+    /// registered and arrivals no longer retry it; a cancellation or a bound's expiry still
+    /// runs the hand-over.)
     fn head_sleeps(&self, now: u64) -> bool {
         self.head
             .as_ref()

@@ -4,6 +4,7 @@
 //! A hand-over usually settles one waiter, so the first waker is held inline: the common case
 //! allocates nothing (a `Vec` here cost one allocation and one free per hand-over).
 
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::task::Waker;
 
 /// Wakers of settled tasks, to be woken after the shard lock is released.
@@ -14,13 +15,18 @@ pub(crate) struct Woken {
 }
 
 impl Woken {
-    /// Wakes every collected task, in the order they were settled.
+    /// Wakes every collected task, in the order they were settled. A waker that panics does
+    /// not keep the others from being woken (they were admitted, and nothing else would wake
+    /// them); the first panic is resumed once all are woken.
     pub(crate) fn wake(self) {
-        if let Some(first) = self.first {
-            first.wake();
+        let mut panic = None;
+        for waker in self.first.into_iter().chain(self.rest) {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| waker.wake())) {
+                panic.get_or_insert(payload);
+            }
         }
-        for waker in self.rest {
-            waker.wake();
+        if let Some(payload) = panic {
+            resume_unwind(payload);
         }
     }
 }
@@ -61,5 +67,25 @@ mod tests {
         }
         woken.wake();
         assert_eq!(*log.lock().unwrap(), [0, 1, 2, 3]);
+    }
+
+    struct Panics;
+
+    impl Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("a waker panicked");
+        }
+    }
+
+    #[test]
+    fn a_panicking_waker_does_not_keep_the_others_asleep() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut woken = Woken::default();
+        woken.extend(Some(Waker::from(Arc::new(Log(0, Arc::clone(&log))))));
+        woken.extend(Some(Waker::from(Arc::new(Panics))));
+        woken.extend(Some(Waker::from(Arc::new(Log(2, Arc::clone(&log))))));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| woken.wake()));
+        assert!(result.is_err(), "the panic is passed on");
+        assert_eq!(*log.lock().unwrap(), [0, 2]);
     }
 }
