@@ -383,7 +383,8 @@
 //! (the denser table; BENCHMARKS.md, *Growth in place*). F: a refused new key is 1.3–1.7x a
 //! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*); after the cuts of
 //! 2026-11-23, in a session where the old code measured 2.2–2.5x and 3.8–5.0x, 1.7–2.3x and
-//! 3.0–3.2x.
+//! 3.0–3.2x; with no tombstone from an off-run eviction (§3), an evicting key 2.4–2.5x
+//! against 3.2x for the code before in the same session.
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.
