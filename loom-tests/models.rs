@@ -841,6 +841,95 @@ fn evict_in_place_vs_reader_of_the_victim_model() {
     );
 }
 
+/// Keys for an eviction off the new key's run in a four-slot shard (capacity 3): `v` and `k`
+/// share home 0, `x`'s home is 2 and new key `b`'s home is 3. Held `v`, `k`, `x` fill slots
+/// 0, 1, 2 (`k` one past its home) and leave slot 3 `EMPTY`, so `b`'s run holds no key and
+/// the small shard's victim is its least-TAT key, `v`, off that run. Closing `v`'s hole moves
+/// `k` back into slot 0 and empties slot 1 (`Shard::close_hole`).
+fn shift_keys() -> (u64, u64, u64, u64) {
+    let nth_home = |h: u64, n: usize| (1..).filter(|&key| home(key, 4) == h).nth(n).unwrap();
+    let (v, k) = (nth_home(0, 0), nth_home(0, 1));
+    (v, k, nth_home(2, 0), nth_home(3, 0))
+}
+
+/// A four-slot shard set up as in [`shift_keys`]: `v` at TAT 1 000, `k` and `x` at 2 000.
+fn shift_limiter() -> (Limiter<u64>, (u64, u64, u64, u64)) {
+    let (v, k, x, b) = shift_keys();
+    let l = limiter(3, 3, FullPolicy::EvictClosestToExpiry);
+    assert!(l.check_at(&v, at(0)).is_ok());
+    assert!(l.check_n_at(&k, 2, at(0)).is_ok());
+    assert!(l.check_n_at(&x, 2, at(0)).is_ok());
+    (l, (v, k, x, b))
+}
+
+/// New key `b` evicts `v` off its run, and `k` shifts back into `v`'s slot, while the other
+/// thread resets `k`. The reset's lock-free miss must not be trusted if it looked at slot 0
+/// before the shift and at slot 1 after it (`Shard::moves`): `k` is held throughout, so the
+/// reset forgets it, whichever came first.
+fn evict_shift_vs_reset(roles: Roles) {
+    let (l, (v, k, x, b)) = shift_limiter();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (rb, was_held) = race(
+        roles,
+        move || seen(l1.check_at(&b, at(0)), 0),
+        move || l2.reset(&k),
+    );
+
+    let stats = l.stats();
+    let ctx = format!("B: {rb:?} reset {was_held} {stats:?}");
+    assert!(was_held, "{ctx}");
+    assert_eq!(rb, Seen::Admitted(1_000), "{ctx}");
+    assert_eq!(
+        (tat(&l, k), tat(&l, x), tat(&l, b)),
+        (0, 2_000, 1_000),
+        "{ctx}"
+    );
+    match stats.forced_evictions {
+        // B came first: it evicted V.
+        1 => assert_eq!((tat(&l, v), stats.keys_held), (0, 2), "{ctx}"),
+        // The reset came first and made room.
+        0 => assert_eq!((tat(&l, v), stats.keys_held), (1_000, 3), "{ctx}"),
+        _ => panic!("{ctx}"),
+    }
+}
+
+#[test]
+fn evict_shift_vs_reset_model() {
+    model("evict_shift_vs_reset", evict_shift_vs_reset);
+}
+
+/// As [`evict_shift_vs_reset`], but the other thread checks `k` (one cell, TAT 2 000 ->
+/// 3 000) while it shifts back: the check lands exactly once, on `k`'s own state, in either
+/// slot, and `k` is held once.
+fn evict_shift_vs_update(roles: Roles) {
+    let (l, (v, k, x, b)) = shift_limiter();
+    let (l1, l2) = (l.clone(), l.clone());
+    let (rb, rk) = race(
+        roles,
+        move || seen(l1.check_at(&b, at(0)), 0),
+        move || seen(l2.check_at(&k, at(0)), 0),
+    );
+
+    let stats = l.stats();
+    let ctx = format!("B: {rb:?} K: {rk:?} {stats:?}");
+    assert_eq!(
+        (rb, rk),
+        (Seen::Admitted(1_000), Seen::Admitted(3_000)),
+        "{ctx}"
+    );
+    assert_eq!(
+        (tat(&l, v), tat(&l, k), tat(&l, x), tat(&l, b)),
+        (0, 3_000, 2_000, 1_000),
+        "{ctx}"
+    );
+    assert_eq!((stats.keys_held, stats.forced_evictions), (3, 1), "{ctx}");
+}
+
+#[test]
+fn evict_shift_vs_update_model() {
+    model("evict_shift_vs_update", evict_shift_vs_update);
+}
+
 // ---------------------------------------------------------------------------------------
 // 6b. The full gate: new keys refused without the lock (`src/table/gate.rs`).
 

@@ -175,6 +175,27 @@
 //! fails when `begin_serial` makes both bumps before the removal and `end_serial` none (two
 //! bumps become one).
 //!
+//! *No tombstone from an eviction off the run* (issue 11, 2026-11-23). The one eviction in
+//! six whose victim is off the new key's run (a large shard's fallback, a small shard's
+//! whole-shard choice) used to leave a tombstone, and tombstones at the cap cost a
+//! whole-shard compaction every eighth of the slots and longer probes meanwhile. Now the
+//! victim's hole is closed by backward-shift deletion (`Shard::close_hole`): each key after
+//! it on its own run whose home is not after the hole moves back into it (freeze, hand-over
+//! with a new generation, as in a rebuild), and the last hole becomes `EMPTY`; the new key's
+//! run is probed again (in a large shard it holds no key: a slot or two). The victim is chosen
+//! as before. A shift that moves a key runs inside the `moves` seqlock's write section, since
+//! a lock-free probe that looked at the hole before a move and at the moved key's old slot
+//! after it misses a held key: `absent_for_sure` (reset) must not trust that miss, and a
+//! check's miss goes to the locked path anyway. A moved key is not forgotten (no removal
+//! epoch). Resets and sweeps still leave tombstones. Alternative weighed: choosing the
+//! fallback victim among keys that end their run (no move, but two or three candidates
+//! instead of 16). Measured (BENCHMARKS.md, *Full table: no tombstone from an eviction*): an
+//! evicting key 2.44–2.49 hits against 3.17–3.19 for the old code in the same session, the
+//! zero-cell breakdown row 2.09–2.15 against 2.19–2.26 (shorter runs without tombstones).
+//! Loom: "eviction's backward shift vs reset" fails if the shift is taken out of the `moves`
+//! write section; "eviction's backward shift vs update" fails if the moved key's word is read
+//! before its freeze rather than taken from the freeze.
+//!
 //! **The check's hot path** (`engine::check`, `Table::try_update_recording`, issue 11) is the
 //! lock-free attempt alone, inlined into the public method: hash, shard, the home slot (its
 //! segment's entry; segment 0's is kept beside the shard's length, since it never changes),
@@ -272,8 +293,9 @@
 //! table and the limiters), `timer.rs` (registration, firing, lost wake-ups, the runtime
 //! driver's backstop and detach), `wait.rs` (the queue: cancel vs hand-over, drops, forget,
 //! refund vs reset, check vs hand-over). Each model was shown to fail on an injected fault.
-//! The full table's models (in `models.rs`): "refusal vs reset" (the gate) and "eviction in
-//! place vs a reader of the victim" (§3).
+//! The full table's models (in `models.rs`): "refusal vs reset" (the gate), "eviction in
+//! place vs a reader of the victim" and the eviction's backward shift vs a reset and vs an
+//! update of the key it moves (§3).
 //!
 //! The repeated idioms are written once, in `src/seq.rs`, and checked through their users:
 //! `SeqCount` (the quota cell, a shard's compaction count) fails "quota change
@@ -361,7 +383,8 @@
 //! (the denser table; BENCHMARKS.md, *Growth in place*). F: a refused new key is 1.3–1.7x a
 //! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*); after the cuts of
 //! 2026-11-23, in a session where the old code measured 2.2–2.5x and 3.8–5.0x, 1.7–2.3x and
-//! 3.0–3.2x.
+//! 3.0–3.2x; with no tombstone from an off-run eviction (§3), an evicting key 2.4–2.5x
+//! against 3.2x for the code before in the same session.
 //!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.

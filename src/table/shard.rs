@@ -10,7 +10,10 @@
 //! ones are refused lock-free until then or until any locked change of the slots reopens it.
 //! Under `EvictClosestToExpiry` the new key takes its victim's slot in place whenever the
 //! victim is on its probe run (always in a large shard: the victim is chosen there), as a
-//! reclaim of an expired key does; no tombstone is left, so evictions owe no compaction.
+//! reclaim of an expired key does. A victim off the run (a large shard's fallback when the run
+//! holds no key, or a small shard's whole-shard choice) leaves no tombstone either: the keys
+//! after it on its own run shift back into its slot (`close_hole`). So evictions owe no
+//! compaction.
 //!
 //! Time: `now` in this module is only ever the threshold at or before which a stored TAT
 //! counts as expired (`Table::update`'s `expired_by`), never a clock reading of its own.
@@ -35,8 +38,9 @@
 //! A reader that loaded the old length probes only old slots, which still exist; one that
 //! loaded the new length sees the new segments initialised (`array.rs`, publication). A
 //! compaction forgets nothing, so the removal epoch does not move; a growth that drops expired
-//! keys moves it. `Shard::moves` lets `remove`'s lock-free miss tell that it may have probed
-//! mid-rebuild.
+//! keys moves it. An off-run eviction's backward shift (`close_hole`) moves keys too, a few
+//! slots back on one run, and is the same series of hand-overs to a reader. `Shard::moves`
+//! lets `remove`'s lock-free miss tell that it may have probed mid-rebuild or mid-shift.
 
 use super::array::{Free, Probe, Segments, SlotArray};
 use super::gate::FullGate;
@@ -159,8 +163,8 @@ pub(crate) struct Shard {
     /// shard: reset, eviction, reclaim, or dropped by growth. An undo applies only if this has
     /// not moved since its write (see `removals`).
     removals: Epoch,
-    /// A sequence count around each rebuild (compaction or growth), which moves keys within
-    /// the slots so that a lock-free probe can miss a key the shard holds (see
+    /// A sequence count around each rebuild (compaction or growth) and each backward shift
+    /// that moves a key (`close_hole`), which move keys within the slots so that a lock-free probe can miss a key the shard holds (see
     /// `absent_for_sure`).
     moves: SeqCount,
     /// Closed while the shard is at its cap with nothing expired, so that new keys can be
@@ -306,13 +310,14 @@ impl Shard {
     /// Whether a lock-free probe shows that the shard does not hold `fp`, with no lock taken.
     /// `false` means "maybe held": the caller takes the locked path.
     ///
-    /// Outside a compaction, a held key is never cut off from its home by an `EMPTY` slot, so
-    /// a probe that misses it must have overlapped one. The probe reads the slots under the
-    /// `moves` seqlock ([`SeqCount`]'s reader protocol), so a probe that may have run
-    /// mid-compaction fails `validate` and its miss is not trusted. The compaction's slot
-    /// writes are its data stores. A fingerprint written by a later locked operation is a
-    /// Release store (`Slot::clear`, `hand_over`, `restore`) that comes after the compaction
-    /// under the lock, so a probe that read one sees the compaction's count move just the same.
+    /// Outside a rebuild or a backward shift (`close_hole`), a held key is never cut off from
+    /// its home by an `EMPTY` slot, so a probe that misses it must have overlapped one. The
+    /// probe reads the slots under the `moves` seqlock ([`SeqCount`]'s reader protocol), so a
+    /// probe that may have run mid-rebuild or mid-shift fails `validate` and its miss is not
+    /// trusted. Their slot writes are the seqlock's data stores. A fingerprint written by a
+    /// later locked operation is a Release store (`Slot::clear`, `hand_over`, `restore`) that
+    /// comes after the rebuild or shift under the lock, so a probe that read one sees the
+    /// count move just the same.
     pub(crate) fn absent_for_sure(&self, fp: u64) -> bool {
         let before = self.moves.read_begin();
         self.array().find(fp).is_none() && self.moves.validate(before)
@@ -474,10 +479,11 @@ impl Shard {
                     if self.evict(array, counts, &mut inner.removals, fp, tat, least) {
                         return Ok(());
                     }
-                    // The victim was off the key's run, so the run is as probed: its free
-                    // slot, now below the cap, is where the key goes (unless a compaction is
-                    // due first, which probes again).
-                    probed = Some((free, None));
+                    // The victim was off the key's run and its hole was closed by moving
+                    // keys back (`close_hole`), which may have changed the key's run (in a
+                    // small shard the run can hold keys): probe it again. It is short: in a
+                    // large shard it holds no key.
+                    probed = None;
                 }
             }
         }
@@ -627,8 +633,9 @@ impl Shard {
     /// A victim on `fp`'s run (no `EMPTY` slot between `fp`'s home and it) gives `fp` its
     /// slot in place, with TAT `tat`, as a reclaim of an expired key does (freeze, fingerprint,
     /// new-generation word: `slot.rs`); this returns `true`, and no tombstone is left, so no
-    /// compaction is owed. Otherwise the victim's slot becomes a tombstone (`EMPTY` if it ends
-    /// its run), `fp`'s run is unchanged, and the caller puts `fp` in the run's free slot.
+    /// compaction is owed. Otherwise the keys after the victim on its own run shift back
+    /// (`close_hole`), which leaves no tombstone either, and the caller probes `fp`'s run again
+    /// and puts `fp` in its free slot.
     fn evict(
         &self,
         array: SlotArray<'_>,
@@ -658,15 +665,63 @@ impl Shard {
             return true;
         }
         counts.used -= 1;
-        // ordering: fingerprints only change under the lock we hold.
-        if array.slot((i + 1) % len).fp.load(Ordering::Relaxed) == EMPTY {
-            // No probe run goes past the victim: its slot can end runs itself.
-            slot.clear(EMPTY);
-        } else {
-            slot.clear(TOMBSTONE);
-            counts.tombstones += 1;
-        }
+        self.close_hole(array, i);
         false
+    }
+
+    /// Closes the hole at slot `hole` (frozen: its key was just forgotten) without a
+    /// tombstone, by backward-shift deletion (under the lock): each key after it on its run
+    /// whose home is not after the hole moves back into it and leaves a hole where it was,
+    /// and the last hole becomes `EMPTY`. Every key left on the run has its home after the
+    /// last hole, so no key is cut off from its home (module docs, invariant). A victim that
+    /// ends its run leaves `EMPTY` at once, moving nothing.
+    ///
+    /// A moved key is frozen, handed over to the hole (a new generation there, as in a
+    /// rebuild: an updater's stale CAS of the old slot fails, and it finds the key again in
+    /// the locked path or by probing) and its old slot stays frozen, with its fingerprint,
+    /// until it is the next hole or cleared. A reader probing for it sees the live copy first
+    /// (the hole lies between its home and its old slot), or the frozen old slot (locked
+    /// path), or, if it looked at the hole before the move and at the old slot after the
+    /// clear, a miss: a lock-free miss is only a hint, and the shift runs inside the `moves`
+    /// seqlock's write section (as a rebuild does), so `absent_for_sure` does not trust it.
+    /// A moved key is not forgotten: the removal epoch does not move for it.
+    fn close_hole(&self, array: SlotArray<'_>, mut hole: usize) {
+        let len = array.len();
+        let mut moving = false;
+        let mut j = hole;
+        loop {
+            j = if j + 1 == len { 0 } else { j + 1 };
+            let slot = array.slot(j);
+            // ordering: fingerprints only change under the lock we hold.
+            let f = slot.fp.load(Ordering::Relaxed);
+            if f == EMPTY || j == hole {
+                break;
+            }
+            if f == TOMBSTONE {
+                continue;
+            }
+            // The key at `j` may fill the hole if its home is not in `(hole, j]`.
+            let from_home = (j + len - array.home(f)) % len;
+            let from_hole = (j + len - hole) % len;
+            if from_home < from_hole {
+                continue;
+            }
+            if !moving {
+                // The `moves` seqlock's writer protocol, as in `rebuild`.
+                self.moves.begin();
+                moving = true;
+            }
+            let Some(word) = slot.freeze_unless(|_| false) else {
+                unreachable!("under the lock a slot with a key's fingerprint is live")
+            };
+            let to = array.slot(hole);
+            to.hand_over(to.word(), f, tat_of(word));
+            hole = j;
+        }
+        array.slot(hole).clear(EMPTY);
+        if moving {
+            self.moves.end();
+        }
     }
 
     /// The live slot with the least TAT (the first of equals) among the first `keys` live
