@@ -386,6 +386,13 @@
 //! 3.0–3.2x; with no tombstone from an off-run eviction (§3), an evicting key 2.4–2.5x
 //! against 3.2x for the code before in the same session.
 //!
+//! Waiting, at the end of 2026-11-23 (quiet machine, CPU per admission against the waiting
+//! ideal): with the runtime driver (§4) F1 0.8–0.9x and F2 1.8x, p99 beyond the fair share
+//! 1.8–1.9 ms; with the timer thread alone F1 1.6–1.9x and F2 2.3x, p99 about 1 ms. F2's
+//! 1.2x is missed: each hand-over touches about seven cold objects where the ideal touches
+//! two (§4, *What an admission costs*; BENCHMARKS.md). G, the lockout and the timer's
+//! lateness are met.
+//!
 //! The default table cap must hold scenario C (8M live keys): it bounds memory and is not a
 //! preallocation. Targets are for the default configuration.
 //!
