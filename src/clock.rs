@@ -171,6 +171,12 @@ impl ClockSource {
         }
     }
 
+    /// This clock's readings are the time of the timer its sleeps register with (tollgate's
+    /// own clocks), so one reading serves as the other (`Sleep::poll_at`).
+    pub(crate) fn is_timer_time(&self) -> bool {
+        !matches!(self, ClockSource::Custom(_))
+    }
+
     /// A sleep that ends when this clock reaches `at` (never before).
     pub(crate) fn sleep_until(&self, at: u64) -> Sleep {
         match self {

@@ -10,7 +10,6 @@ use futures_core::Stream;
 
 use super::pace::Paced;
 use super::{DirectLimiter, DirectState, Shared};
-use crate::clock::ClockSource;
 use crate::engine::OwnedShared;
 use crate::error::Error;
 use crate::sync::Arc;
@@ -240,7 +239,7 @@ impl<P: Deref<Target = Arc<Shared>>> Cells for DirectState<P> {
     }
 
     fn clock_is_timer(&self) -> bool {
-        !matches!(self.0.clock, ClockSource::Custom(_))
+        self.0.clock.is_timer_time()
     }
 
     fn waitlist(&self) -> (&WaitShard, u64) {

@@ -9,7 +9,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{KeyState, Limiter, Shared};
-use crate::clock::ClockSource;
 use crate::engine::OwnedShared;
 use crate::error::Error;
 use crate::gcra::Gcra;
@@ -317,7 +316,7 @@ where
     }
 
     fn clock_is_timer(&self) -> bool {
-        !matches!(self.shared.clock, ClockSource::Custom(_))
+        self.shared.clock.is_timer_time()
     }
 
     fn waitlist(&self) -> (&WaitShard, u64) {

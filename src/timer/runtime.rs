@@ -257,6 +257,9 @@ impl Wake for TurnOnWake {
 
     fn wake_by_ref(self: &Arc<Self>) {
         let timer = global();
+        // A hint only: a wake after the `Drive` was dropped skips its turn. One that reads
+        // `true` just before a detach still turns, and that turn unparks the thread if it
+        // finds no task attached (driver.rs, "Extra task turns").
         if timer.is_attached() {
             // `None`: registrations arrived during the turn; the task's poll goes round.
             let _ = timer.task_turn(timer.now());

@@ -541,15 +541,14 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
                 .finish();
             sink.run(GovernorLayer::new(config.expect("config")).layer(app))
         }
-        (5, false) => {
+        (5, forwarded) => {
+            let key = if forwarded {
+                IdealKey::Forwarded(client_ip())
+            } else {
+                IdealKey::Peer
+            };
             let q = quota(mix);
-            let layer = IdealLayer::new(IdealKey::Peer, q.interval(), q.burst());
-            sink.run(layer.layer(app))
-        }
-        (5, true) => {
-            let q = quota(mix);
-            let layer = IdealLayer::new(IdealKey::Forwarded(client_ip()), q.interval(), q.burst());
-            sink.run(layer.layer(app))
+            sink.run(IdealLayer::new(key, q.interval(), q.burst()).layer(app))
         }
         _ => unreachable!("six subjects"),
     }
