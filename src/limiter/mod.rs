@@ -736,7 +736,10 @@ where
         (self.shared.table).update_recording(self.route, self.fp, expired_by, f)
     }
 
-    #[inline]
+    // Always: the engine's hot path relies on this being inlined with the step's captures
+    // in registers; left to the inliner, a caller in another crate (tollgate-tower's layer)
+    // got it out of line, the step spilled to memory and passed by reference.
+    #[inline(always)]
     fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)> {
         (self.shared.table).try_update_recording(self.route, self.fp, f)
     }
