@@ -61,7 +61,9 @@
 //! that sets `content-type`, as a real handler does, so that the response's header map is
 //! already allocated when a limiter adds its fields.
 //!
-//! Knobs: `TOLLGATE_BENCH_ROUNDS=n`; `TOLLGATE_BENCH_HEADERS=fresh` builds each in-process
+//! Knobs: `TOLLGATE_BENCH_ROUNDS=n`; `TOLLGATE_BENCH_CALLS=n` in-process requests per stack
+//! and round (two runs with different `n` under callgrind give exact instructions per
+//! request, setup excluded); `TOLLGATE_BENCH_HEADERS=fresh` builds each in-process
 //! request's `X-Forwarded-For` afresh (bytes in cache, as after parsing) instead of cloning
 //! a pooled map whose bytes are cold; `TOLLGATE_BENCH_LOOPBACK=0` skips the loopback part
 //! (`TOLLGATE_BENCH_SERVER_NS=ns` then stands in for the no-limiter server's CPU per request
@@ -143,7 +145,7 @@ impl Summary {
 
 /// How big a run is: full under `cargo bench`, a smoke run with `TOLLGATE_BENCH_QUICK=1`,
 /// tiny when built as a test (`cargo test --all-targets` runs bench targets without
-/// `--bench`). `TOLLGATE_BENCH_ROUNDS` overrides the rounds.
+/// `--bench`). `TOLLGATE_BENCH_ROUNDS` overrides the rounds, `TOLLGATE_BENCH_CALLS` the in-process calls.
 struct Size {
     mode: &'static str,
     rounds: usize,
@@ -205,6 +207,13 @@ impl Size {
             .filter(|&r| r > 0)
         {
             size.rounds = rounds;
+        }
+        if let Some(calls) = std::env::var("TOLLGATE_BENCH_CALLS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n > 0)
+        {
+            size.calls = calls;
         }
         size.loopback = std::env::var("TOLLGATE_BENCH_LOOPBACK").map_or(true, |v| v != "0");
         size.server_ns = std::env::var("TOLLGATE_BENCH_SERVER_NS")
