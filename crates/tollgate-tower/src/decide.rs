@@ -179,9 +179,9 @@ impl<E: KeyExtractor> Config<E> {
 
     /// Acts on a decision that needs no wait: answers, or calls `inner`. In dry-run mode a
     /// refusal becomes a marked call.
-    // Inlined into `call`: the request's parts and the response future are then built in
-    // place rather than copied through this call's arguments and return slot.
-    #[inline]
+    // Out of line: `call` handles the common `Call` itself, so that only the rarer
+    // decisions pay for moving the request's parts here.
+    #[inline(never)]
     pub(crate) fn run<S, ReqBody, ResBody>(
         &self,
         inner: &mut S,

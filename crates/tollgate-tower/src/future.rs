@@ -108,6 +108,11 @@ where
                     fields,
                     format,
                 } => {
+                    // Nothing to add (fields off): the inner future's poll is the answer,
+                    // returned as it comes, without moving the response through here.
+                    if fields.is_none() {
+                        return fut.poll(cx);
+                    }
                     let mut response = ready!(fut.poll(cx))?;
                     if let Some(fields) = fields.take() {
                         fields.insert_into(response.headers_mut(), *format);
