@@ -3,10 +3,15 @@
 //! Every decision bumps one counter, from whichever core serves the request. One shared
 //! counter per outcome would be a cache line every core writes on every request, bouncing
 //! between them: the cost grows with the cores that serve, which is the wrong way round for
-//! a layer meant to cost nothing. So each outcome's counter is striped: [`STRIPES`] sets of
-//! counters, each on its own cache line (`CachePadded`), and a thread bumps the set its
-//! index picks (threads are numbered as they first count, round robin over the stripes), so
-//! that up to `STRIPES` serving threads never share a line. A snapshot adds the stripes up.
+//! a layer meant to cost nothing. So each outcome's counter is striped: [`OWNED`] sets of
+//! counters, each on its own cache line (`CachePadded`), plus one shared set. Each live
+//! thread owns at most one stripe index, process-wide, taken on its first count and given
+//! back when it exits (through a mutex, so that the next owner's first load sees the last
+//! owner's last store); the owner is the only writer of its stripe in every layer, so it
+//! bumps with a plain load and store, not an atomic read-modify-write (whose `lock` prefix
+//! was the costliest instruction of a counted request). Threads beyond [`OWNED`], and counts
+//! made while a thread's locals are torn down, share the last stripe and bump it with
+//! `fetch_add`. A snapshot adds the stripes up.
 //!
 //! Why not derive `admitted` and `rejected` from the limiters' own [`Stats`](tollgate::Stats),
 //! which the core already keeps striped: they count checks, not requests. A request the
@@ -15,12 +20,12 @@
 //! all; dry run, delay mode and missing keys have no counterpart. The core's counters are
 //! not public, so the stripes are this crate's own.
 //!
-//! Each counter is bumped with a relaxed increment: they publish no other memory, and a
-//! snapshot read while requests run may be a few requests behind on some counters and not
-//! on others.
+//! Counters are relaxed: they publish no other memory, and a snapshot read while requests
+//! run may be a few requests behind on some counters and not on others.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -88,10 +93,11 @@ pub(crate) enum Outcome {
     Unavailable,
 }
 
-/// How many sets of counters a layer keeps: a power of two, enough for the threads of a
-/// server on a large machine; more threads than this share stripes (still correct, only
-/// less spread). 64 stripes of one 128-byte line each: 8 KiB per layer.
-const STRIPES: usize = 64;
+/// Stripes with one owning thread each (see the module docs); one more is shared. Enough
+/// for the threads of a server on a large machine; more threads than this share the last
+/// stripe (still correct, only an atomic increment again). 65 stripes of one 128-byte line
+/// each: about 8 KiB per layer.
+const OWNED: usize = 64;
 
 /// One stripe: a counter per [`Outcome`], indexed by `Outcome as usize`.
 type Stripe = [AtomicU64; OUTCOMES];
@@ -101,15 +107,15 @@ const OUTCOMES: usize = 8;
 
 /// The shared counters behind [`Counts`], striped (see the module docs).
 pub(crate) struct Counters {
-    stripes: Box<[CachePadded<Stripe>]>,
+    /// `OWNED` owned stripes, then the shared one: a fixed-size array, so the index is
+    /// checked against a constant, not a length loaded from the heap.
+    stripes: Box<[CachePadded<Stripe>; OWNED + 1]>,
 }
 
 impl Default for Counters {
     fn default() -> Counters {
         Counters {
-            stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(Stripe::default()))
-                .collect(),
+            stripes: Box::new(std::array::from_fn(|_| CachePadded::new(Stripe::default()))),
         }
     }
 }
@@ -120,32 +126,21 @@ impl std::fmt::Debug for Counters {
     }
 }
 
-/// The next thread's stripe number.
-static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// This thread's stripe number, taken on its first count.
-    static THREAD_STRIPE: Cell<Option<usize>> = const { Cell::new(None) };
-}
-
-/// This thread's stripe, `0..STRIPES`.
-fn thread_stripe() -> usize {
-    THREAD_STRIPE.with(|stripe| match stripe.get() {
-        Some(i) => i,
-        None => {
-            // ordering: a ticket; only its uniqueness matters, no memory is published.
-            let i = NEXT_THREAD.fetch_add(1, Ordering::Relaxed) % STRIPES;
-            stripe.set(Some(i));
-            i
-        }
-    })
-}
-
 impl Counters {
+    #[inline]
     pub(crate) fn count(&self, outcome: Outcome) {
-        let stripe = &self.stripes[thread_stripe()];
-        // ordering: a statistic; it publishes no other memory.
-        stripe[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        match owned_index() {
+            Some(i) => {
+                let c = &self.stripes[i][outcome as usize];
+                // ordering: this thread is the stripe's only writer (module docs), so a
+                // plain load and store lose nothing; readers only add the values up.
+                c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+            }
+            None => {
+                // ordering: a statistic; it publishes no other memory.
+                self.stripes[OWNED][outcome as usize].fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     pub(crate) fn snapshot(&self) -> Counts {
@@ -169,6 +164,85 @@ impl Counters {
     }
 }
 
+/// The stripe index this thread owns, if it owns one: on the hot path, one load of a
+/// constant-initialised thread-local without a destructor (no lazy-init or liveness
+/// check). A thread's first count, and every count of a thread without a stripe of its own,
+/// take the cold path.
+#[inline]
+fn owned_index() -> Option<usize> {
+    // `with` on a const thread-local without a destructor cannot fail, even in teardown.
+    let i = INDEX.with(Cell::get);
+    if i < OWNED {
+        Some(i)
+    } else {
+        first_or_shared(i)
+    }
+}
+
+/// [`owned_index`] for a thread that has not counted yet, or owns no stripe.
+#[cold]
+#[inline(never)]
+fn first_or_shared(i: usize) -> Option<usize> {
+    if i != UNSET {
+        return None;
+    }
+    // Taking an index initialises `OWNER`, whose destructor gives it back; `try_with` fails
+    // only while this thread's locals are torn down, and then the thread shares.
+    let owned = OWNER.try_with(|o| o.0).ok().flatten();
+    INDEX.with(|c| c.set(owned.unwrap_or(SHARED)));
+    owned
+}
+
+/// `INDEX` of a thread that has not counted yet.
+const UNSET: usize = usize::MAX;
+/// `INDEX` of a thread that counts in the shared stripe.
+const SHARED: usize = usize::MAX - 1;
+
+thread_local! {
+    /// This thread's stripe index (`< OWNED`), or `UNSET` or `SHARED`: a copy of `OWNER`'s
+    /// that reads without the state check a thread-local with a destructor needs.
+    static INDEX: Cell<usize> = const { Cell::new(UNSET) };
+    /// The ownership of the index, given back when the thread exits.
+    static OWNER: StripeOwner = StripeOwner::take();
+}
+
+/// Indices given back by threads that exited, for the next threads to take.
+static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The next index never handed out.
+static NEXT: Mutex<usize> = Mutex::new(0);
+
+/// A thread's ownership of one stripe index, for its life (`None`: it shares).
+struct StripeOwner(Option<usize>);
+
+impl StripeOwner {
+    fn take() -> StripeOwner {
+        let mut free = FREE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = free.pop() {
+            return StripeOwner(Some(i));
+        }
+        drop(free);
+        let mut next = NEXT.lock().unwrap_or_else(|p| p.into_inner());
+        if *next < OWNED {
+            *next += 1;
+            StripeOwner(Some(*next - 1))
+        } else {
+            StripeOwner(None)
+        }
+    }
+}
+
+impl Drop for StripeOwner {
+    fn drop(&mut self) {
+        if let Some(i) = self.0 {
+            // This thread's later counts (other locals' destructors) go to the shared
+            // stripe: the index stops being its own before another thread can take it.
+            INDEX.with(|c| c.set(SHARED));
+            // The mutex orders this thread's last store before the next owner's first load.
+            FREE.lock().unwrap_or_else(|p| p.into_inner()).push(i);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,7 +252,7 @@ mod tests {
     fn stripes_add_up() {
         let counters = Counters::default();
         std::thread::scope(|s| {
-            for t in 0..(STRIPES + 6) {
+            for t in 0..(OWNED + 6) {
                 let counters = &counters;
                 s.spawn(move || {
                     for _ in 0..100 {
@@ -191,8 +265,27 @@ mod tests {
             }
         });
         let counts = counters.snapshot();
-        assert_eq!(counts.admitted, 100 * (STRIPES as u64 + 6));
-        assert_eq!(counts.unavailable, STRIPES as u64 / 2 + 3);
+        assert_eq!(counts.admitted, 100 * (OWNED as u64 + 6));
+        assert_eq!(counts.unavailable, OWNED as u64 / 2 + 3);
         assert_eq!(counts.rejected, 0);
+    }
+
+    /// Threads that exit give their stripes back to the next ones, in waves of more threads
+    /// than there are owned stripes: no count is lost across the hand-overs.
+    #[test]
+    fn counts_survive_stripe_hand_overs() {
+        let counters = Counters::default();
+        for _ in 0..3 {
+            std::thread::scope(|s| {
+                for _ in 0..(OWNED + 6) {
+                    s.spawn(|| {
+                        for _ in 0..50 {
+                            counters.count(Outcome::Rejected);
+                        }
+                    });
+                }
+            });
+        }
+        assert_eq!(counters.snapshot().rejected, 3 * 50 * (OWNED as u64 + 6));
     }
 }
