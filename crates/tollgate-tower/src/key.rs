@@ -346,7 +346,17 @@ impl ClientIp {
     /// assert!(!client_ip.is_trusted("11.0.0.1".parse().unwrap()));
     /// ```
     pub fn is_trusted(&self, ip: IpAddr) -> bool {
-        self.trusted.iter().any(|c| c.contains(ip))
+        // The address's family first, once, rather than in every range's test.
+        match ip.to_canonical() {
+            IpAddr::V4(ip) => {
+                let ip = u32::from(ip);
+                self.trusted.iter().any(|c| c.contains_v4(ip))
+            }
+            IpAddr::V6(ip) => {
+                let ip = u128::from(ip);
+                self.trusted.iter().any(|c| c.contains_v6(ip))
+            }
+        }
     }
 
     /// The client's full address (unmasked), or `None` without a peer address.
@@ -482,12 +492,27 @@ impl Cidr {
     /// assert!(!lo.contains("::2".parse().unwrap()));
     /// ```
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => mask_u32(ip.into(), self.prefix) == u32::from(net),
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                mask_u128(ip.into(), self.prefix) == u128::from(net)
-            }
-            _ => false,
+        match ip.to_canonical() {
+            IpAddr::V4(ip) => self.contains_v4(ip.into()),
+            IpAddr::V6(ip) => self.contains_v6(ip.into()),
+        }
+    }
+
+    /// [`contains`](Self::contains) for an IPv4 address (canonical), as bits.
+    #[inline]
+    fn contains_v4(&self, ip: u32) -> bool {
+        match self.addr {
+            IpAddr::V4(net) => mask_u32(ip, self.prefix) == u32::from(net),
+            IpAddr::V6(_) => false,
+        }
+    }
+
+    /// [`contains`](Self::contains) for an IPv6 address that maps no IPv4 one, as bits.
+    #[inline]
+    fn contains_v6(&self, ip: u128) -> bool {
+        match self.addr {
+            IpAddr::V6(net) => mask_u128(ip, self.prefix) == u128::from(net),
+            IpAddr::V4(_) => false,
         }
     }
 }
