@@ -364,7 +364,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert!(limiter.check_n_at(&7, 7, now).unwrap_err().is_rate_limited());
     /// assert!(limiter.check_n_at(&7, 11, now).unwrap_err().is_insufficient_capacity());
     /// ```
-    #[inline]
+    // Always: the check is a few dozen instructions once inlined; out of line (as a caller
+    // in another crate got it) its result travels through memory and is copied twice.
+    #[inline(always)]
     pub fn check_n_at(&self, key: &K, n: u32, now: Timestamp) -> Result<Admitted, Error>
     where
         K: Hash,
