@@ -127,7 +127,12 @@ impl<E: KeyExtractor> Config<E> {
                 Err(rejection) => Decision::Respond(rejection),
             };
         }
+        // No fields to write and no stacked limit to give the admission back to: the
+        // admission itself is not needed, and the answer is built in place (not moved out of
+        // locals: an `Option<Fields>` is 112 bytes, the admission 56).
+        let lean = self.extras.is_empty() && !self.format.any();
         let admitted = match self.check(&key, quota) {
+            Ok(_) if lean => return Decision::Call(None, Outcome::Admitted),
             Ok(admitted) => admitted,
             Err(error) => return Decision::Respond(self.refusal(quota, error)),
         };
