@@ -209,6 +209,11 @@
 //! compiler keep those values in memory, about 15 stores before every CAS, and a locked
 //! instruction on x86 waits for the store buffer to drain. Measured with callgrind on one
 //! hot key with `check_at`: 226 instructions a check before, 133 after (BENCHMARKS.md).
+//! "Inlined" is not left to the inliner's judgement at the two joints that decide it
+//! (`Limiter::check_n_at` and the key word's `try_update_recording` are
+//! `#[inline(always)]`): in a caller from another crate with a bigger body around it
+//! (tollgate-tower's `decide`), the inliner left both out of line, and the step's captures
+//! went to memory again (issue 8: 75 instructions a request).
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
@@ -337,7 +342,7 @@
 //! | HTTP clients: reading 429/503, `Retry-After`, `RateLimit` fields | `crates/tollgate-client/src/signal.rs` |
 //! | the retry schedule (backoff, jitter, give-up) | `crates/tollgate-client/src/retry.rs` |
 //! | the polite client layer: permit, rate, retries, per-host counters | `crates/tollgate-client/src/layer.rs`, `hosts.rs` |
-//! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` (the decision in `call`: `decide.rs`; the options: `builder.rs`; the Layer and the Service: `layer.rs`, `service.rs`; the modes: `mode.rs`, delay mode's wait: `delay.rs`, dry-run: `dry_run.rs`; forwarding headers, walked from the right without allocating: `forwarded.rs`; the response fields, `RateLimit-Policy` rendered once per quota and `RateLimit` written without `format!` (they were most of the layer's per-request cost): `fields.rs`; how a refusal is rendered, HTTP, problem+json or gRPC: `refusal.rs`; decision counts: `counts.rs`) |
+//! | HTTP servers: key sources, headers, modes (a tower `Layer`) | `crates/tollgate-tower/` (the decision in `call`: `decide.rs`; the options: `builder.rs`; the Layer and the Service: `layer.rs`, `service.rs`; the modes: `mode.rs`, delay mode's wait: `delay.rs`, dry-run: `dry_run.rs`; forwarding headers, walked from the right without allocating: `forwarded.rs`; the response fields, `RateLimit-Policy` rendered once per quota and `RateLimit` written without `format!` (they were most of the layer's per-request cost): `fields.rs`; how a refusal is rendered, HTTP, problem+json or gRPC: `refusal.rs`; decision counts, a stripe per thread bumped without a locked instruction: `counts.rs`) |
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/` (the script: `script.rs`; when the fast path may refuse: `cache.rs`, `offset.rs`; reserving and refunding waits: `wait.rs`; leases of cells for hot keys and their over-admission bound: `lease.rs`) |
 //! | a figure | `benches/`, then `BENCHMARKS.md` |
 //!

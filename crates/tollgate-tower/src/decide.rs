@@ -206,7 +206,7 @@ impl<E: KeyExtractor> Config<E> {
                     rejection.headers,
                 ));
                 let fut = inner.call(Request::from_parts(parts, body));
-                ResponseFuture::call(fut, None, self.format)
+                ResponseFuture::forward(fut)
             }
             Decision::Respond(mut rejection) => {
                 self.counters.count(refused_outcome(rejection.kind));

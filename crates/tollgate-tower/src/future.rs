@@ -55,6 +55,9 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
+        // No fields to add (fields off, or none to give): the inner future as it is, so
+        // that its poll is returned untouched and nothing of the fields is built or moved.
+        Forward { #[pin] fut: S::Future },
         Call { #[pin] fut: S::Future, fields: Option<Fields>, format: Format },
         Respond { rejection: Option<Rejection> },
         Wait { wait: BoxWait, service: Option<S>, req: Option<Request<B>>, format: Format },
@@ -62,13 +65,24 @@ pin_project! {
 }
 
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
+    /// The inner call's future, adding `fields` (if any) to its response.
     pub(crate) fn call(fut: S::Future, fields: Option<Fields>, format: Format) -> Self {
-        ResponseFuture {
-            state: State::Call {
-                fut,
-                fields,
-                format,
+        match fields {
+            None => ResponseFuture::forward(fut),
+            Some(fields) => ResponseFuture {
+                state: State::Call {
+                    fut,
+                    fields: Some(fields),
+                    format,
+                },
             },
+        }
+    }
+
+    /// The inner call's future, nothing added.
+    pub(crate) fn forward(fut: S::Future) -> Self {
+        ResponseFuture {
+            state: State::Forward { fut },
         }
     }
 
@@ -103,16 +117,12 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
+                StateProj::Forward { fut } => return fut.poll(cx),
                 StateProj::Call {
                     fut,
                     fields,
                     format,
                 } => {
-                    // Nothing to add (fields off): the inner future's poll is the answer,
-                    // returned as it comes, without moving the response through here.
-                    if fields.is_none() {
-                        return fut.poll(cx);
-                    }
                     let mut response = ready!(fut.poll(cx))?;
                     if let Some(fields) = fields.take() {
                         fields.insert_into(response.headers_mut(), *format);
@@ -140,10 +150,13 @@ where
                     let mut service = service.take().expect("polled after completion");
                     let req = req.take().expect("polled after completion");
                     let fut = service.call(req);
-                    this.state.set(State::Call {
-                        fut,
-                        fields,
-                        format,
+                    this.state.set(match fields {
+                        None => State::Forward { fut },
+                        fields => State::Call {
+                            fut,
+                            fields,
+                            format,
+                        },
                     });
                 }
             }

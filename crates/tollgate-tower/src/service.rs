@@ -157,10 +157,15 @@ where
         match self.config.decide(&parts, false) {
             // The common case here, the rest out of line: moving the request's parts into
             // `run` costs a copy of them (224 bytes) on every request.
-            Decision::Call(fields, outcome) => {
+            // Two arms, so that the fields-off one never touches the fields.
+            Decision::Call(None, outcome) => {
+                self.config.counters.count(outcome);
+                ResponseFuture::forward(self.inner.call(Request::from_parts(parts, body)))
+            }
+            Decision::Call(Some(fields), outcome) => {
                 self.config.counters.count(outcome);
                 let fut = self.inner.call(Request::from_parts(parts, body));
-                ResponseFuture::call(fut, fields, self.config.format)
+                ResponseFuture::call(fut, Some(fields), self.config.format)
             }
             decision => self
                 .config
