@@ -115,6 +115,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        // The common state first, ahead of the loop the others need.
+        if let StateProj::Forward { fut } = this.state.as_mut().project() {
+            return fut.poll(cx);
+        }
         loop {
             match this.state.as_mut().project() {
                 StateProj::Forward { fut } => return fut.poll(cx),
