@@ -8,8 +8,9 @@
 //! timer. So the timer's wake goes straight to the queue: no waitlist map lookup and no shard
 //! lock on the hand-over's path, and one allocation for what used to be three cold objects
 //! (the hand-over waker, the map bucket holding the queue, and the map's control bytes). The
-//! waitlist shard's map (`waitlist.rs`) only finds a key's queue for arrivals; a queued
-//! waiter keeps a reference to its queue, for its drop and its bound.
+//! waitlist shard's map (`waitlist.rs`) finds a key's queue for arrivals, and for a waiter's
+//! drop or bound (rare: a waiter that held a reference to its queue instead would cost every
+//! wait two RMWs on the queue's first line, which the hand-over's thread writes).
 //!
 //! # States
 //!
@@ -27,27 +28,32 @@
 //!
 //! # Lock order
 //!
-//! **Shard lock, then queue lock**; never the other way round. An arrival takes both
-//! (`WaitShard::push`): it finds or makes the queue under the shard lock, then locks the
-//! queue. Everything else (the timer's wake, a waiter's drop or bound) takes the queue lock
-//! alone, and if it kills the queue it releases that lock before it takes the shard lock to
-//! remove the map entry (`WaitShard::remove`).
+//! **Shard lock, then queue lock**; never the other way round. An arrival, a waiter's drop
+//! and a waiter's bound take both (`WaitShard::push`, `WaitShard::with_live`): they find the
+//! queue under the shard lock, then lock it, and remove it from the map at once if they kill
+//! it. The timer's wake takes the queue lock alone (`KeyQueue::run`), and if it kills the
+//! queue it releases that lock before it takes the shard lock to remove the map entry
+//! (`WaitShard::remove`).
 //!
 //! # Races handled on purpose
 //!
-//! * *An arrival finds a dead queue in the map* (killed, its removal not yet done): it puts a
-//!   new queue in its place, under the shard lock. The killer's removal then finds another
+//! * *An arrival finds a dead queue in the map* (killed by the timer's wake, its removal not
+//!   yet done): it puts a new queue in its place, under the shard lock. (A waiter's drop or
+//!   bound that finds it does nothing: its node was settled before the queue emptied.) The killer's removal then finds another
 //!   queue under the key and leaves it: it removes the entry only if it is still the queue it
 //!   killed, compared by address. The killer holds a reference to its queue until the removal
 //!   is done, so no new queue can have been allocated at that address meanwhile.
 //! * *The timer fires a dead queue's sleep* (the queue emptied after the head registered, and
 //!   the timer had taken the waker already): the wake finds it dead and returns.
+//! * *The timer's wake vs an arrival or a drop on a live queue*: serialised by the queue
+//!   lock; the arrival's `dead` check is made under the lock it pushes under, since a live
+//!   queue may die until then.
 //! * *A waiter's drop or bound vs the hand-over that settles it*: both run under the queue
 //!   lock; the loser sees the node settled (`Queue::cancel`, `Queue::expire`).
 //!
 //! The queue holds its own waker (`Queue::set_hand_over`), a reference cycle that keeps the
 //! queue alive while it is live; killing the queue drops that waker, so a dead queue is freed
-//! once the map, the timer and its waiters have let it go.
+//! once the map and the timer have let it go.
 //!
 //! The waker is a `std::sync::Arc` (`Wake` needs one), also under loom; the limiter handle
 //! inside it holds the crate's `Arc`, so loom's leak check still sees a queue that is never
@@ -61,12 +67,12 @@ use super::queue::Queue;
 use super::woken::Woken;
 use crate::sync::{Mutex, MutexGuard, lock};
 
-/// A key's queue, as the waitlist map and the queue's waiters hold it.
+/// A key's queue, as the waitlist map holds it.
 pub(crate) type QueueRef = std::sync::Arc<KeyQueue<dyn Send + Sync>>;
 
 /// One key's queue, its lock, and the limiter handle its hand-over runs with (module docs).
-/// `C` is the owned [`Cells`] of the key; the map and the waiters see it as `dyn Send +
-/// Sync`, since they bring their own `Cells`.
+/// `C` is the owned [`Cells`] of the key; the map sees it as `dyn Send + Sync`, since the
+/// operations that come through the map bring their own `Cells`.
 pub(crate) struct KeyQueue<C: ?Sized> {
     queue: Mutex<Queue>,
     cells: C,
@@ -98,11 +104,11 @@ impl<C: ?Sized> KeyQueue<C> {
         (self as *const Self).cast()
     }
 
-    /// Runs `f` on the live queue under its lock, at the clock read under the lock (so that
-    /// hand-overs see time move forward); kills the queue if `f` leaves it empty and removes
-    /// it from `cells`' shard once the lock is released; then wakes the tasks `f` settled.
-    /// `None`: the queue is dead and `f` did not run.
-    pub(crate) fn run<R>(
+    /// The timer's path: runs `f` on the live queue under its lock alone, at the clock read
+    /// under the lock (so that hand-overs see time move forward); kills the queue if `f`
+    /// leaves it empty and removes it from `cells`' shard once the lock is released; then
+    /// wakes the tasks `f` settled. `None`: the queue is dead and `f` did not run.
+    fn run<R>(
         &self,
         cells: &impl Cells,
         f: impl FnOnce(&mut Queue, u64, &mut Woken) -> R,

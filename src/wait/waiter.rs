@@ -17,7 +17,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::cells::{Bound, Cells};
-use super::key_queue::QueueRef;
 use super::node::{Failure, Node, Outcome};
 use crate::engine;
 use crate::error::Error;
@@ -44,8 +43,6 @@ enum State {
     /// In its key's queue.
     Queued {
         node: Arc<Node>,
-        /// The key's queue that holds `node`: its drop and its bound go straight to it.
-        queue: QueueRef,
         /// For a bounded wait: a sleep until its bound, made on the first pending poll.
         deadline: Option<Sleep>,
     },
@@ -100,22 +97,17 @@ impl<C: Cells> Waiter<C> {
                 let cost = u64::from(self.n) * gcra.interval;
                 let node = Arc::new(Node::new(self.n, latest, now, self.quota, cost));
                 match shard.push(&self.cells, key, &node, now) {
-                    (Outcome::Queued, Some(queue)) => {
+                    Outcome::Queued => {
                         self.state = State::Queued {
                             node,
-                            queue,
                             deadline: None,
                         };
                         return self.poll_wait(cx);
                     }
-                    (settled, _) => settled,
+                    settled => settled,
                 }
             }
-            State::Queued {
-                node,
-                queue,
-                deadline,
-            } => match node.poll_outcome(cx) {
+            State::Queued { node, deadline } => match node.poll_outcome(cx) {
                 Outcome::Queued => {
                     if node.latest == u64::MAX {
                         return Poll::Pending;
@@ -124,13 +116,8 @@ impl<C: Cells> Waiter<C> {
                     if Pin::new(sleep).poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    let cells = &self.cells;
-                    queue
-                        .run(cells, |queue, now, woken| {
-                            queue.expire(cells, node, now, woken)
-                        })
-                        // A dead queue: the node was settled before it emptied.
-                        .unwrap_or_else(|| node.outcome())
+                    let (shard, key) = self.cells.waitlist();
+                    shard.expire(&self.cells, key, node)
                 }
                 settled => settled,
             },
@@ -168,13 +155,11 @@ impl<C: Cells> Waiter<C> {
 
 impl<C: Cells> Drop for Waiter<C> {
     fn drop(&mut self) {
-        if let State::Queued { node, queue, .. } = &self.state {
+        if let State::Queued { node, .. } = &self.state {
             if node.is_queued() {
                 // Cancelled while queued: unlink, handing on the reservation if it is the head.
-                let cells = &self.cells;
-                let _ = queue.run(cells, |queue, now, woken| {
-                    queue.cancel(cells, node, now, woken)
-                });
+                let (shard, key) = self.cells.waitlist();
+                shard.cancel(&self.cells, key, node);
             }
         }
     }

@@ -2,9 +2,9 @@
 //! touched only by waiters and hand-overs (`check` never looks at it).
 //!
 //! A limiter has a few shards, each a mutex over a map from a key's fingerprint to its queue
-//! (a [`KeyQueue`], with its own lock). The map serves arrivals only: the timer's wake goes
-//! straight to the queue, and a queued waiter keeps a reference to its queue for its drop
-//! and its bound (`key_queue.rs`, with the lock order and the races on a queue's death). A
+//! (a [`KeyQueue`], with its own lock). The map serves arrivals and waiters' drops and
+//! bounds: the timer's wake goes straight to the queue (`key_queue.rs`, with the lock order
+//! and the races on a queue's death). A
 //! queue lives only while it has nodes: every operation kills the queue it leaves empty and
 //! removes it from the map, so memory follows the keys that have waiters, and a shard's map
 //! gives its memory back when it empties out. Every operation runs its queue logic under the
@@ -24,6 +24,7 @@ use crossbeam_utils::CachePadded;
 use super::cells::Cells;
 use super::key_queue::{KeyQueue, QueueRef};
 use super::node::{Node, Outcome};
+use super::queue::Queue;
 use super::woken::Woken;
 use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, lock};
 
@@ -77,8 +78,7 @@ impl WaitShard {
     }
 
     /// Queues `node` on `key` at `now`, the time its caller read (see [`Queue::push`]), in
-    /// the key's live queue, made if there is none. Returns the node's outcome, and its queue
-    /// if it is still queued there.
+    /// the key's live queue, made if there is none.
     ///
     /// Takes the shard lock, then the queue's (the lock order, `key_queue.rs`).
     pub(crate) fn push<C: Cells>(
@@ -87,7 +87,7 @@ impl WaitShard {
         key: u64,
         node: &Arc<Node>,
         now: u64,
-    ) -> (Outcome, Option<QueueRef>) {
+    ) -> Outcome {
         let mut woken = Woken::default();
         let out = {
             let mut queues = lock(&self.queues);
@@ -110,16 +110,58 @@ impl WaitShard {
             if locked.kill_if_empty() {
                 drop(locked);
                 self.remove_locked(&mut queues, key);
-                (outcome, None)
-            } else if outcome == Outcome::Queued {
-                drop(locked);
-                (outcome, Some(queue))
-            } else {
-                (outcome, None)
             }
+            outcome
         };
         woken.wake();
         out
+    }
+
+    /// `node`'s future is gone (see [`Queue::cancel`]).
+    pub(crate) fn cancel(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) {
+        let _ = self.with_live(cells, key, |queue, now, woken| {
+            queue.cancel(cells, node, now, woken)
+        });
+    }
+
+    /// `node`'s bound has passed (see [`Queue::expire`]).
+    pub(crate) fn expire(&self, cells: &impl Cells, key: u64, node: &Arc<Node>) -> Outcome {
+        self.with_live(cells, key, |queue, now, woken| {
+            queue.expire(cells, node, now, woken)
+        })
+        // No live queue: the node was settled and its queue emptied since the caller looked.
+        .unwrap_or_else(|| node.outcome())
+    }
+
+    /// Runs `f` on `key`'s live queue, if there is one, under the shard lock and then the
+    /// queue's (the lock order), at the clock read under them; removes the queue if `f`
+    /// leaves it empty, and wakes the settled tasks once both locks are released. A waiter's
+    /// drop and bound come this way: they are rare, and a waiter that held a reference to
+    /// its queue instead would cost every wait two RMWs on the queue's first line, which the
+    /// hand-over's thread writes.
+    fn with_live<R>(
+        &self,
+        cells: &impl Cells,
+        key: u64,
+        f: impl FnOnce(&mut Queue, u64, &mut Woken) -> R,
+    ) -> Option<R> {
+        let mut woken = Woken::default();
+        let out = {
+            let mut queues = lock(&self.queues);
+            let queue = std::sync::Arc::clone(queues.get(&key)?);
+            let mut locked = queue.lock();
+            if locked.is_dead() {
+                return None; // Its killer will unmap it; its nodes were all settled.
+            }
+            let out = f(&mut locked, cells.now(), &mut woken);
+            if locked.kill_if_empty() {
+                drop(locked);
+                self.remove_locked(&mut queues, key);
+            }
+            out
+        };
+        woken.wake();
+        Some(out)
     }
 
     /// Removes `key`'s queue from the map if it is still the one at `queue` (its killer's
