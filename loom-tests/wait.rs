@@ -38,7 +38,6 @@
 //! | check vs hand-over (at the head's instant, an interval late) | a lock-free check vs the hand-over's reservation | the state written by a store, not a CAS |
 //! | refund vs check (at the refunded instant, after it) | the head's refund vs a check | the head's drop does not refund (at); the refund does not compare the TAT (after); a store, not a CAS (after) |
 //! | refund vs reset (keyed, direct) | a stale refund vs checks of the reset key | the refund does not compare the removal epoch |
-//! | death vs arrival | the timer's hand-over emptying (killing, then unmapping) the key's queue vs a new waiter's arrival | the killer's removal does not check that the map still holds the queue it killed (W3 then lands in a second queue of the key); the arrival does not check under the queue's lock that the queue it found is still live (it pushes into a dead queue) |
 //!
 //! Every rule of *who* is admitted *when* (FIFO, the chain instant, bounded waits) is a
 //! deterministic test on the manual clock in `tests/wait.rs`; these models check that the
@@ -820,51 +819,4 @@ fn stale_refund_after_reset_direct_model() {
         &[Seen::Limited(NOW + 2 * T)],
         stale_refund_after_reset_direct,
     );
-}
-
-// ---------------------------------------------------------------------------------------
-// 8. A queue's death vs an arrival.
-
-/// W1 is the head (`NOW + T`), alone in the key's queue. One thread sets the clock to
-/// `NOW + T`: the timer runs the hand-over, which admits W1, leaves the queue empty and kills
-/// it, then (having released the queue's lock: the lock order) removes it from the waitlist
-/// map. The other thread makes a new waiter W2, whose arrival finds the queue live (W2 joins
-/// it behind W1), dead but still in the map (W2 puts a new queue in its place, and the
-/// killer's removal must leave that one), or gone (W2 makes a new one). In every order W2 is
-/// pending with `NOW + 2T` and W1 is woken once. W2's queue is then the one the map holds: a
-/// third waiter W3 joins it, and when W2 is dropped W3 inherits W2's instant, `NOW + 2T` (a W3
-/// in a queue of its own would reserve behind W2's reservation, which W2's refund could then
-/// not take back, and keep `NOW + 3T`). At the end the key's queue is gone: the limiter holds
-/// the memory it held before the waiters came.
-fn death_vs_arrival(roles: Roles) -> u64 {
-    let (l, clock) = &*KEYED;
-    let bytes = l.stats().bytes;
-    let w1 = head();
-    let w1_wakes = w1.count.clone();
-    let ((), (r2, w2)) = race(roles, move || KEYED.1.set(at(NOW + T)), wait_keyed);
-
-    assert!(r2.is_pending(), "{r2:?}");
-    // ordering: read after the threads are joined.
-    assert_eq!(w1_wakes.0.load(Ordering::Relaxed), 1, "W1 not woken once");
-    drop(w1); // Admitted: its drop does nothing.
-    assert_eq!(next_free_keyed(), NOW + 3 * T);
-    let (r3, mut w3) = wait_keyed();
-    assert!(r3.is_pending(), "{r3:?}");
-    drop(w2);
-    assert_eq!(
-        next_free_keyed(),
-        NOW + 3 * T,
-        "W3 did not inherit W2's instant"
-    );
-    let w3_at = admitted_at(clock, &mut w3, &[NOW + 2 * T, NOW + 3 * T]);
-    drop(w3);
-    // The setup's check, the waiter ready at `NOW`, W1 and W3.
-    assert_eq!(l.stats().admitted, 4);
-    assert_eq!(l.stats().bytes, bytes, "a queue outlived its waiters");
-    w3_at
-}
-
-#[test]
-fn death_vs_arrival_model() {
-    model("death_vs_arrival", &[NOW + 2 * T], death_vs_arrival);
 }

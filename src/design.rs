@@ -218,10 +218,7 @@
 //! queue sleeps on the limiter's timer until then; the timer's wake runs the *hand-over*,
 //! which admits the head and reserves for the next waiter at the instant the head was
 //! admitted at (the *chain instant*), admitting at once every waiter already due. The
-//! detailed argument is `src/wait/queue.rs`. Each key's queue is one allocation with a lock
-//! of its own (`src/wait/key_queue.rs`), and is itself the waker its head's sleep gives the
-//! timer: the timer's wake goes straight to the queue, and the side table's sharded map only
-//! finds a key's queue for arrivals.
+//! detailed argument is `src/wait/queue.rs`.
 //!
 //! Why not reserve every waiter when it first polls (the first design, and Go's
 //! `x/time/rate`): a dropped waiter can then refund only if nobody reserved after it, so
@@ -234,25 +231,29 @@
 //!
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
-//! | FIFO per key, one wake per waiter | only the front is ever settled; a node's outcome is settled once, under its queue's lock, and its waker taken once | `tests/wait.rs` (`waiters_are_admitted_fifo…`, the mixed-schedule property), loom `loom-tests/wait.rs` |
+//! | FIFO per key, one wake per waiter | only the front is ever settled; a node's outcome is settled once, under the shard lock, and its waker taken once | `tests/wait.rs` (`waiters_are_admitted_fifo…`, the mixed-schedule property), loom `loom-tests/wait.rs` |
 //! | never early | a node is admitted only when its instant is `<=` the limiter's clock, read under the lock | `tests/wait.rs`, `tests/runtimes.rs` (lower bounds on completion times) |
 //! | never over-admitting | every admission is a GCRA reservation CAS; a refund restores exactly the state a never-admitted head wrote, and only in the same incarnation of the key (removal epoch) | window property in `tests/wait.rs`; `a_refund_never_lands_on_a_reset_key…`; loom "refund vs reset" |
 //! | a drop costs nothing | a queued node holds nothing; the head's refund cannot fail before its instant (a check's admission would come after it), and the next head reserves at the same chain instant | the drop property in `tests/wait.rs` (a run with drops equals a run without the dropped waiters); `tests/runtimes.rs::timeouts_keep_the_rate` on five executors; loom "cancel vs hand-over" |
 //! | a late hand-over costs nothing | the next head reserves at the chain instant, not at the hand-over's `now` | `tests/wait.rs::a_late_clock_admits…` |
 //! | a forgotten future stalls nobody | the queue moves on the timer's wake, never on a future's poll | `tests/wait.rs::a_forgotten_waiter…`, `tests/runtimes.rs`, loom "forget vs hand-over" |
 //! | bounded waits hold nothing | refused up front on the prediction (head reservation + queued cells); refused by the hand-over or by their own deadline sleep if it is upset | `tests/wait.rs::a_bounded_wait_whose_prediction_is_upset…` |
-//! | no task code under a lock | wakers of settled nodes are woken after the queue's lock is released; no lock is held across `.await` | `src/wait/key_queue.rs` |
-//! | a queue's death is safe | a key's queue (one allocation: its lock, its state, its timer waker) dies under its lock when it empties and is never used again; locks nest only shard -> queue; an arrival that finds a dead queue in the map replaces it, and the killer unmaps only the queue it killed | loom "death vs arrival" |
+//! | no task code under a lock | wakers of settled nodes are woken after the shard lock is released; no lock is held across `.await` | `src/wait/waitlist.rs` |
 //! | bounded memory | a queue is removed when it empties; cancelled nodes are compacted once they are half the queue | `src/wait/queue.rs::compact` |
 //!
 //! **What an admission costs.** With many keys (F2: 1,000 keys x 10 tasks) the hand-over is
-//! bound by cache misses, one per object it must touch (timer entry, the queue with its
-//! waker, its ring, front and next node, the key's slot, the woken task) plus the foreign-thread wake of a
+//! bound by cache misses, one per object it must touch (timer entry, hand-over waker, queue,
+//! front and next node, the key's slot, the woken task) plus the foreign-thread wake of a
 //! tokio task. It allocates nothing per admission beyond the waiter's node (a queue's heads
 //! share one timer entry; settled wakers are collected inline), reads the clock once (the
 //! head's sleep registers at the time the hand-over read under its lock), and an arrival
 //! behind a sleeping head skips the hand-over. What is left above the ideal, and what it
 //! would take to go further, is measured in BENCHMARKS.md ("Waiting: the hand-over's cost").
+//! Merging the queue, its lock and its timer waker into one allocation (no map lookup on
+//! the timer's path), and copying each waiter's reservation fields into the queue's ring,
+//! were tried and measured, and moved F2 by nothing beyond the noise: the hand-over's cold
+//! line was the queue itself, and the arrival that follows it then pays the map's bucket
+//! cold instead ("Tried and not kept: each key's queue in one allocation").
 //!
 //! Checks and waiters share a key: the head's reservation is in the key's state, so a
 //! check cannot take the cell the head waits for; a check gets a cell only if the queue

@@ -3,6 +3,9 @@
 //! owned handle for the timer to hold. Implemented once for a key of a keyed limiter
 //! (`limiter/wait.rs`) and once for a direct limiter (`direct/wait.rs`).
 
+use std::task::Waker;
+
+use super::queue::HandOver;
 use super::waitlist::WaitShard;
 use crate::engine::Word;
 use crate::timer::Sleep;
@@ -30,8 +33,8 @@ impl Bound {
 
 /// What the waiting engine needs from the limiter it waits on, besides its state word.
 pub(crate) trait Cells: Word {
-    /// A handle that owns the limiter's shared state, for the key's queue, whose waker the
-    /// timer holds while the queue sleeps (`key_queue.rs`).
+    /// A handle that owns the limiter's shared state, for the hand-over waker that the timer
+    /// holds while the key's queue sleeps.
     type Owned: Cells + Send + Sync + 'static;
 
     fn owned(&self) -> Self::Owned;
@@ -42,4 +45,8 @@ pub(crate) trait Cells: Word {
     fn clock_is_timer(&self) -> bool;
     /// The waitlist shard that holds this key's queue, and the key's name in it.
     fn waitlist(&self) -> (&WaitShard, u64);
+    /// The waker the key's queue sleeps with: it runs the hand-over (see `queue.rs`).
+    fn hand_over_waker(&self) -> Waker {
+        Waker::from(std::sync::Arc::new(HandOver(self.owned())))
+    }
 }

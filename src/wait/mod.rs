@@ -21,9 +21,7 @@
 //!   its bound after all (`waiter.rs`).
 //!
 //! Files: `node.rs` (one waiter's outcome word and waker), `queue.rs` (one key's queue and
-//! the hand-over: the design essay), `key_queue.rs` (a queue in one allocation with its lock
-//! and its timer waker; its death and the lock order), `waitlist.rs` (the sharded side table
-//! that finds a key's queue for arrivals), `cells.rs` (what
+//! the hand-over: the design essay), `waitlist.rs` (the sharded side table), `cells.rs` (what
 //! waiting needs of a limiter beyond its state word), `waiter.rs` (the future's state
 //! machine), `blocking.rs` and `throttle.rs`. This module knows no limiter: the public
 //! futures over it are in `limiter/wait.rs`, `direct/wait.rs` and `direct/pace.rs`, which
@@ -35,7 +33,6 @@
 
 mod blocking;
 mod cells;
-mod key_queue;
 mod node;
 mod queue;
 mod throttle;

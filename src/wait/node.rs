@@ -14,8 +14,9 @@
 //! # Who writes what
 //!
 //! * `n`, `latest`, `since`, `quota` and `cost` are immutable.
-//! * `outcome` is written **only under the lock of the node's queue** (`key_queue.rs`): by a
-//!   hand-over (to `ADMITTED` or `FAILED`) or by the node's own future (to `CANCELLED`). The lock orders those writes; the atomic exists so that the future can read
+//! * `outcome` is written **only under the lock of the waitlist shard** that holds the node's
+//!   queue: by a hand-over (to `ADMITTED` or `FAILED`) or by the node's own future (to
+//!   `CANCELLED`). The lock orders those writes; the atomic exists so that the future can read
 //!   its outcome on every poll without taking the lock.
 //! * `waker` is registered by the future and taken by the hand-over that settles the node.
 //!   The future registers, then re-reads `outcome`; the hand-over stores `outcome`, then takes
@@ -116,7 +117,7 @@ impl Node {
         Outcome::unpack(self.outcome.load(Ordering::Acquire))
     }
 
-    /// Whether the node still waits in its queue (under the queue's lock this is exact).
+    /// Whether the node still waits in its queue (under the shard lock this is exact).
     pub(crate) fn is_queued(&self) -> bool {
         self.outcome() == Outcome::Queued
     }
@@ -134,12 +135,12 @@ impl Node {
         self.outcome()
     }
 
-    /// Settles a queued node (under its queue's lock) and returns its task's waker, for the
+    /// Settles a queued node (under its shard's lock) and returns its task's waker, for the
     /// caller to wake once it has released the lock.
     pub(crate) fn settle(&self, outcome: Outcome) -> Option<Waker> {
         debug_assert!(self.is_queued() && outcome != Outcome::Queued);
         // ordering: Release publishes the hand-over's work to the future's Acquire load;
-        // the write itself is serialised with every other write of `outcome` by the queue's
+        // the write itself is serialised with every other write of `outcome` by the shard
         // lock (module docs).
         self.outcome.store(outcome.pack(), Ordering::Release);
         if outcome == Outcome::Cancelled {

@@ -6,13 +6,12 @@
 //! nothing to the key's state. Only the queue's **head** (its front node) holds a
 //! reservation: one GCRA CAS on the key's state that fixes the head's admission instant
 //! `admit_at`. The queue sleeps on the limiter's timer until then with a waker of its own
-//! (its [`KeyQueue`](super::key_queue::KeyQueue)); when the timer fires it, the *hand-over*
-//! ([`Queue::advance`]) admits the head, makes the next node the head (reserving its cells),
-//! and so on for every node already due, then sleeps until the new head's instant. The
-//! hand-over runs on whichever thread wakes the queue (the timer thread, a runtime worker
-//! driving the timer, or `ManualClock::advance`'s caller), under the queue's own lock
-//! (`key_queue.rs`); no future needs to be polled for the queue to move, so a slow,
-//! forgotten or dropped future stalls no one.
+//! ([`HandOver`]); when the timer fires it, the *hand-over* ([`Queue::advance`]) admits the
+//! head, makes the next node the head (reserving its cells), and so on for every node already
+//! due, then sleeps until the new head's instant. The hand-over runs on whichever thread
+//! wakes the queue (the timer thread, or `ManualClock::advance`'s caller), under the lock of
+//! the waitlist shard that holds the queue (`waitlist.rs`); no future needs to be polled for
+//! the queue to move, so a slow, forgotten or dropped future stalls no one.
 //!
 //! # The chain instant
 //!
@@ -31,10 +30,9 @@
 //!
 //! # What a hand-over costs
 //!
-//! With many keys every hand-over is mostly cache misses: the timer entry, the queue (one
-//! allocation with its lock and its waker, reached from the timer entry without a map
-//! lookup), its ring of nodes, the front node, the next node, the key's slot in the table,
-//! the admitted task. So it touches nothing else: the head's sleep registers in the
+//! With many keys every hand-over is mostly cache misses: the timer entry, the hand-over
+//! waker, the queue in its shard's map, the front node, the next node, the key's slot in the
+//! table, the admitted task. So it touches nothing else: the head's sleep registers in the
 //! previous head's timer entry (`timer::Spare`), at the time read under the lock (no clock
 //! read of its own, `Sleep::poll_at`), the settled wakers are collected without allocating
 //! (`woken.rs`), and an arrival behind a head whose sleep the timer holds only appends
@@ -73,7 +71,7 @@
 //! Either way it fails holding nothing.
 
 use std::collections::VecDeque;
-use std::task::{Context, Waker};
+use std::task::{Context, Wake, Waker};
 
 use super::cells::Cells;
 use super::node::{Node, Outcome};
@@ -95,8 +93,8 @@ struct Head {
     registered: bool,
 }
 
-/// One key's waiters, in FIFO order. Lives in a [`KeyQueue`](super::key_queue::KeyQueue),
-/// under its lock, while it has nodes; dies when it empties.
+/// One key's waiters, in FIFO order. Lives in a waitlist shard's map while it has nodes and
+/// is only touched under that shard's lock.
 #[derive(Debug)]
 pub(crate) struct Queue {
     /// Queued nodes in arrival order, with cancelled ones not yet unlinked. The front is
@@ -111,12 +109,8 @@ pub(crate) struct Queue {
     waiting_cost: u64,
     /// Cancelled nodes still linked.
     cancelled: usize,
-    /// The waker the head's sleep registers: this queue's `KeyQueue`, whose wake runs the
-    /// hand-over. Set when the queue is made, dropped when it dies (a reference cycle while
-    /// the queue lives, see `key_queue.rs`).
+    /// The waker the head's sleep registers: runs the hand-over. Made on first need.
     hand_over: Option<Waker>,
-    /// Emptied, and never to be used again (`key_queue.rs`).
-    dead: bool,
     /// The last head's timer entry, fired and released by the timer: the next head's sleep
     /// registers in it instead of allocating one.
     spare: Option<Spare>,
@@ -132,31 +126,12 @@ impl Queue {
             waiting_cost: 0,
             cancelled: 0,
             hand_over: None,
-            dead: false,
             spare: None,
         }
     }
 
-    /// Sets the waker the head's sleeps register (`KeyQueue::make`).
-    pub(crate) fn set_hand_over(&mut self, waker: Waker) {
-        self.hand_over = Some(waker);
-    }
-
-    pub(crate) fn is_dead(&self) -> bool {
-        self.dead
-    }
-
-    /// Kills the queue if it is empty: it will not be used again, and drops its own waker
-    /// (the reference cycle). Returns whether it did.
-    pub(crate) fn kill_if_empty(&mut self) -> bool {
-        if !self.nodes.is_empty() {
-            return false;
-        }
-        debug_assert!(self.head.is_none() && !self.dead);
-        self.dead = true;
-        self.hand_over = None;
-        self.spare = None;
-        true
+    pub(crate) fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
     }
 
     /// Heap bytes held by the queue and its nodes.
@@ -262,7 +237,7 @@ impl Queue {
     /// The hand-over: admits the head if its instant has come, then each following node whose
     /// instant has come, reserving for each in turn; leaves the queue empty or with a head
     /// that sleeps until its instant. Wakers of settled nodes go to `woken`, to be woken once
-    /// the caller has released the queue's lock.
+    /// the caller has released the shard lock.
     pub(crate) fn advance(&mut self, cells: &impl Cells, now: u64, woken: &mut Woken) {
         loop {
             // Unlink cancelled nodes that reached the front.
@@ -346,9 +321,11 @@ impl Queue {
         if head.registered && !head.sleep.has_fired() {
             return false; // The timer will wake the queue at the instant.
         }
-        let waker = self.hand_over.as_ref().expect("a live queue has its waker");
+        let waker = self
+            .hand_over
+            .get_or_insert_with(|| cells.hand_over_waker());
         let mut cx = Context::from_waker(waker);
-        // `now` was read from the limiter's clock just before (under the queue's lock, or by
+        // `now` was read from the limiter's clock just before (under the shard lock, or by
         // the arriving waiter): if that is the timer's time, the sleep need not read it again.
         let timer_now = cells.clock_is_timer().then_some(now);
         while head.sleep.poll_at(&mut cx, timer_now).is_ready() {
@@ -395,5 +372,22 @@ impl Queue {
             self.nodes.retain(|node| node.is_queued());
             self.cancelled = 0;
         }
+    }
+}
+
+/// The waker a queue's head sleeps with: its wake runs the hand-over on the waking thread.
+/// It owns the limiter's shared state (`C` is an owned [`Cells`]), since the timer may fire
+/// it after every future that borrowed the limiter is gone.
+#[derive(Debug)]
+pub(crate) struct HandOver<C>(pub(crate) C);
+
+impl<C: Cells + Send + Sync + 'static> Wake for HandOver<C> {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        let (shard, key) = self.0.waitlist();
+        shard.hand_over(&self.0, key);
     }
 }

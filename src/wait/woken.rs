@@ -1,5 +1,5 @@
-//! [`Woken`]: the wakers an operation on a queue collects under the queue's lock, to wake
-//! once it is released (`key_queue.rs`).
+//! [`Woken`]: the wakers an operation on a queue collects under the shard lock, to wake once
+//! it is released (`waitlist.rs`).
 //!
 //! A hand-over usually settles one waiter, so the first waker is held inline: the common case
 //! allocates nothing (a `Vec` here cost one allocation and one free per hand-over).
@@ -7,7 +7,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::task::Waker;
 
-/// Wakers of settled tasks, to be woken after the queue's lock is released.
+/// Wakers of settled tasks, to be woken after the shard lock is released.
 #[derive(Debug, Default)]
 pub(crate) struct Woken {
     first: Option<Waker>,
