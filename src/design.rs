@@ -254,6 +254,11 @@
 //! head's sleep registers at the time the hand-over read under its lock), and an arrival
 //! behind a sleeping head skips the hand-over. What is left above the ideal, and what it
 //! would take to go further, is measured in BENCHMARKS.md ("Waiting: the hand-over's cost").
+//! Merging the queue, its lock and its timer waker into one allocation (no map lookup on
+//! the timer's path), and copying each waiter's reservation fields into the queue's ring,
+//! were tried and measured, and moved F2 by nothing beyond the noise: the hand-over's cold
+//! line was the queue itself, and the arrival that follows it then pays the map's bucket
+//! cold instead ("Tried and not kept: each key's queue in one allocation").
 //!
 //! Checks and waiters share a key: the head's reservation is in the key's state, so a
 //! check cannot take the cell the head waits for; a check gets a cell only if the queue
