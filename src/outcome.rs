@@ -112,6 +112,7 @@ impl Admitted {
     /// assert_eq!(limiter.check().unwrap().remaining(), 9);
     /// assert_eq!(limiter.check_n(9).unwrap().remaining(), 0);
     /// ```
+    #[inline]
     pub fn remaining(&self) -> u32 {
         self.gcra.remaining(self.written.tat, self.now)
     }
@@ -128,6 +129,7 @@ impl Admitted {
     /// let ok = limiter.check_n(3).unwrap();
     /// assert_eq!(ok.reset_after(), Duration::from_millis(300)); // 3 cells at 100 ms each
     /// ```
+    #[inline]
     pub fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.written.tat.saturating_sub(self.now))
     }

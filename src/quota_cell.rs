@@ -51,6 +51,7 @@ impl QuotaCell {
         Gcra::from_parts(interval, burst)
     }
 
+    #[inline]
     pub(crate) fn quota(&self) -> Quota {
         let (interval, burst) = self.load();
         // Both values were validated by `Quota` before they were stored.

@@ -591,6 +591,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert_eq!(limiter.quota().interval(), Duration::from_millis(200));
     /// assert_eq!(limiter.check("alice").unwrap().remaining(), 4);
     /// ```
+    #[inline]
     pub fn quota(&self) -> Quota {
         self.shared.quota.quota()
     }
