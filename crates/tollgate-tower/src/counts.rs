@@ -170,8 +170,10 @@ impl Counters {
 /// take the cold path.
 #[inline]
 fn owned_index() -> Option<usize> {
-    // `with` on a const thread-local without a destructor cannot fail, even in teardown.
-    let i = INDEX.with(Cell::get);
+    // `try_with`: on targets with native thread-locals a const one without a destructor is
+    // always there, and this compiles to the plain load; where thread-locals are emulated
+    // with OS keys it may be gone during teardown, and the thread then shares.
+    let i = INDEX.try_with(Cell::get).unwrap_or(SHARED);
     if i < OWNED {
         Some(i)
     } else {
@@ -189,8 +191,12 @@ fn first_or_shared(i: usize) -> Option<usize> {
     // Taking an index initialises `OWNER`, whose destructor gives it back; `try_with` fails
     // only while this thread's locals are torn down, and then the thread shares.
     let owned = OWNER.try_with(|o| o.0).ok().flatten();
-    INDEX.with(|c| c.set(owned.unwrap_or(SHARED)));
-    owned
+    // If `INDEX` is gone (emulated thread-locals, teardown), later counts read `SHARED`
+    // anyway; and then `owned`, if any, is never used again and goes back with `OWNER`.
+    match INDEX.try_with(|c| c.set(owned.unwrap_or(SHARED))) {
+        Ok(()) => owned,
+        Err(_) => None,
+    }
 }
 
 /// `INDEX` of a thread that has not counted yet.
@@ -236,7 +242,9 @@ impl Drop for StripeOwner {
         if let Some(i) = self.0 {
             // This thread's later counts (other locals' destructors) go to the shared
             // stripe: the index stops being its own before another thread can take it.
-            INDEX.with(|c| c.set(SHARED));
+            // (If `INDEX` is already gone, as it may be with emulated thread-locals, later
+            // counts of this thread read `SHARED` anyway: see `owned_index`.)
+            let _ = INDEX.try_with(|c| c.set(SHARED));
             // The mutex orders this thread's last store before the next owner's first load.
             FREE.lock().unwrap_or_else(|p| p.into_inner()).push(i);
         }
