@@ -140,8 +140,10 @@ impl Counters {
 #[cfg(not(tollgate_loom))]
 #[inline]
 fn owned_index() -> Option<usize> {
-    // `with` on a const, destructor-free thread-local cannot fail, even during teardown.
-    let i = INDEX.with(Cell::get);
+    // `try_with`: on targets with native thread-locals a const, destructor-free one is
+    // always there, and this compiles to the plain load; where thread-locals are emulated
+    // with OS keys it may be gone during teardown, and the thread then shares.
+    let i = INDEX.try_with(Cell::get).unwrap_or(SHARED);
     if i < OWNED {
         Some(i)
     } else {
@@ -160,8 +162,12 @@ fn first_or_shared(i: usize) -> Option<usize> {
     // Taking an index initialises `OWNER`, whose destructor gives it back; `try_with` fails
     // only while this thread's locals are being torn down: then the shared stripe.
     let owned = OWNER.try_with(|o| o.0).ok().flatten();
-    INDEX.with(|c| c.set(owned.unwrap_or(SHARED)));
-    owned
+    // If `INDEX` is gone (emulated thread-locals, teardown), later counts read `SHARED`
+    // anyway, and `owned`, if any, goes back with `OWNER`.
+    match INDEX.try_with(|c| c.set(owned.unwrap_or(SHARED))) {
+        Ok(()) => owned,
+        Err(_) => None,
+    }
 }
 
 /// Loom runs all model threads on one OS thread, so std thread-locals cannot tell them
@@ -223,7 +229,9 @@ impl Drop for StripeOwner {
         if let Some(i) = self.0 {
             // From here on this thread counts in the shared stripe: the index stops being its
             // own before another thread can take it.
-            INDEX.with(|c| c.set(SHARED));
+            // (If `INDEX` is already gone, as it may be with emulated thread-locals, later
+            // counts of this thread read `SHARED` anyway: see `owned_index`.)
+            let _ = INDEX.try_with(|c| c.set(SHARED));
             // The mutex orders this thread's last bump before the next owner's first.
             FREE_INDICES
                 .lock()
