@@ -79,6 +79,7 @@ mod quota_cell;
 mod seq;
 mod stack;
 mod stats;
+pub mod stripe;
 mod sync;
 mod table;
 mod time;

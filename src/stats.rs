@@ -1,20 +1,14 @@
 //! Admission counters striped per thread, and the [`Stats`] snapshot.
 //!
 //! Every check bumps a counter, so the counters must not add a shared write, or even a locked
-//! instruction, to the hot path. Each limiter has `OWNED` stripes, and each live thread owns
-//! at most one stripe index, process-wide (indices are handed back when a thread exits). The
-//! owner is a stripe's only writer, so it bumps with a plain load and store, not an atomic
-//! RMW. Threads beyond `OWNED`, and checks made while a thread's locals are being torn down,
-//! share one extra stripe and bump it with `fetch_add`. A snapshot sums the stripes.
-//!
-//! Handing an index from an exited thread to a new one goes through a mutex, so the new
-//! owner's first load sees the old owner's last store.
-
-#[cfg(not(tollgate_loom))]
-use std::cell::Cell;
+//! instruction, to the hot path. Each limiter has `OWNED` stripes and one shared stripe, and
+//! follows the protocol of `stripe.rs`: a thread that owns a stripe index is that stripe's
+//! only writer and bumps it with a plain load and store; the others share the extra stripe
+//! and bump it with `fetch_add`. A snapshot sums the stripes.
 
 use crossbeam_utils::CachePadded;
 
+use crate::stripe::{OWNED, owned_index};
 use crate::sync::{AtomicU64, Ordering};
 
 /// A snapshot of a limiter's counters and memory.
@@ -66,9 +60,6 @@ pub struct Stats {
     /// The most keys the limiter holds at once.
     pub capacity: usize,
 }
-
-/// Stripes with a single owning thread each.
-const OWNED: usize = 64;
 
 #[derive(Debug, Default)]
 struct Stripe {
@@ -129,115 +120,6 @@ impl Counters {
 
     pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of_val(&*self.stripes)
-    }
-}
-
-/// The stripe index this thread owns, if it owns one.
-///
-/// The hot path is one load of a constant-initialised thread-local with no destructor (no
-/// lazy-init or liveness check); the first count on a thread, and every count of a thread
-/// without an owned stripe, take the cold path.
-#[cfg(not(tollgate_loom))]
-#[inline]
-fn owned_index() -> Option<usize> {
-    // `try_with`: on targets with native thread-locals a const, destructor-free one is
-    // always there, and this compiles to the plain load; where thread-locals are emulated
-    // with OS keys it may be gone during teardown, and the thread then shares.
-    let i = INDEX.try_with(Cell::get).unwrap_or(SHARED);
-    if i < OWNED {
-        Some(i)
-    } else {
-        first_or_shared(i)
-    }
-}
-
-/// `owned_index` for a thread that has not counted yet (`UNSET`), or owns no stripe.
-#[cfg(not(tollgate_loom))]
-#[cold]
-#[inline(never)]
-fn first_or_shared(i: usize) -> Option<usize> {
-    if i != UNSET {
-        return None;
-    }
-    // Taking an index initialises `OWNER`, whose destructor gives it back; `try_with` fails
-    // only while this thread's locals are being torn down: then the shared stripe.
-    let owned = OWNER.try_with(|o| o.0).ok().flatten();
-    // If `INDEX` is gone (emulated thread-locals, teardown), later counts read `SHARED`
-    // anyway, and `owned`, if any, goes back with `OWNER`.
-    match INDEX.try_with(|c| c.set(owned.unwrap_or(SHARED))) {
-        Ok(()) => owned,
-        Err(_) => None,
-    }
-}
-
-/// Loom runs all model threads on one OS thread, so std thread-locals cannot tell them
-/// apart: every model thread shares the atomic stripe.
-#[cfg(tollgate_loom)]
-#[inline]
-fn owned_index() -> Option<usize> {
-    None
-}
-
-/// `INDEX` of a thread that has not counted yet.
-#[cfg(not(tollgate_loom))]
-const UNSET: usize = usize::MAX;
-/// `INDEX` of a thread that uses the shared stripe: beyond `OWNED` threads, or after its
-/// `OWNER` gave its index back.
-#[cfg(not(tollgate_loom))]
-const SHARED: usize = usize::MAX - 1;
-
-#[cfg(not(tollgate_loom))]
-thread_local! {
-    /// This thread's owned stripe index (`< OWNED`), or `UNSET` or `SHARED`: a copy of
-    /// `OWNER`'s, readable without touching `OWNER` (which has a destructor, so every access
-    /// to it checks its state).
-    static INDEX: Cell<usize> = const { Cell::new(UNSET) };
-    /// The ownership itself, handed back when the thread exits.
-    static OWNER: StripeOwner = StripeOwner::acquire();
-}
-
-/// Ownership of one stripe index for the life of a thread.
-#[cfg(not(tollgate_loom))]
-struct StripeOwner(Option<usize>);
-
-#[cfg(not(tollgate_loom))]
-static FREE_INDICES: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-#[cfg(not(tollgate_loom))]
-static NEXT_INDEX: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
-
-#[cfg(not(tollgate_loom))]
-impl StripeOwner {
-    fn acquire() -> StripeOwner {
-        let mut free = FREE_INDICES.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = free.pop() {
-            return StripeOwner(Some(i));
-        }
-        drop(free);
-        let mut next = NEXT_INDEX.lock().unwrap_or_else(|p| p.into_inner());
-        if *next < OWNED {
-            *next += 1;
-            StripeOwner(Some(*next - 1))
-        } else {
-            StripeOwner(None)
-        }
-    }
-}
-
-#[cfg(not(tollgate_loom))]
-impl Drop for StripeOwner {
-    fn drop(&mut self) {
-        if let Some(i) = self.0 {
-            // From here on this thread counts in the shared stripe: the index stops being its
-            // own before another thread can take it.
-            // (If `INDEX` is already gone, as it may be with emulated thread-locals, later
-            // counts of this thread read `SHARED` anyway: see `owned_index`.)
-            let _ = INDEX.try_with(|c| c.set(SHARED));
-            // The mutex orders this thread's last bump before the next owner's first.
-            FREE_INDICES
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(i);
-        }
     }
 }
 

@@ -4,30 +4,27 @@
 //! counter per outcome would be a cache line every core writes on every request, bouncing
 //! between them: the cost grows with the cores that serve, which is the wrong way round for
 //! a layer meant to cost nothing. So each outcome's counter is striped: [`OWNED`] sets of
-//! counters, each on its own cache line (`CachePadded`), plus one shared set. Each live
-//! thread owns at most one stripe index, process-wide, taken on its first count and given
-//! back when it exits (through a mutex, so that the next owner's first load sees the last
-//! owner's last store); the owner is the only writer of its stripe in every layer, so it
-//! bumps with a plain load and store, not an atomic read-modify-write (whose `lock` prefix
-//! was the costliest instruction of a counted request). Threads beyond [`OWNED`], and counts
-//! made while a thread's locals are torn down, share the last stripe and bump it with
+//! counters, each on its own cache line (`CachePadded`), plus one shared set, under the
+//! core's stripe-ownership protocol ([`tollgate::stripe`]): a thread that owns a stripe
+//! index is that stripe's only writer, in every layer, and bumps it with a plain load and
+//! store, not an atomic read-modify-write (whose `lock` prefix was the costliest instruction
+//! of a counted request); threads without one share the last stripe and bump it with
 //! `fetch_add`. A snapshot adds the stripes up.
 //!
 //! Why not derive `admitted` and `rejected` from the limiters' own [`Stats`](tollgate::Stats),
 //! which the core already keeps striped: they count checks, not requests. A request the
 //! layer's limit admits and a stacked limit refuses is one admission and one refusal there
 //! (the admission undone) and one `rejected` here; an allowlisted request is no check at
-//! all; dry run, delay mode and missing keys have no counterpart. The core's counters are
-//! not public, so the stripes are this crate's own.
+//! all; dry run, delay mode and missing keys have no counterpart. So the counters are this
+//! crate's own; the ownership protocol is the core's.
 //!
 //! Counters are relaxed: they publish no other memory, and a snapshot read while requests
 //! run may be a few requests behind on some counters and not on others.
 
-use std::cell::Cell;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
+use tollgate::stripe::{OWNED, owned_index};
 
 /// How many requests a [`RateLimitLayer`](crate::RateLimitLayer) (every clone of it and of
 /// its services) decided each way, since it was built. Each request counts once.
@@ -93,12 +90,6 @@ pub(crate) enum Outcome {
     Unavailable,
 }
 
-/// Stripes with one owning thread each (see the module docs); one more is shared. Enough
-/// for the threads of a server on a large machine; more threads than this share the last
-/// stripe (still correct, only an atomic increment again). 65 stripes of one 128-byte line
-/// each: about 8 KiB per layer.
-const OWNED: usize = 64;
-
 /// One stripe: a counter per [`Outcome`], indexed by `Outcome as usize`.
 type Stripe = [AtomicU64; OUTCOMES];
 
@@ -132,7 +123,7 @@ impl Counters {
         match owned_index() {
             Some(i) => {
                 let c = &self.stripes[i][outcome as usize];
-                // ordering: this thread is the stripe's only writer (module docs), so a
+                // ordering: this thread is the stripe's only writer (`tollgate::stripe`), so a
                 // plain load and store lose nothing; readers only add the values up.
                 c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
             }
@@ -160,93 +151,6 @@ impl Counters {
             missing_key_rejected: read(Outcome::MissingKeyRejected),
             missing_key_allowed: read(Outcome::MissingKeyAllowed),
             unavailable: read(Outcome::Unavailable),
-        }
-    }
-}
-
-/// The stripe index this thread owns, if it owns one: on the hot path, one load of a
-/// constant-initialised thread-local without a destructor (no lazy-init or liveness
-/// check). A thread's first count, and every count of a thread without a stripe of its own,
-/// take the cold path.
-#[inline]
-fn owned_index() -> Option<usize> {
-    // `try_with`: on targets with native thread-locals a const one without a destructor is
-    // always there, and this compiles to the plain load; where thread-locals are emulated
-    // with OS keys it may be gone during teardown, and the thread then shares.
-    let i = INDEX.try_with(Cell::get).unwrap_or(SHARED);
-    if i < OWNED {
-        Some(i)
-    } else {
-        first_or_shared(i)
-    }
-}
-
-/// [`owned_index`] for a thread that has not counted yet, or owns no stripe.
-#[cold]
-#[inline(never)]
-fn first_or_shared(i: usize) -> Option<usize> {
-    if i != UNSET {
-        return None;
-    }
-    // Taking an index initialises `OWNER`, whose destructor gives it back; `try_with` fails
-    // only while this thread's locals are torn down, and then the thread shares.
-    let owned = OWNER.try_with(|o| o.0).ok().flatten();
-    // If `INDEX` is gone (emulated thread-locals, teardown), later counts read `SHARED`
-    // anyway; and then `owned`, if any, is never used again and goes back with `OWNER`.
-    match INDEX.try_with(|c| c.set(owned.unwrap_or(SHARED))) {
-        Ok(()) => owned,
-        Err(_) => None,
-    }
-}
-
-/// `INDEX` of a thread that has not counted yet.
-const UNSET: usize = usize::MAX;
-/// `INDEX` of a thread that counts in the shared stripe.
-const SHARED: usize = usize::MAX - 1;
-
-thread_local! {
-    /// This thread's stripe index (`< OWNED`), or `UNSET` or `SHARED`: a copy of `OWNER`'s
-    /// that reads without the state check a thread-local with a destructor needs.
-    static INDEX: Cell<usize> = const { Cell::new(UNSET) };
-    /// The ownership of the index, given back when the thread exits.
-    static OWNER: StripeOwner = StripeOwner::take();
-}
-
-/// Indices given back by threads that exited, for the next threads to take.
-static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-/// The next index never handed out.
-static NEXT: Mutex<usize> = Mutex::new(0);
-
-/// A thread's ownership of one stripe index, for its life (`None`: it shares).
-struct StripeOwner(Option<usize>);
-
-impl StripeOwner {
-    fn take() -> StripeOwner {
-        let mut free = FREE.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = free.pop() {
-            return StripeOwner(Some(i));
-        }
-        drop(free);
-        let mut next = NEXT.lock().unwrap_or_else(|p| p.into_inner());
-        if *next < OWNED {
-            *next += 1;
-            StripeOwner(Some(*next - 1))
-        } else {
-            StripeOwner(None)
-        }
-    }
-}
-
-impl Drop for StripeOwner {
-    fn drop(&mut self) {
-        if let Some(i) = self.0 {
-            // This thread's later counts (other locals' destructors) go to the shared
-            // stripe: the index stops being its own before another thread can take it.
-            // (If `INDEX` is already gone, as it may be with emulated thread-locals, later
-            // counts of this thread read `SHARED` anyway: see `owned_index`.)
-            let _ = INDEX.try_with(|c| c.set(SHARED));
-            // The mutex orders this thread's last store before the next owner's first load.
-            FREE.lock().unwrap_or_else(|p| p.into_inner()).push(i);
         }
     }
 }
