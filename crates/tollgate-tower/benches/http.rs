@@ -45,7 +45,11 @@
 //!   `x-ratelimit-remaining` on every success, the peer of tollgate-tower's default);
 //!   `ideal`, the floor: the cheapest correct per-client limiter as a tower layer (the same
 //!   key, a GCRA CAS on an `AtomicU64` in a preallocated array indexed by a hash of the
-//!   address, `Instant`, a 429 on refusal; see `http/ideal.rs`).
+//!   address, `Instant`, a 429 on refusal; see `http/ideal.rs`); two floors for the rows that
+//!   miss: `no limiter, two fixed fields` (both IETF fields inserted with fixed values from
+//!   static bytes: what writing the fields costs any layer, before deciding anything) and
+//!   `tollgate-tower, fields off, TSC clock` (the fields-off layer on a limiter that reads
+//!   quanta's TSC clock, the clock tower_governor reads, in place of the core's `Instant`).
 //!
 //! Each round measures every subject in turn (the order rotates from round to round), for
 //! each mix: connect, warm up, then count responses over a fixed window. Reported per subject
@@ -69,7 +73,7 @@
 //! (`TOLLGATE_BENCH_SERVER_NS=ns` then stands in for the no-limiter server's CPU per request
 //! in the last column); `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices, e.g. `1,0,2` for
 //! 10,000 clients, bare handler, fields off; mix 2 is *keys live*, subject 4 tower_governor
-//! with its headers, 5 the ideal) only calls that one stack in process, for
+//! with its headers, 5 the ideal, 6 the fixed fields, 7 the TSC clock) only calls that one stack in process, for
 //! `perf record`, on `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at
 //! its own place in the pool of clients), to see what cores sharing the layer cost.
 
@@ -83,7 +87,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use http::{Request, Response};
+use http::{HeaderName, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -91,6 +95,7 @@ use ideal::{IdealKey, IdealLayer};
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, Quota};
 use tollgate_tower::{ClientIp, KeyExtractor, PeerIp, RateLimitLayer};
+use tower::util::MapResponseLayer;
 use tower::{Layer, Service, ServiceBuilder, service_fn};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
@@ -264,13 +269,15 @@ impl Mix {
     }
 }
 
-const SUBJECTS: [&str; 6] = [
+const SUBJECTS: [&str; 8] = [
     "none",
     "tollgate-tower",
     "tollgate-tower, fields off",
     "tower_governor",
     "tower_governor, headers on",
     "ideal (hash-indexed GCRA cell, no fields)",
+    "no limiter, two fixed fields",
+    "tollgate-tower, fields off, TSC clock",
 ];
 
 /// The handler: `200 hello`, with no header of its own (`TYPED = false`, the original
@@ -559,8 +566,61 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
             let q = quota(mix);
             sink.run(IdealLayer::new(key, q.interval(), q.burst()).layer(app))
         }
-        _ => unreachable!("six subjects"),
+        // The fields' own cost, what any limiter that writes them pays on top of its
+        // decision: no limiter, and both IETF fields with fixed values from static bytes
+        // (no allocation for the values, where a limiter must build `RateLimit` per request).
+        (6, _) => sink.run(MapResponseLayer::new(fixed_fields).layer(app)),
+        // The clock's share of the one-client gap: fields off, with the TSC clock that
+        // tower_governor reads (quanta) in place of the core's `Instant`.
+        (7, false) => sink.run(tsc_layer(mix, PeerIp::new()).layer(app)),
+        (7, true) => sink.run(tsc_layer(mix, client_ip()).layer(app)),
+        _ => unreachable!("eight subjects"),
     }
+}
+
+/// Subject 6's fields: the values tollgate-tower would write for this quota, fixed.
+fn fixed_fields(mut response: Response<Body>) -> Response<Body> {
+    let headers = response.headers_mut();
+    headers.insert(
+        HeaderName::from_static("ratelimit-policy"),
+        HeaderValue::from_static("\"default\";q=1000000;w=1"),
+    );
+    headers.insert(
+        HeaderName::from_static("ratelimit"),
+        HeaderValue::from_static("\"default\";r=999999;t=1"),
+    );
+    response
+}
+
+/// A TSC clock (quanta, the clock governor reads), as a tollgate `Clock`: a raw counter
+/// read scaled to nanoseconds since the clock was made. It is not the core's default: a raw
+/// TSC is not guaranteed to agree across cores or to run at real time's rate on every
+/// machine (`MonotonicClock`'s docs); here it shows how much of a limiter's cost is the
+/// clock read.
+#[derive(Debug)]
+struct TscClock {
+    clock: quanta::Clock,
+    origin: u64,
+}
+
+impl TscClock {
+    fn new() -> TscClock {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        TscClock { clock, origin }
+    }
+}
+
+impl tollgate::Clock for TscClock {
+    fn now(&self) -> tollgate::Timestamp {
+        tollgate::Timestamp::from_nanos(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
+    }
+}
+
+/// Subject 7: fields off, on a [`TscClock`].
+fn tsc_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
+    let limiter = Limiter::builder(quota(mix)).clock(TscClock::new()).build();
+    RateLimitLayer::builder(limiter, key).headers(false).build()
 }
 
 /// This thread's CPU time so far, in nanoseconds, from its CPU-time clock: exact, where

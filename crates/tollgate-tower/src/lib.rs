@@ -107,6 +107,45 @@
 //! * `axum`: the peer address from axum's `ConnectInfo<SocketAddr>` (axum without its
 //!   default features but with `tokio`, the feature under which axum defines
 //!   `ConnectInfo`).
+//!
+//! # Speed
+//!
+//! On the repository's 2-core test machine a hello-world hyper server spends about 9–12 µs
+//! of CPU per request; the layer adds about 90 ns to that with the fields off and about
+//! 270 ns with them on (one client; `BENCHMARKS.md` in the repository has every figure and
+//! the command). Most of what the fields cost is the `http` crate's header map, which any
+//! layer that writes two fields pays (about 115 ns for two fixed values, no limiter).
+//!
+//! The clock is the next largest item: the core reads `std::time::Instant` (about 30 ns
+//! here), which is monotonic everywhere. Where a TSC clock is safe (an invariant TSC, as on
+//! current x86-64 servers; [quanta](https://docs.rs/quanta) falls back to the OS clock
+//! where it is not), it reads in about 10 ns, and a limiter built with it through
+//! [`RateLimitLayer::builder`] saves the difference on every request:
+//!
+//! ```
+//! use tollgate::{Clock, Limiter, Quota, Timestamp};
+//! use tollgate_tower::{PeerIp, RateLimitLayer};
+//!
+//! /// quanta's clock as a tollgate `Clock`: nanoseconds since it was made.
+//! #[derive(Debug)]
+//! struct Tsc(quanta::Clock, u64);
+//!
+//! impl Clock for Tsc {
+//!     fn now(&self) -> Timestamp {
+//!         Timestamp::from_nanos(self.0.delta_as_nanos(self.1, self.0.raw()))
+//!     }
+//! }
+//!
+//! let clock = quanta::Clock::new();
+//! let origin = clock.raw();
+//! let limiter = Limiter::builder(Quota::per_second(10)).clock(Tsc(clock, origin)).build();
+//! let layer = RateLimitLayer::builder(limiter, PeerIp::new()).build();
+//! # let _ = layer;
+//! ```
+//!
+//! A limiter on a custom clock waits (delay mode) on tollgate's timer for as long as its
+//! clock says is left, exact for a clock that runs at real time's rate
+//! ([`tollgate::Clock`]).
 
 #![warn(
     missing_docs,
