@@ -264,12 +264,19 @@ async fn the_fast_path_costs_about_one_round_trip_per_interval() {
             trips as f64 * 1_000.0 / checks as f64
         );
         if name == "fast path" {
-            // 25 intervals in 500 ms: one round trip per admission. A probe reaches the
-            // server early (and is refused there) only if its latency beats the fastest one
-            // seen by more than the bound's aging (`offset.rs`): rare. Before the tight
-            // bound, about a third of the intervals cost a second trip.
+            // 25 intervals in 500 ms: one round trip per admission, plus the probes that
+            // reach the server early and are refused there. A probe is early when its
+            // latency is below the bound's slack: the fastest recent latency plus the
+            // bound's aging (`offset.rs`, 1,000 ppm: 20 µs per interval here). On a quiet
+            // machine, where loopback latency barely varies, that aging alone makes a
+            // probe early in 5–40 % of the intervals (30–35 trips for 25 admissions in
+            // twelve quiet runs; 26–28 for 23–24 with both cores busy). A second early
+            // probe in one interval is rare: the first one's reply is a fresh sample,
+            // unaged, from a latency that beat the slack, so it tightens the bound below
+            // the latency just seen. So at most about two trips an interval; the path
+            // without the fast path makes one per check (over 100,000 here).
             assert!(
-                trips <= ok + ok / 4 + 2,
+                trips <= 2 * ok + 2,
                 "{trips} round trips for {ok} admissions"
             );
             // The bound b + floor(W/T) = 1 + 25 caps admissions; how many come below it
