@@ -22,6 +22,9 @@ use crate::stack::Extra;
 
 /// What to do with a request whose key cannot be found (no peer address, no API key).
 ///
+/// The third choice, limiting such a request by another key (its peer address, say), is
+/// made where the key is: [`KeyExtractor::or`](crate::KeyExtractor::or).
+///
 /// # Examples
 ///
 /// ```

@@ -9,6 +9,7 @@ use std::str::FromStr;
 
 use http::HeaderValue;
 
+use crate::fallback::Or;
 use crate::forwarded::ForwardedHeader;
 use http::header::HeaderName;
 use http::request::Parts;
@@ -38,6 +39,28 @@ pub trait KeyExtractor: Send + Sync + 'static {
 
     /// The request's key, or `None` if it has none.
     fn extract(&self, parts: &Parts) -> Option<Self::Key>;
+
+    /// This source's key, or for a request that has none, `fallback`'s: an API key, else the
+    /// peer address, is `HeaderKey::new(name).or(PeerIp::new())`. A request that neither
+    /// source finds a key in gets the layer's [`MissingKey`](crate::MissingKey) policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{HeaderKey, KeyExtractor, PeerIp, RateLimitLayer};
+    ///
+    /// let by_key_or_peer = HeaderKey::new(http::HeaderName::from_static("x-api-key"))
+    ///     .or(PeerIp::new());
+    /// let layer = RateLimitLayer::new(Quota::per_second(10), by_key_or_peer);
+    /// # let _ = layer;
+    /// ```
+    fn or<B: KeyExtractor>(self, fallback: B) -> Or<Self, B>
+    where
+        Self: Sized,
+    {
+        Or::new(self, fallback)
+    }
 }
 
 impl<F, K> KeyExtractor for F

@@ -18,7 +18,8 @@
 //!   `q=29;w=1`, see [`Builder::headers`]) and `RateLimit: "default";r=3;t=1` (cells left, and seconds until the burst is back in
 //!   full).
 //! * **No key** (no peer address, no API key header): `400 Bad Request` by default, or let
-//!   through ([`MissingKey`]); never a 500.
+//!   through ([`MissingKey`]), or limited by another key source instead
+//!   ([`KeyExtractor::or`]: an API key, else the peer address); never a 500.
 //! * **Tiers**: [`Builder::quota_for`] picks a quota per request (per route, method, API
 //!   tier), checked with [`tollgate::Limiter::check_with`] in the one limiter.
 //! * **Delay mode**: [`Builder::delay`] queues a request up to a bound (nginx's `burst` with
@@ -165,6 +166,7 @@ mod counts;
 mod decide;
 mod delay;
 mod dry_run;
+mod fallback;
 mod fields;
 mod forwarded;
 mod future;
@@ -178,6 +180,7 @@ mod stack;
 pub use builder::{Builder, MissingKey};
 pub use counts::Counts;
 pub use dry_run::{DryRun, DryRunRefusal};
+pub use fallback::{KeyOr, Or};
 pub use forwarded::ForwardedHeader;
 pub use future::ResponseFuture;
 pub use key::{

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use http::{HeaderMap, StatusCode};
 use tollgate::{Limiter, ManualClock, Quota};
 use tollgate_tower::{
-    ClientIp, ForwardedHeader, Global, HeaderKey, MissingKey, PeerIp, RateLimitLayer,
+    ClientIp, ForwardedHeader, Global, HeaderKey, KeyExtractor, MissingKey, PeerIp, RateLimitLayer,
 };
 
 use crate::common::*;
@@ -172,6 +172,38 @@ async fn the_missing_key_policy() {
     };
     let addr = serve(RateLimitLayer::new(Quota::per_minute(1), custom)).await;
     assert_eq!(get_once(addr, &[]).await.0, StatusCode::BAD_REQUEST);
+}
+
+/// The missing-key policy's third choice: a request without an API key is limited by its
+/// peer address, apart from every API key (even one spelled like that address).
+#[tokio::test]
+async fn a_request_without_a_key_falls_back_to_its_peer_address() {
+    let key = HeaderKey::new(http::HeaderName::from_static("x-api-key")).or(PeerIp::new());
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Quota::per_minute(1)).clock(clock).build();
+    let layer = RateLimitLayer::builder(limiter, key).build();
+    let addr = serve(layer.clone()).await;
+
+    // No key: limited by the peer address (127.0.0.1), once per minute.
+    assert_eq!(get_once(addr, &[]).await.0, StatusCode::OK);
+    let (status, h) = get_once(addr, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 60);
+    // Another peer without a key is another client.
+    let elsewhere = [("x-test-peer", &b"192.0.2.9:1"[..])];
+    assert_eq!(get_once(addr, &elsewhere).await.0, StatusCode::OK);
+    // An API key, even one spelled as the refused address, has a limit of its own.
+    for api_key in [&b"k1"[..], b"127.0.0.1"] {
+        assert_eq!(
+            get_once(addr, &[("x-api-key", api_key)]).await.0,
+            StatusCode::OK
+        );
+        let refused = get_once(addr, &[("x-api-key", api_key)]).await.0;
+        assert_eq!(refused, StatusCode::TOO_MANY_REQUESTS);
+    }
+    let counts = layer.counts();
+    assert_eq!((counts.admitted, counts.rejected), (4, 3));
+    assert_eq!(counts.missing_key_rejected + counts.missing_key_allowed, 0);
 }
 
 /// Sends each `Forwarded` value (one field, or several fields where split by `|`) on a
