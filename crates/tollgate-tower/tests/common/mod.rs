@@ -16,7 +16,8 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, ManualClock, Quota};
@@ -61,6 +62,53 @@ pub(crate) fn serve_on<L: Layer<HelloService, Service: Served>>(
         }
     });
     addr
+}
+
+/// As [`serve`], over HTTP/2 (as gRPC needs).
+pub(crate) async fn serve_h2<L: Layer<HelloService, Service: Served>>(layer: L) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = layer.layer(boxed_hello());
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let svc = with_peer(svc.clone(), peer);
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
+            );
+        }
+    });
+    addr
+}
+
+/// An HTTP/2 client connection, for gRPC calls.
+pub(crate) async fn connect_h2(addr: SocketAddr) -> http2::SendRequest<Body> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (client, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// A unary gRPC call (an empty message) with `headers` on `client`: the response, its body
+/// unread.
+pub(crate) async fn grpc_call(
+    client: &mut http2::SendRequest<Body>,
+    headers: &[(&str, &[u8])],
+) -> Response<Incoming> {
+    let mut req = Request::post("http://test/pkg.Service/Method")
+        .header("content-type", "application/grpc+proto")
+        .header("te", "trailers");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(Full::new(Bytes::from_static(b"\0\0\0\0\0")))
+        .unwrap();
+    client.ready().await.unwrap();
+    client.send_request(req).await.unwrap()
 }
 
 /// A service that hyper can serve, one clone per connection.
