@@ -7,6 +7,7 @@
 
 mod fields;
 
+#[allow(unused_imports)] // not every test file reads the fields
 pub(crate) use fields::*;
 
 use std::convert::Infallible;
