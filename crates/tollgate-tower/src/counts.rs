@@ -89,12 +89,12 @@ use tollgate::stripe::{OWNED, owned_index};
 /// let lax = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(10)), api_key())
 ///     .on_missing_key(MissingKey::Allow)
 ///     .build();
-/// // One request per 100 ms, no burst; waits of up to a second.
+/// // One request per 500 ms, no burst; waits of up to two seconds.
 /// let delayed = RateLimitLayer::builder(
-///     Limiter::keyed(Quota::with_period(Duration::from_millis(100))),
+///     Limiter::keyed(Quota::with_period(Duration::from_millis(500))),
 ///     Global,
 /// )
-/// .delay(Duration::from_secs(1))
+/// .delay(Duration::from_secs(2))
 /// .build();
 ///
 /// futures_executor::block_on(async {

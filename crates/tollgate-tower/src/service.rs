@@ -52,12 +52,13 @@ use crate::refusal::is_grpc;
 /// let hello = service_fn(|_: http::Request<()>| async {
 ///     Ok::<_, Infallible>(http::Response::new(String::new()))
 /// });
-/// // One request per 100 ms, no burst; a wait of up to a second is allowed.
+/// // One request per 500 ms, no burst (long enough that the second request surely finds
+/// // the cell taken); a wait of up to two seconds is allowed.
 /// let layer = RateLimitLayer::builder(
-///     tollgate::Limiter::keyed(Quota::with_period(Duration::from_millis(100))),
+///     tollgate::Limiter::keyed(Quota::with_period(Duration::from_millis(500))),
 ///     Global,
 /// )
-/// .delay(Duration::from_secs(1))
+/// .delay(Duration::from_secs(2))
 /// .build();
 /// let svc: RateLimit<_, Global, Delay> = layer.layer(hello);
 /// futures_executor::block_on(async {
