@@ -12,9 +12,11 @@
 //!   cannot be shared by a botnet, and anonymous requests are limited too. A refusal by
 //!   either limit costs the other nothing.
 //!
-//! `--serve-for SECONDS` stops it after that long.
+//! `--serve-for SECONDS` stops it after that long (for smoke runs); it prints the layer's
+//! counts when it stops. `--help` prints the usage.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use axum::Router;
@@ -22,19 +24,51 @@ use axum::routing::get;
 use tollgate::{Limiter, Quota};
 use tollgate_tower::{HeaderKey, MissingKey, PeerIp, RateLimitLayer};
 
-#[tokio::main]
-async fn main() {
-    let mut listen: SocketAddr = "127.0.0.1:3000".parse().unwrap();
+const USAGE: &str = "usage: axum [--listen ADDR] [--serve-for SECONDS]";
+
+/// What the command line asks for.
+enum Command {
+    Serve {
+        listen: SocketAddr,
+        serve_for: Option<Duration>,
+    },
+    Help,
+}
+
+fn parse_args() -> Result<Command, String> {
+    let mut listen = SocketAddr::from(([127, 0, 0, 1], 3000));
     let mut serve_for = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args.next().expect("every flag takes a value");
+        let mut value = || args.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
         match flag.as_str() {
-            "--listen" => listen = value.parse().expect("--listen ADDR"),
-            "--serve-for" => serve_for = Some(Duration::from_secs(value.parse().expect("seconds"))),
-            other => panic!("unknown flag {other}; flags: --listen ADDR --serve-for SECONDS"),
+            "--listen" => listen = value()?.parse().map_err(|e| format!("--listen: {e}"))?,
+            "--serve-for" => {
+                let secs: f64 = value()?.parse().map_err(|e| format!("--serve-for: {e}"))?;
+                serve_for = Some(
+                    Duration::try_from_secs_f64(secs).map_err(|e| format!("--serve-for: {e}"))?,
+                );
+            }
+            "-h" | "--help" => return Ok(Command::Help),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
+    Ok(Command::Serve { listen, serve_for })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let (listen, serve_for) = match parse_args() {
+        Ok(Command::Serve { listen, serve_for }) => (listen, serve_for),
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
 
     let layer = RateLimitLayer::builder(
         Limiter::keyed(Quota::per_second(2)),
@@ -53,20 +87,35 @@ async fn main() {
     )
     .build();
 
+    let counted = layer.clone();
     let app = Router::new()
         .route("/", get(|| async { "hello\n" }))
         .layer(layer);
 
-    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     println!("listening on {}", listener.local_addr().unwrap());
     let server = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     );
-    match serve_for {
-        Some(d) => {
-            let _ = tokio::time::timeout(d, server).await;
-        }
-        None => server.await.unwrap(),
+    let served = match serve_for {
+        Some(d) => tokio::time::timeout(d, server).await.unwrap_or(Ok(())),
+        None => server.await,
+    };
+    if let Err(e) = served {
+        eprintln!("serve: {e}");
+        return ExitCode::FAILURE;
     }
+    let counts = counted.counts();
+    println!(
+        "stopped: {} admitted, {} refused, {} anonymous",
+        counts.admitted, counts.rejected, counts.missing_key_allowed
+    );
+    ExitCode::SUCCESS
 }

@@ -10,7 +10,7 @@
 //! Behind proxies, name them with `--trusted-proxy CIDR` (repeatable): the client is then
 //! the first address of `X-Forwarded-For`, from the right, that is not a trusted proxy.
 //! `--serve-for SECONDS` stops the server after that long (for smoke runs); it prints the
-//! limiter's counts when it stops.
+//! limiter's counts when it stops. `--help` prints the usage.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -38,7 +38,13 @@ struct Args {
 const USAGE: &str = "usage: server --listen ADDR --rate N --burst B \
                      [--trusted-proxy CIDR]... [--serve-for SECONDS]";
 
-fn parse_args() -> Result<Args, String> {
+/// What the command line asks for.
+enum Command {
+    Serve(Args),
+    Help,
+}
+
+fn parse_args() -> Result<Command, String> {
     let mut listen = None;
     let mut rate = None;
     let mut burst = None;
@@ -46,29 +52,34 @@ fn parse_args() -> Result<Args, String> {
     let mut serve_for = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        let mut value = || args.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
         match flag.as_str() {
             "--listen" => listen = Some(value()?.parse().map_err(|e| format!("--listen: {e}"))?),
             "--rate" => rate = Some(value()?.parse().map_err(|e| format!("--rate: {e}"))?),
             "--burst" => burst = Some(value()?.parse().map_err(|e| format!("--burst: {e}"))?),
-            "--trusted-proxy" => trusted.push(value()?.parse().map_err(|e| format!("{e}"))?),
+            "--trusted-proxy" => trusted.push(
+                value()?
+                    .parse()
+                    .map_err(|e| format!("--trusted-proxy: {e}"))?,
+            ),
             "--serve-for" => {
                 let secs: f64 = value()?.parse().map_err(|e| format!("--serve-for: {e}"))?;
                 serve_for = Some(
                     Duration::try_from_secs_f64(secs).map_err(|e| format!("--serve-for: {e}"))?,
                 );
             }
-            "-h" | "--help" => return Err(USAGE.into()),
+            "-h" | "--help" => return Ok(Command::Help),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
-    Ok(Args {
-        listen: listen.ok_or("--listen is required")?,
-        rate: rate.ok_or("--rate is required")?,
-        burst: burst.ok_or("--burst is required")?,
+    let required = |flag: &str| format!("{flag} is required\n{USAGE}");
+    Ok(Command::Serve(Args {
+        listen: listen.ok_or_else(|| required("--listen"))?,
+        rate: rate.ok_or_else(|| required("--rate"))?,
+        burst: burst.ok_or_else(|| required("--burst"))?,
         trusted,
         serve_for,
-    })
+    }))
 }
 
 async fn hello(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
@@ -83,7 +94,11 @@ async fn hello(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallib
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = match parse_args() {
-        Ok(args) => args,
+        Ok(Command::Serve(args)) => args,
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
@@ -126,6 +141,8 @@ async fn main() -> ExitCode {
                 Ok(conn) => conn,
                 Err(e) => {
                     eprintln!("accept: {e}");
+                    // Out of file descriptors, say: retrying at once would spin.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },

@@ -52,6 +52,71 @@ use tollgate::stripe::{OWNED, owned_index};
 /// let counts = layer.counts();
 /// assert_eq!((counts.admitted, counts.rejected), (1, 1));
 /// ```
+///
+/// The other outcomes: an allowlisted key, a request without a key (refused, or let
+/// through), a new key that a full table has no room for, and, in delay mode, a request that
+/// waited for its turn.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::time::Duration;
+/// use tollgate::{FullPolicy, Limiter, Quota};
+/// use tollgate_tower::{Global, HeaderKey, MissingKey, RateLimitLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// let hello = service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::new()))
+/// });
+/// let with_key = |key: Option<&str>| {
+///     let mut req = http::Request::builder();
+///     if let Some(key) = key {
+///         req = req.header("x-api-key", key);
+///     }
+///     req.body(()).unwrap()
+/// };
+/// let api_key = || HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+///
+/// // Room for one key; "ops" is allowlisted; no key, no entry (the default).
+/// let one_key = Limiter::builder(Quota::per_minute(10))
+///     .shards(1)
+///     .capacity(1)
+///     .full_policy(FullPolicy::RefuseNewKeys)
+///     .build();
+/// let strict = RateLimitLayer::builder(one_key, api_key())
+///     .allow_keys([http::HeaderValue::from_static("ops")])
+///     .build();
+/// // No key: let through.
+/// let lax = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(10)), api_key())
+///     .on_missing_key(MissingKey::Allow)
+///     .build();
+/// // One request per 500 ms, no burst; waits of up to two seconds.
+/// let delayed = RateLimitLayer::builder(
+///     Limiter::keyed(Quota::with_period(Duration::from_millis(500))),
+///     Global,
+/// )
+/// .delay(Duration::from_secs(2))
+/// .build();
+///
+/// futures_executor::block_on(async {
+///     let svc = strict.layer(hello.clone());
+///     for (key, status) in [(Some("alice"), 200), (Some("bob"), 503), (Some("ops"), 200), (None, 400)] {
+///         assert_eq!(svc.clone().oneshot(with_key(key)).await.unwrap().status(), status);
+///     }
+///     let svc = lax.layer(hello.clone());
+///     assert_eq!(svc.oneshot(with_key(None)).await.unwrap().status(), 200);
+///     let svc = delayed.layer(hello);
+///     for _ in 0..2 {
+///         assert_eq!(svc.clone().oneshot(with_key(None)).await.unwrap().status(), 200);
+///     }
+/// });
+/// let counts = strict.counts();
+/// assert_eq!(
+///     (counts.admitted, counts.unavailable, counts.allowlisted, counts.missing_key_rejected),
+///     (1, 1, 1, 1)
+/// );
+/// assert_eq!(lax.counts().missing_key_allowed, 1);
+/// assert_eq!((delayed.counts().admitted, delayed.counts().delayed), (1, 1));
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counts {

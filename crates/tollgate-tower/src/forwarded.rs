@@ -36,6 +36,25 @@ use http::header::{FORWARDED, HeaderName};
 pub enum ForwardedHeader {
     /// `X-Forwarded-For: client, proxy1, proxy2` (the default). Several fields are read as
     /// one list, in order.
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use tollgate_tower::{ClientIp, ForwardedHeader};
+    ///
+    /// let client_ip = ClientIp::trusting(["10.0.0.0/8"])
+    ///     .unwrap()
+    ///     .header(ForwardedHeader::XForwardedFor);
+    /// // The client wrote `6.6.6.6`; the first proxy appended the client's address, the
+    /// // second (the peer) the first proxy's.
+    /// let mut req = http::Request::get("/")
+    ///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.9")
+    ///     .header("x-forwarded-for", "10.0.0.5")
+    ///     .body(())
+    ///     .unwrap();
+    /// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(client_ip.client_addr(&parts), Some("203.0.113.9".parse::<IpAddr>().unwrap()));
+    /// ```
     #[default]
     XForwardedFor,
     /// RFC 7239 `Forwarded: for=client;proto=https, for="[2001:db8::1]:4711"`: the `for=`

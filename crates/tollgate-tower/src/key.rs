@@ -569,6 +569,18 @@ impl FromStr for Cidr {
     }
 }
 
+/// The range in its normal form: the network address (host bits cleared) and the prefix,
+/// an IPv4-mapped range as the IPv4 range it maps, one address with its full prefix.
+///
+/// ```
+/// use tollgate_tower::Cidr;
+///
+/// let show = |text: &str| text.parse::<Cidr>().unwrap().to_string();
+/// assert_eq!(show("10.1.2.3/8"), "10.0.0.0/8");
+/// assert_eq!(show("::ffff:10.1.2.3/112"), "10.1.0.0/16");
+/// assert_eq!(show("2001:db8:1:2:3::/48"), "2001:db8:1::/48");
+/// assert_eq!(show("192.0.2.7"), "192.0.2.7/32");
+/// ```
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.addr, self.prefix)

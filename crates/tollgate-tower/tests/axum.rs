@@ -1,6 +1,8 @@
 //! The layer in an axum `Router` served by `axum::serve` with `ConnectInfo`, asked by a real
 //! HTTP client: the peer address comes from axum's `ConnectInfo<SocketAddr>`.
 
+mod common;
+
 use std::net::SocketAddr;
 
 use axum::Router;
@@ -11,6 +13,8 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tollgate::{Limiter, ManualClock, Quota};
 use tollgate_tower::{HeaderKey, MissingKey, PeerIp, RateLimitLayer};
+
+use crate::common::{Bare, parse_list, policy, retry_after};
 
 async fn get_status(addr: SocketAddr, api_key: Option<&str>) -> (StatusCode, http::HeaderMap) {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -70,22 +74,22 @@ async fn axum_connect_info_tiers_and_a_stacked_per_ip_limit() {
     assert_eq!(get_status(addr, Some("free-1")).await.0, StatusCode::OK);
     let (status, h) = get_status(addr, Some("free-1")).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(h["ratelimit-policy"], "\"per-key\";q=1;w=60");
+    assert_eq!(policy(&h), ("per-key".into(), 1, 60));
     // The paid key: 3 a minute, but the per-IP limit (4, one used) ends it at 3 more.
     for _ in 0..3 {
         let (status, h) = get_status(addr, Some("paid-1")).await;
         assert_eq!(status, StatusCode::OK);
-        assert!(
-            h["ratelimit-policy"]
-                .to_str()
-                .unwrap()
-                .contains("\"per-ip\";q=4;w=60")
-        );
+        let policies: Vec<_> = parse_list(&h, "ratelimit-policy")
+            .iter()
+            .map(|i| (i.value.clone(), i.int("q"), i.int("w")))
+            .collect();
+        let s = |n: &str| Bare::Str(n.into());
+        assert_eq!(policies, [(s("per-key"), 3, 60), (s("per-ip"), 4, 60)]);
     }
     // Anonymous: not limited per key, but the IP's 4 are used (the refused free-key
     // request cost the IP nothing).
     let (status, h) = get_status(addr, None).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(h["ratelimit-policy"], "\"per-ip\";q=4;w=60");
-    assert_eq!(h["retry-after"], "15");
+    assert_eq!(policy(&h), ("per-ip".into(), 4, 60));
+    assert_eq!(retry_after(&h), 15);
 }

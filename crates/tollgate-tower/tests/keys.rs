@@ -133,6 +133,76 @@ async fn ipv6_clients_are_keyed_by_their_64() {
     assert_eq!(get_once(addr, &peer("192.0.2.1:2")).await.0, 429);
 }
 
+/// The hello service, telling in `x-seen-peer` the peer address the layer was given.
+fn peer_echo() -> HelloService {
+    tower::util::BoxCloneSyncService::new(tower::service_fn(
+        |req: http::Request<hyper::body::Incoming>| async move {
+            let mut res = http::Response::new(Body::from("hello"));
+            if let Some(peer) = req.extensions().get::<SocketAddr>() {
+                let seen = http::HeaderValue::from_str(&peer.to_string()).unwrap();
+                res.headers_mut().insert("x-seen-peer", seen);
+            }
+            Ok::<_, std::convert::Infallible>(res)
+        },
+    ))
+}
+
+/// The peer address the server saw, from `x-seen-peer`.
+fn seen_peer(h: &HeaderMap) -> SocketAddr {
+    h["x-seen-peer"].to_str().unwrap().parse().unwrap()
+}
+
+/// Over real sockets, no stand-in header: an IPv4 client reaching a dual-stack listener
+/// arrives as an IPv4-mapped IPv6 peer (`::ffff:127.0.0.1`), and is keyed, and limited, as
+/// the IPv4 address it is; `::1` is another client.
+#[tokio::test]
+async fn a_mapped_peer_on_a_dual_stack_socket_is_its_ipv4_client() {
+    let dual = match tokio::net::TcpListener::bind("[::]:0").await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("skipped: this machine refuses IPv6 sockets ([::]:0: {e})");
+            return;
+        }
+    };
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let layer = RateLimitLayer::builder(limiter.clone(), PeerIp::new()).build();
+    let dual = serve_on(dual, layer.clone(), peer_echo());
+    let v4_only = serve_over(layer.clone(), peer_echo()).await;
+    let via_v4 = SocketAddr::from(([127, 0, 0, 1], dual.port()));
+
+    let (status, h) = get_once(via_v4, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let seen = seen_peer(&h);
+    assert_eq!(
+        seen.ip(),
+        "::ffff:127.0.0.1".parse::<std::net::IpAddr>().unwrap(),
+        "the peer is mapped (if not, this socket is not dual-stack and the test proves nothing)"
+    );
+    // The burst of 1 is spent: refused again from the mapped peer...
+    let (status, h) = get_once(via_v4, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&h), 60);
+    // ... and from the same client over an IPv4 socket, whose peer is plain 127.0.0.1.
+    let (status, _) = get_once(v4_only, &[]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    // One key, the IPv4 one: a peek at it sees the spent burst.
+    let v4: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    assert!(limiter.peek(&v4).is_err());
+    assert_eq!(limiter.stats().admitted, 1);
+
+    // `::1` is another client, with a burst of its own.
+    let via_v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, dual.port()));
+    match tokio::net::TcpStream::connect(via_v6).await {
+        Err(e) => eprintln!("skipped the ::1 half: no IPv6 loopback here ({e})"),
+        Ok(_) => {
+            let (status, h) = get_once(via_v6, &[]).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(seen_peer(&h).ip(), std::net::Ipv6Addr::LOCALHOST);
+            assert_eq!(get_once(via_v6, &[]).await.0, StatusCode::TOO_MANY_REQUESTS);
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_missing_key_policy() {
     let api_key = || HeaderKey::new(http::HeaderName::from_static("x-api-key"));

@@ -126,3 +126,59 @@ async fn dry_run_decides_counts_and_marks_but_never_refuses() {
     assert_eq!(layer.counts().dry_run_refused, 1);
     assert_eq!(layer.counts().missing_key_rejected, 0);
 }
+
+/// Dry run with stacked limits: a refusal by either the layer's own limit or a stacked one
+/// lets the request through, marked, and takes nothing from the other limits (as in reject
+/// mode, what they admitted is given back).
+#[tokio::test]
+async fn dry_run_refusals_by_a_stacked_limit_consume_nothing() {
+    let (_clock, per_ip) = manual(Quota::per_minute(100));
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(1))
+        .clock(ManualClock::new())
+        .build();
+    let layer = RateLimitLayer::builder(per_ip.clone(), PeerIp::new())
+        .stack("global", global.clone(), Global)
+        .dry_run()
+        .build();
+    let addr = serve_over(layer.clone(), dry_run_reporter()).await;
+    let mut conn = connect(addr).await;
+    let (status, h) = get(&mut conn, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(h.get("x-would-be").is_none());
+    for _ in 0..3 {
+        // The global budget refuses: served, marked, and the per-IP cell given back.
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(h["x-would-be"], "429");
+        assert!(h.get("retry-after").is_none() && h.get("ratelimit").is_none());
+    }
+    // One request admitted of 100: a check would leave 98. Without the give-back, 95.
+    let ip = "127.0.0.1".parse().unwrap();
+    assert_eq!(per_ip.peek(&ip).unwrap().remaining(), 98);
+    assert_eq!((global.stats().admitted, global.stats().denied), (1, 3));
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.admitted, counts.dry_run_refused, counts.rejected),
+        (1, 3, 0)
+    );
+
+    // The other way round: the layer's own limit refuses, the stacked one is never asked.
+    let (_clock, per_ip) = manual(Quota::per_minute(1));
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(10))
+        .clock(ManualClock::new())
+        .build();
+    let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
+        .stack("global", global.clone(), Global)
+        .dry_run()
+        .build();
+    let addr = serve_over(layer.clone(), dry_run_reporter()).await;
+    let mut conn = connect(addr).await;
+    assert!(get(&mut conn, &[]).await.1.get("x-would-be").is_none());
+    for _ in 0..3 {
+        let (status, h) = get(&mut conn, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(h["x-would-be"], "429");
+    }
+    assert_eq!(global.peek(&()).unwrap().remaining(), 8); // one used of ten
+    assert_eq!(layer.counts().dry_run_refused, 3);
+}

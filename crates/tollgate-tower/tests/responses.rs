@@ -12,12 +12,8 @@ use std::time::Duration;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
-use tollgate::{Limiter, ManualClock, Quota};
-use tollgate_tower::{Global, HeaderKey, PeerIp, RateLimitLayer};
-use tower::Layer;
+use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
+use tollgate_tower::{ClientIp, Global, HeaderKey, PeerIp, RateLimitLayer};
 
 use crate::common::*;
 
@@ -182,40 +178,13 @@ async fn legacy_fields_and_problem_bodies() {
 
 #[tokio::test]
 async fn grpc_requests_are_refused_as_grpc() {
-    use hyper_util::rt::TokioExecutor;
     let (_clock, limiter) = manual(Quota::per_minute(1));
     let layer = RateLimitLayer::builder(limiter, PeerIp::new())
         .problem_json(|json: String| Full::new(Bytes::from(json)))
         .build();
-    // An HTTP/2 server, as gRPC needs.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let svc = layer.layer(boxed_hello());
-    tokio::spawn(async move {
-        loop {
-            let (stream, peer) = listener.accept().await.unwrap();
-            let svc = with_peer(svc.clone(), peer);
-            tokio::spawn(
-                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
-            );
-        }
-    });
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut client, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
-    let mut call = async || {
-        let req = Request::post("http://test/pkg.Service/Method")
-            .header("content-type", "application/grpc+proto")
-            .header("te", "trailers")
-            .body(Full::new(Bytes::from_static(b"\0\0\0\0\0")))
-            .unwrap();
-        client.ready().await.unwrap();
-        client.send_request(req).await.unwrap()
-    };
+    let addr = serve_h2(layer).await;
+    let mut client = connect_h2(addr).await;
+    let mut call = async || grpc_call(&mut client, &[]).await;
     let admitted = call().await;
     assert_eq!(admitted.status(), StatusCode::OK);
     assert!(admitted.headers().get("grpc-status").is_none());
@@ -236,6 +205,66 @@ async fn grpc_requests_are_refused_as_grpc() {
     let collected = refused.into_body().collect().await.unwrap();
     assert!(collected.trailers().is_none());
     assert!(collected.to_bytes().is_empty());
+}
+
+/// A table with room for one client, refusing new keys when full: behind a trusted proxy,
+/// the first client is served, the next one is told the server has no room (`503`,
+/// `Retry-After: 1`, a problem+json body; gRPC's UNAVAILABLE), never that it is over its rate.
+#[tokio::test]
+async fn a_full_table_refuses_new_clients_with_503() {
+    let limiter = Limiter::builder(Quota::per_minute(5))
+        .shards(1)
+        .capacity(1)
+        .full_policy(FullPolicy::RefuseNewKeys)
+        .clock(ManualClock::new())
+        .build();
+    let key = ClientIp::trusting(["127.0.0.0/8"]).unwrap();
+    let layer = RateLimitLayer::builder(limiter, key)
+        .problem_json(|json: String| Full::new(Bytes::from(json)))
+        .build();
+    let addr = serve(layer.clone()).await;
+    let mut conn = connect(addr).await; // one proxy connection carries every client
+    let first: &[(&str, &[u8])] = &[("x-forwarded-for", b"198.51.100.1")];
+    assert_eq!(get(&mut conn, first).await.0, StatusCode::OK);
+
+    conn.ready().await.unwrap();
+    let req = Request::get("/")
+        .header("host", "t")
+        .header("x-forwarded-for", "198.51.100.2")
+        .body(Empty::new())
+        .unwrap();
+    let (parts, body) = conn.send_request(req).await.unwrap().into_parts();
+    assert_eq!(parts.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(retry_after(&parts.headers), 1);
+    // Not a rate limit: no policy to report.
+    assert!(parts.headers.get("ratelimit").is_none());
+    assert_eq!(parts.headers["content-type"], "application/problem+json");
+    let body = body.collect().await.unwrap().to_bytes();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["status"], 503);
+    assert_eq!(problem["title"], "Service Unavailable");
+    assert_eq!(problem["retry_after"], 1);
+
+    // The known client is still served by its own key.
+    assert_eq!(get(&mut conn, first).await.0, StatusCode::OK);
+    let counts = layer.counts();
+    assert_eq!(
+        (counts.admitted, counts.unavailable, counts.rejected),
+        (2, 1, 0)
+    );
+
+    // A gRPC call from a third client: UNAVAILABLE (14), in a trailers-only answer.
+    let addr = serve_h2(layer.clone()).await;
+    let mut client = connect_h2(addr).await;
+    let refused = grpc_call(&mut client, &[("x-forwarded-for", b"198.51.100.3")]).await;
+    assert_eq!(refused.status(), StatusCode::OK);
+    let h = refused.headers();
+    assert_eq!(h["content-type"], "application/grpc");
+    let grpc_status: u32 = h["grpc-status"].to_str().unwrap().parse().unwrap();
+    assert_eq!(grpc_status, 14);
+    assert_eq!(retry_after(h), 1);
+    assert!(hyper::body::Body::is_end_stream(refused.body()));
+    assert_eq!(layer.counts().unavailable, 2);
 }
 
 /// A quota whose burst does not refill in whole seconds announces a policy slightly

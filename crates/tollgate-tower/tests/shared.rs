@@ -91,12 +91,14 @@ async fn missing_key_outcomes_are_counted() {
 
 #[test]
 fn layers_services_and_futures_are_send_and_sync() {
-    use tollgate_tower::{Delay, RateLimit, ResponseFuture};
+    use tollgate_tower::{Delay, DryRun, RateLimit, ResponseFuture};
     fn shared<T: Clone + Send + Sync + 'static>() {}
     fn send<T: Send + 'static>() {}
     shared::<RateLimitLayer<PeerIp>>();
     shared::<RateLimitLayer<ClientIp, Delay>>();
     shared::<RateLimit<HelloService, ClientIp>>();
     shared::<RateLimit<HelloService, Global, Delay>>();
+    shared::<RateLimitLayer<HeaderKey, DryRun>>();
+    shared::<RateLimit<HelloService, PeerIp, DryRun>>();
     send::<ResponseFuture<HelloService, Incoming>>();
 }

@@ -5,6 +5,11 @@
 // Each test file uses only some of these.
 #![allow(dead_code)]
 
+mod fields;
+
+#[allow(unused_imports)] // not every test file reads the fields
+pub(crate) use fields::*;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
@@ -12,7 +17,8 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Limiter, ManualClock, Quota};
@@ -34,6 +40,15 @@ pub(crate) async fn serve_over<L: Layer<HelloService, Service: Served>>(
     inner: HelloService,
 ) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on(listener, layer, inner)
+}
+
+/// As [`serve_over`], on `listener` (bound by the caller: another address, another family).
+pub(crate) fn serve_on<L: Layer<HelloService, Service: Served>>(
+    listener: TcpListener,
+    layer: L,
+    inner: HelloService,
+) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     let svc = layer.layer(inner);
     tokio::spawn(async move {
@@ -48,6 +63,53 @@ pub(crate) async fn serve_over<L: Layer<HelloService, Service: Served>>(
         }
     });
     addr
+}
+
+/// As [`serve`], over HTTP/2 (as gRPC needs).
+pub(crate) async fn serve_h2<L: Layer<HelloService, Service: Served>>(layer: L) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = layer.layer(boxed_hello());
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let svc = with_peer(svc.clone(), peer);
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)),
+            );
+        }
+    });
+    addr
+}
+
+/// An HTTP/2 client connection, for gRPC calls.
+pub(crate) async fn connect_h2(addr: SocketAddr) -> http2::SendRequest<Body> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (client, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// A unary gRPC call (an empty message) with `headers` on `client`: the response, its body
+/// unread.
+pub(crate) async fn grpc_call(
+    client: &mut http2::SendRequest<Body>,
+    headers: &[(&str, &[u8])],
+) -> Response<Incoming> {
+    let mut req = Request::post("http://test/pkg.Service/Method")
+        .header("content-type", "application/grpc+proto")
+        .header("te", "trailers");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(Full::new(Bytes::from_static(b"\0\0\0\0\0")))
+        .unwrap();
+    client.ready().await.unwrap();
+    client.send_request(req).await.unwrap()
 }
 
 /// A service that hyper can serve, one clone per connection.
@@ -139,186 +201,6 @@ pub(crate) async fn get_once(
     headers: &[(&str, &[u8])],
 ) -> (StatusCode, HeaderMap) {
     get(&mut connect(addr).await, headers).await
-}
-
-// --- A parser for the structured fields (RFC 9651 lists of items with parameters) ---
-
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Bare {
-    Int(i64),
-    Str(String),
-    Token(String),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Item {
-    pub value: Bare,
-    pub params: Vec<(String, Bare)>,
-}
-
-impl Item {
-    pub(crate) fn param(&self, key: &str) -> Option<&Bare> {
-        self.params.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-
-    pub(crate) fn int(&self, key: &str) -> i64 {
-        match self.param(key) {
-            Some(Bare::Int(i)) => *i,
-            other => panic!("parameter {key} is not an integer: {other:?}"),
-        }
-    }
-}
-
-struct Parser<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl Parser<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.s.get(self.i).copied()
-    }
-
-    fn skip(&mut self, set: &[u8]) {
-        while self.peek().is_some_and(|c| set.contains(&c)) {
-            self.i += 1;
-        }
-    }
-
-    fn bare(&mut self) -> Bare {
-        match self.peek() {
-            Some(b'"') => {
-                self.i += 1;
-                let mut out = String::new();
-                loop {
-                    match self.peek().expect("unterminated string") {
-                        b'"' => {
-                            self.i += 1;
-                            return Bare::Str(out);
-                        }
-                        b'\\' => {
-                            let c = self.s[self.i + 1];
-                            assert!(c == b'"' || c == b'\\', "bad escape");
-                            out.push(c as char);
-                            self.i += 2;
-                        }
-                        c if (0x20..=0x7e).contains(&c) => {
-                            out.push(c as char);
-                            self.i += 1;
-                        }
-                        c => panic!("bad string byte {c}"),
-                    }
-                }
-            }
-            Some(c) if c == b'-' || c.is_ascii_digit() => {
-                let start = self.i;
-                self.i += 1;
-                while self.peek().is_some_and(|c| c.is_ascii_digit()) {
-                    self.i += 1;
-                }
-                let text = std::str::from_utf8(&self.s[start..self.i]).unwrap();
-                assert!(self.peek() != Some(b'.'), "decimals are not expected here");
-                assert!(text.len() <= 15, "integers have at most 15 digits");
-                Bare::Int(text.parse().unwrap())
-            }
-            Some(c) if c.is_ascii_alphabetic() || c == b'*' => Bare::Token(self.key_like(true)),
-            other => panic!(
-                "unexpected {other:?} in {:?}",
-                String::from_utf8_lossy(self.s)
-            ),
-        }
-    }
-
-    fn key_like(&mut self, token: bool) -> String {
-        let start = self.i;
-        while self.peek().is_some_and(|c| {
-            c.is_ascii_lowercase()
-                || c.is_ascii_digit()
-                || b"_-.*".contains(&c)
-                || (token && (c.is_ascii_alphabetic() || b":/!#$%&'+^`|~".contains(&c)))
-        }) {
-            self.i += 1;
-        }
-        assert!(self.i > start, "empty key");
-        String::from_utf8(self.s[start..self.i].to_vec()).unwrap()
-    }
-
-    fn item(&mut self) -> Item {
-        let value = self.bare();
-        let mut params = Vec::new();
-        while self.peek() == Some(b';') {
-            self.i += 1;
-            self.skip(b" ");
-            let key = self.key_like(false);
-            let value = if self.peek() == Some(b'=') {
-                self.i += 1;
-                self.bare()
-            } else {
-                Bare::Token("?1".into())
-            };
-            params.push((key, value));
-        }
-        Item { value, params }
-    }
-}
-
-/// Parses a List field (every field line of `name`, joined with commas).
-pub(crate) fn parse_list(headers: &HeaderMap, name: &str) -> Vec<Item> {
-    let joined = headers
-        .get_all(name)
-        .iter()
-        .map(|v| v.to_str().expect("ASCII field"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut p = Parser {
-        s: joined.as_bytes(),
-        i: 0,
-    };
-    let mut items = Vec::new();
-    p.skip(b" ");
-    while p.peek().is_some() {
-        items.push(p.item());
-        p.skip(b" \t");
-        if p.peek().is_none() {
-            break;
-        }
-        assert_eq!(p.peek(), Some(b','), "items are separated by commas");
-        p.i += 1;
-        p.skip(b" \t");
-        assert!(p.peek().is_some(), "trailing comma");
-    }
-    items
-}
-
-/// The one policy item of `RateLimit-Policy`: `(name, q, w)`.
-pub(crate) fn policy(headers: &HeaderMap) -> (String, i64, i64) {
-    let items = parse_list(headers, "ratelimit-policy");
-    assert_eq!(items.len(), 1, "{items:?}");
-    let Bare::Str(name) = &items[0].value else {
-        panic!("a policy's name is a String: {items:?}")
-    };
-    (name.clone(), items[0].int("q"), items[0].int("w"))
-}
-
-/// The one item of `RateLimit`: `(name, r, t)`.
-pub(crate) fn ratelimit(headers: &HeaderMap) -> (String, i64, i64) {
-    let items = parse_list(headers, "ratelimit");
-    assert_eq!(items.len(), 1, "{items:?}");
-    let Bare::Str(name) = &items[0].value else {
-        panic!("a policy's name is a String: {items:?}")
-    };
-    (name.clone(), items[0].int("r"), items[0].int("t"))
-}
-
-/// `Retry-After` as delay-seconds: an integer of at least 1.
-pub(crate) fn retry_after(headers: &HeaderMap) -> u64 {
-    let values: Vec<_> = headers.get_all("retry-after").iter().collect();
-    assert_eq!(values.len(), 1);
-    let text = values[0].to_str().unwrap();
-    assert!(text.bytes().all(|b| b.is_ascii_digit()), "{text:?}");
-    let secs: u64 = text.parse().unwrap();
-    assert!(secs >= 1);
-    secs
 }
 
 pub(crate) fn manual(quota: Quota) -> (ManualClock, Limiter<std::net::IpAddr>) {
