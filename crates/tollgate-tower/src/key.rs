@@ -77,8 +77,9 @@ where
 
 /// The peer address of the connection a request came on: a [`SocketAddr`] in the request's
 /// extensions (insert it when you accept the connection; hyper leaves that to you), an
-/// [`IpAddr`] extension, or, with the `axum` feature, axum's `ConnectInfo<SocketAddr>` (serve
-/// with `into_make_service_with_connect_info::<SocketAddr>()`).
+/// [`IpAddr`] extension, with the `axum` feature axum's `ConnectInfo<SocketAddr>` (serve
+/// with `into_make_service_with_connect_info::<SocketAddr>()`), and with the `tonic` feature
+/// the `TcpConnectInfo` that tonic's server puts in every request it accepts over TCP.
 ///
 /// # Examples
 ///
@@ -98,6 +99,13 @@ pub fn peer_addr(extensions: &http::Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(addr) = extensions
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(|info| info.remote_addr())
+    {
+        return Some(addr.ip());
     }
     extensions.get::<IpAddr>().copied()
 }

@@ -1,4 +1,4 @@
-//! Per-client rate limiting for [tower](https://docs.rs/tower) HTTP services (hyper, axum),
+//! Per-client rate limiting for [tower](https://docs.rs/tower) HTTP services (hyper, axum, tonic),
 //! on [`tollgate`]'s lock-free keyed GCRA limiter.
 //!
 //! [`RateLimitLayer`] wraps a service in a [`RateLimit`]: each request is keyed by a
@@ -100,7 +100,9 @@
 //! connection (see the `server` example). With axum, turn on the `axum` feature and serve
 //! with `into_make_service_with_connect_info::<SocketAddr>()`: [`PeerIp`] and [`ClientIp`]
 //! read axum's `ConnectInfo<SocketAddr>` (see the `axum` example: per-IP and per-API-key
-//! tiers, stacked).
+//! tiers, stacked). With tonic, turn on the `tonic` feature and add the layer with
+//! `Server::builder().layer(..)`: [`PeerIp`] and [`ClientIp`] read tonic's `TcpConnectInfo`,
+//! and refusals are gRPC statuses.
 //!
 //! # Features
 //!
@@ -108,6 +110,8 @@
 //! * `axum`: the peer address from axum's `ConnectInfo<SocketAddr>` (axum without its
 //!   default features but with `tokio`, the feature under which axum defines
 //!   `ConnectInfo`).
+//! * `tonic`: the peer address from tonic's `TcpConnectInfo` (tonic with its `server`
+//!   feature only, the one under which it defines that type).
 //!
 //! # Speed
 //!
