@@ -79,7 +79,11 @@ where
 /// extensions (insert it when you accept the connection; hyper leaves that to you), an
 /// [`IpAddr`] extension, with the `axum` feature axum's `ConnectInfo<SocketAddr>` (serve
 /// with `into_make_service_with_connect_info::<SocketAddr>()`), and with the `tonic` feature
-/// the `TcpConnectInfo` that tonic's server puts in every request it accepts over TCP.
+/// the `TcpConnectInfo` that tonic's server puts in every request it accepts over plain TCP.
+/// Over TLS, tonic records a `TlsConnectInfo` instead, which is not read here (its type
+/// exists only with tonic's TLS features, which would bring a TLS stack into this crate):
+/// there, copy its `get_ref().remote_addr()` into the request's extensions as a
+/// [`SocketAddr`] in a layer in front of this one.
 ///
 /// # Examples
 ///
