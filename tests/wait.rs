@@ -936,3 +936,35 @@ fn queues_free_their_memory_when_they_empty() {
         "{after} bytes after, {before} before"
     );
 }
+
+/// A million keys with a waiter each: the waiting memory is bounded per waiter (a queue, its
+/// node and its map entry: about 450 bytes here), and all of it is given back when they go.
+#[test]
+fn a_million_keys_with_waiters_hold_bounded_memory_and_give_it_back() {
+    const KEYS: u64 = 1_000_000;
+    let clock = ManualClock::new();
+    let l: Limiter<u64> = Limiter::builder(Quota::per_second(1).allow_burst(1))
+        .clock(clock.clone())
+        .build();
+    for key in 0..KEYS {
+        assert!(l.check(&key).is_ok()); // each key's burst spent: the waits below queue
+    }
+    let before = l.stats().bytes;
+    let mut waiters: Vec<_> = (0..KEYS)
+        .map(|key| Probe::new(l.until_ready(&key)))
+        .collect();
+    for w in &mut waiters {
+        assert!(w.poll().is_pending());
+    }
+    let per_waiter = (l.stats().bytes - before) / KEYS as usize;
+    assert!(
+        (100..=512).contains(&per_waiter),
+        "{per_waiter} bytes per waiter"
+    );
+    drop(waiters);
+    assert_eq!(
+        l.stats().bytes,
+        before,
+        "every queue freed, every map shrunk back"
+    );
+}

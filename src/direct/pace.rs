@@ -16,6 +16,12 @@ use crate::wait::Waiter;
 /// It takes an item from the inner stream first, then waits for its cell, so a slow stream
 /// does not bank cells it is not using.
 ///
+/// # Cancel safety
+///
+/// Dropping it while an item waits for its cell drops that item and costs no cell: the
+/// item's wait is a waiter like [`DirectUntilReady`](crate::DirectUntilReady)'s, and the
+/// other waiters are admitted as if it had never asked.
+///
 /// # Examples
 ///
 /// ```

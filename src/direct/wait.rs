@@ -208,6 +208,10 @@ impl DirectLimiter {
 
     /// Paces a stream: each item is released only when a cell is admitted for it.
     ///
+    /// # Cancel safety
+    ///
+    /// See [`Paced`](crate::Paced): a drop costs no cell.
+    ///
     /// # Examples
     ///
     /// ```

@@ -1,5 +1,5 @@
-//! [`Throttled`] (a future that waits for a cell first) and [`Paced`] (a stream that waits
-//! for a cell per item).
+//! [`Throttled`]: a future that waits for a cell first, then runs the future it wraps. (The
+//! stream form, [`Paced`](crate::Paced), is the direct limiter's, in `direct/pace.rs`.)
 
 use std::fmt;
 use std::future::Future;
