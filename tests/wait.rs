@@ -374,14 +374,27 @@ fn a_refund_never_lands_on_a_reset_key_that_reached_the_same_state() {
 // whose next cell is at 100 ms; whichever of them are dropped before their turn, the others
 // are admitted at 100, 200, 300 ms... in FIFO order, as if the dropped ones had never asked.
 
-/// Queues five waiters behind a check, drops those in `dropped`, then runs the clock to
-/// 1 s in 1 ms steps, returning each survivor's admission instant (in ms).
-fn admissions_after_dropping(dropped: &[usize]) -> Vec<(usize, u64)> {
+/// Queues five waiters behind a check, on a keyed or (`direct`) a direct limiter, drops
+/// those in `dropped`, then runs the clock to 1 s in 1 ms steps, returning each survivor's
+/// admission instant (in ms).
+fn admissions_after_dropping(dropped: &[usize], direct: bool) -> Vec<(usize, u64)> {
     let (l, clock) = limiter();
-    assert!(l.check("k").is_ok());
-    let mut waiters: Vec<_> = (0..5)
-        .map(|_| Some(Probe::new(l.until_ready("k"))))
-        .collect();
+    let d = DirectLimiter::with_clock(Quota::per_second(10).allow_burst(1), clock.clone());
+    type Wait<'a> = Pin<Box<dyn Future<Output = Result<(), Error>> + 'a>>;
+    let wait = || -> Wait<'_> {
+        if direct {
+            Box::pin(d.until_ready())
+        } else {
+            Box::pin(l.until_ready("k"))
+        }
+    };
+    let stats = || if direct { d.stats() } else { l.stats() };
+    assert!(if direct {
+        d.check().is_ok()
+    } else {
+        l.check("k").is_ok()
+    });
+    let mut waiters: Vec<_> = (0..5).map(|_| Some(Probe::new(wait()))).collect();
     for w in waiters.iter_mut().flatten() {
         assert!(w.poll().is_pending());
     }
@@ -402,9 +415,14 @@ fn admissions_after_dropping(dropped: &[usize]) -> Vec<(usize, u64)> {
             }
         }
     }
-    assert_eq!(l.stats().admitted, 1 + admitted.len() as u64);
+    assert_eq!(stats().admitted, 1 + admitted.len() as u64);
     // Nothing left behind: the key's cells are free again at 1 s.
-    assert_eq!(l.until_ready("k").within(Duration::ZERO).fut_probe(), None);
+    let free_now = if direct {
+        d.until_ready().within(Duration::ZERO).fut_probe()
+    } else {
+        l.until_ready("k").within(Duration::ZERO).fut_probe()
+    };
+    assert_eq!(free_now, None);
     admitted
 }
 
@@ -422,11 +440,13 @@ fn dropping_the_first_a_middle_the_last_or_every_waiter_costs_nothing() {
     ] {
         let survivors = (0..5).filter(|i| !dropped.contains(i));
         let expected: Vec<(usize, u64)> = survivors.zip((1..).map(|k| k * 100)).collect();
-        assert_eq!(
-            admissions_after_dropping(dropped),
-            expected,
-            "dropped {dropped:?}"
-        );
+        for direct in [false, true] {
+            assert_eq!(
+                admissions_after_dropping(dropped, direct),
+                expected,
+                "dropped {dropped:?}, direct limiter: {direct}"
+            );
+        }
     }
 }
 
