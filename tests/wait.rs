@@ -988,3 +988,42 @@ fn a_million_keys_with_waiters_hold_bounded_memory_and_give_it_back() {
         "every queue freed, every map shrunk back"
     );
 }
+
+/// A deadline already past is a wait of zero: a free cell is admitted, as a check would be,
+/// whether or not other keys have queues (the lock-free first try and the queued path
+/// agree); a key without a free cell is refused, holding nothing.
+#[test]
+fn a_deadline_already_past_admits_a_free_cell_whatever_else_waits() {
+    let (l, clock) = limiter();
+    clock.set(Timestamp::from_nanos(1_000_000_000));
+    let past = Timestamp::from_nanos(500_000_000);
+    assert_eq!(
+        Probe::new(l.until_ready("a").until(past)).poll(),
+        Poll::Ready(Ok(()))
+    );
+
+    // Queues on 256 keys: every wait shard has one, so no wait takes the lock-free path.
+    let keys: Vec<String> = (0..256).map(|k| format!("queued-{k}")).collect();
+    let mut queued: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            assert!(l.check(key.as_str()).is_ok());
+            Probe::new(l.until_ready(key.as_str()))
+        })
+        .collect();
+    for w in &mut queued {
+        assert!(w.poll().is_pending());
+    }
+    assert_eq!(
+        Probe::new(l.until_ready("b").until(past)).poll(),
+        Poll::Ready(Ok(()))
+    );
+    let refused = Probe::new(l.until_ready("b").until(past)).poll();
+    assert!(
+        matches!(refused, Poll::Ready(Err(Error::RateLimited { .. }))),
+        "{refused:?}"
+    );
+    // The refusal held nothing: "b"'s next cell is where the admission left it.
+    clock.set(Timestamp::from_nanos(1_100_000_000));
+    assert!(l.check("b").is_ok());
+}

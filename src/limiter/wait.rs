@@ -84,7 +84,8 @@ impl<S: BuildHasher + Send + Sync + 'static> UntilReady<'_, S> {
     }
 
     /// Waits for cells admitted no later than `deadline` on the limiter's clock; fails as
-    /// [`within`](UntilReady::within) does.
+    /// [`within`](UntilReady::within) does. A deadline already past is a wait of zero:
+    /// admitted if a cell is free now.
     ///
     /// # Examples
     ///

@@ -21,12 +21,15 @@ pub(crate) enum Bound {
 }
 
 impl Bound {
-    /// The latest admission instant accepted by a waiter first polled at `now`.
+    /// The latest admission instant accepted by a waiter first polled at `now`. A deadline
+    /// already past is a wait of zero (`now`): a free cell is admitted, as by a check. Were
+    /// it kept in the past, the queued path would refuse what the lock-free first try admits,
+    /// with a wait of 0 ns, depending only on whether another key's queue shares the shard.
     pub(crate) fn latest(self, now: u64) -> u64 {
         match self {
             Bound::Unbounded => u64::MAX,
             Bound::Within(d) => now.saturating_add(d),
-            Bound::Until(t) => t,
+            Bound::Until(t) => t.max(now),
         }
     }
 }
