@@ -750,10 +750,12 @@ fn refund_vs_check_after_it() {
 /// incarnation's cell, so a third check at `NOW + T` is admitted (it was, until refunds
 /// checked the removal epoch).
 ///
-/// The reset happens before the race rather than in it: the direct limiter's reset is a
-/// plain store, and loom 0.7 keeps modification order only partially, so a store racing a
-/// CAS lets it show outcomes the memory model forbids (a thread reading the CAS's value
-/// after its own later store). Every write in the race below is a CAS.
+/// The reset happens before the race rather than in it, so this model checks what the queue
+/// adds: the head's refund, racing checks, against a key that a reset gave a new
+/// incarnation. The refund is `engine::undo`, the same function as `Limiter::undo`; an undo
+/// racing the reset itself (both limiters, the removal epoch's begin/end around the new
+/// incarnation's CAS) is modelled in `loom-tests/models.rs`: `undo_vs_reset_keyed`,
+/// `undo_vs_reset_direct`, `undo_during_reset_direct`.
 fn stale_refund_after_reset(roles: Roles) -> Seen {
     let (l, _) = &*KEYED;
     let w1 = head();
