@@ -302,9 +302,9 @@
 //! `--cfg tollgate_loom` (never a bare `loom` cfg). Models in `loom-tests/`: `models.rs` (the
 //! table and the limiters), `timer.rs` (registration, firing, lost wake-ups, the runtime
 //! driver's backstop and detach), `wait.rs` (the queue: cancel vs hand-over, drops, forget,
-//! refund vs reset, check vs hand-over). The models of `wait.rs`, `models.rs` and the
-//! timer's recycle and driver models name the injected fault each was shown to fail on; the
-//! timer's registration and fire/drop models do not record theirs.
+//! refund vs reset, check vs hand-over). The models of `wait.rs` and the timer's recycle and
+//! driver models name the injected fault each was shown to fail on; most of `models.rs`'s
+//! and the timer's registration and fire/drop models do not record one.
 //! The full table's models (in `models.rs`): "refusal vs reset" (the gate), "eviction in
 //! place vs a reader of the victim" and the eviction's backward shift vs a reset and vs an
 //! update of the key it moves (§3).
