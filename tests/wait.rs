@@ -1027,3 +1027,32 @@ fn a_deadline_already_past_admits_a_free_cell_whatever_else_waits() {
     clock.set(Timestamp::from_nanos(1_100_000_000));
     assert!(l.check("b").is_ok());
 }
+
+/// A reset with waiters queued forgets the key's history, the head's reservation with it: a
+/// check may take the fresh burst at once. The head keeps its place and is admitted at its
+/// instant (its cell was the old incarnation's); the waiters behind it reserve in the new
+/// incarnation, after the check, in order, none early.
+#[test]
+fn a_reset_with_waiters_queued_frees_the_burst_and_keeps_the_queue_on_time() {
+    let (l, clock) = limiter();
+    assert!(l.check("k").is_ok());
+    let mut waiters: Vec<_> = (0..3).map(|_| Probe::new(l.until_ready("k"))).collect();
+    for w in &mut waiters {
+        assert!(w.poll().is_pending());
+    }
+    assert!(l.reset("k"));
+    assert!(l.check("k").is_ok(), "the reset gave the burst back");
+    assert!(l.check("k").is_err());
+    let mut admitted = Vec::new();
+    for ms in 1..=500 {
+        clock.set(Timestamp::from_nanos(ms * 1_000_000));
+        for (i, w) in waiters.iter_mut().enumerate() {
+            if w.wakes() > 0 && !admitted.iter().any(|&(j, _)| j == i) {
+                assert_eq!(w.poll(), Poll::Ready(Ok(())), "waiter {i}");
+                admitted.push((i, ms));
+            }
+        }
+    }
+    // The new incarnation: the check at 0, waiter 1 at 100 ms, waiter 2 at 200 ms.
+    assert_eq!(admitted, [(0, 100), (1, 100), (2, 200)]);
+}

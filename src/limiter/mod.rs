@@ -523,6 +523,10 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// Forgets `key`: its next request is treated as its first. Returns whether the key held
     /// any state.
     ///
+    /// Waiters already queued on the key keep their places: the head is admitted at its
+    /// instant (its reservation was forgotten with the rest), and those behind it reserve in
+    /// the key's new history, after whatever checks took the fresh burst meanwhile.
+    ///
     /// # Examples
     ///
     /// ```
