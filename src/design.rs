@@ -266,7 +266,7 @@
 //! After a stall of the whole process, waiters whose instants passed are released together,
 //! like a timer that catches up on missed ticks.
 //!
-//! A `reset` (or an eviction) with waiters queued forgets the head's reservation with the
+//! A `reset` with waiters queued forgets the head's reservation with the
 //! rest of the key's history: checks may take the fresh burst, the head is still admitted at
 //! its instant, and the waiters behind it reserve in the new history
 //! (`tests/wait.rs::a_reset_with_waiters_queued_…`). A deadline already past is a wait of
