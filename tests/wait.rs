@@ -662,6 +662,7 @@ fn blocking_waits_cancel_nothing_and_queue_fifo_with_async_waiters() {
 mod properties {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::VecDeque;
 
     /// Emission interval of the property tests' quotas, in nanoseconds.
     const T: u64 = 100;
@@ -917,6 +918,403 @@ mod properties {
             }
             // Every admission is counted.
             prop_assert!(l.stats().admitted >= cells.len() as u64);
+        }
+    }
+
+    /// The waiting design of `src/design.rs` §1 and §4 written out plainly, for one key: its
+    /// TAT, the chain instant, and a FIFO of waiters whose front alone holds a reservation.
+    /// Nothing here is taken from the limiter's code; each rule cites the documented one.
+    #[derive(Debug)]
+    struct Model {
+        burst: u32,
+        tat: u64,
+        /// Where the next head reserves (`queue.rs`, "The chain instant").
+        chain: u64,
+        /// Waiters in arrival order; the front is the head once it has reserved.
+        queue: VecDeque<Queued>,
+        head: Option<Reservation>,
+        /// Every admission, checks included, in the order they happened.
+        admissions: Vec<Admission>,
+    }
+
+    #[derive(Debug)]
+    struct Queued {
+        id: usize,
+        n: u32,
+        forgotten: bool,
+    }
+
+    /// The head's reservation: where it reserved, its instant, and the TAT it replaced.
+    #[derive(Debug)]
+    struct Reservation {
+        at: u64,
+        admit_at: u64,
+        tat_before: u64,
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    struct Admission {
+        /// The waiter's id; `None` for a check.
+        id: Option<usize>,
+        forgotten: bool,
+        n: u32,
+        /// GCRA's instant for the cells (§1: `admit_at`, or `now` for a check).
+        instant: u64,
+        /// The clock reading at which the limiter admits them.
+        seen: u64,
+    }
+
+    impl Model {
+        fn new(burst: u32) -> Model {
+            Model {
+                burst,
+                tat: 0,
+                chain: 0,
+                queue: VecDeque::new(),
+                head: None,
+                admissions: Vec::new(),
+            }
+        }
+
+        /// §1: `(admit_at, new tat)` for `n` cells asked at `at`.
+        fn gcra(&self, at: u64, n: u32) -> (u64, u64) {
+            let tau = u64::from(self.burst - 1) * T;
+            let tat0 = self.tat.max(at);
+            (
+                (tat0 + u64::from(n - 1) * T).saturating_sub(tau),
+                tat0 + u64::from(n) * T,
+            )
+        }
+
+        /// A check never looks at the queue: plain GCRA on the key's state, which holds the
+        /// head's reservation (§4, "Checks and waiters share a key").
+        fn check(&mut self, now: u64, n: u32) -> bool {
+            let (admit_at, tat) = self.gcra(now, n);
+            if admit_at > now {
+                return false;
+            }
+            self.tat = tat;
+            self.admissions.push(Admission {
+                id: None,
+                forgotten: false,
+                n,
+                instant: now,
+                seen: now,
+            });
+            true
+        }
+
+        /// A waiter's first poll: with no queue it takes a free cell at once, else a new queue
+        /// starts at `now`; with a queue it joins the back (§4).
+        fn wait(&mut self, now: u64, id: usize, n: u32) {
+            if self.queue.is_empty() {
+                self.chain = now;
+            }
+            self.queue.push_back(Queued {
+                id,
+                n,
+                forgotten: false,
+            });
+            self.hand_over(now);
+        }
+
+        /// A pending waiter's future is dropped. Behind the head it held nothing; the head
+        /// refunds exactly and the next waiter reserves where the head did ("Cancellation
+        /// costs nothing").
+        fn drop_waiter(&mut self, now: u64, id: usize) {
+            let at = self
+                .queue
+                .iter()
+                .position(|w| w.id == id)
+                .expect("a queued waiter");
+            self.queue.remove(at);
+            if at == 0 {
+                let head = self.head.take().expect("the front holds a reservation");
+                self.tat = head.tat_before;
+                self.chain = head.at;
+                self.hand_over(now);
+            }
+        }
+
+        /// A forgotten future stays queued and is admitted in its turn, unpolled.
+        fn forget(&mut self, id: usize) {
+            let waiter = self
+                .queue
+                .iter_mut()
+                .find(|w| w.id == id)
+                .expect("a queued waiter");
+            waiter.forgotten = true;
+        }
+
+        /// The hand-over at `now`: admit the head if due, the next reserves at the chain
+        /// instant (never after `now`), and so on while heads are due.
+        fn hand_over(&mut self, now: u64) {
+            while let Some(front) = self.queue.front() {
+                let (id, n, forgotten) = (front.id, front.n, front.forgotten);
+                if self.head.is_none() {
+                    let at = self.chain.min(now);
+                    let (admit_at, tat) = self.gcra(at, n);
+                    self.head = Some(Reservation {
+                        at,
+                        admit_at,
+                        tat_before: self.tat,
+                    });
+                    self.tat = tat;
+                }
+                let head = self.head.as_ref().expect("just reserved");
+                if head.admit_at > now {
+                    return;
+                }
+                // The instant a head is admitted at, which the next head chains from: its
+                // `admit_at`, or when it reserved if that was later (`Reserved::instant`).
+                self.chain = head.admit_at.max(head.at);
+                self.admissions.push(Admission {
+                    id: Some(id),
+                    forgotten,
+                    n,
+                    instant: head.admit_at,
+                    seen: now,
+                });
+                self.head = None;
+                self.queue.pop_front();
+            }
+        }
+
+        /// When the head is due, if there is one.
+        fn next_instant(&self) -> Option<u64> {
+            self.head.as_ref().map(|head| head.admit_at)
+        }
+    }
+
+    /// `b + floor(W / T)`, with no slack, for every window `[start, end]` whose ends are
+    /// admission times in `times` (`(time, cells)` pairs).
+    fn assert_window(
+        burst: u32,
+        mut times: Vec<(u64, u32)>,
+        what: &str,
+    ) -> Result<(), TestCaseError> {
+        times.sort_unstable();
+        let mut prefix = vec![0u64];
+        for &(_, n) in &times {
+            prefix.push(prefix.last().unwrap() + u64::from(n));
+        }
+        for i in (0..times.len()).filter(|&i| i == 0 || times[i - 1].0 < times[i].0) {
+            for j in
+                (i..times.len()).filter(|&j| j + 1 == times.len() || times[j + 1].0 > times[j].0)
+            {
+                let (start, end) = (times[i].0, times[j].0);
+                let cells = prefix[j + 1] - prefix[i];
+                let bound = u64::from(burst) + (end - start) / T;
+                prop_assert!(
+                    cells <= bound,
+                    "{what}: {cells} cells in [{start}, {end}], bound {bound}: {times:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// One operation of [`admissions_match_a_fifo_reference_model`]'s schedules.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A new unbounded waiter for `n` cells.
+        Wait(u32),
+        /// A check of `n` cells.
+        Check(u32),
+        /// Drop (or forget) the `i`-th waiter still pending, counted modulo their number.
+        Leave { i: usize, forget: bool },
+        /// Move the clock forward, stopping at every instant the model predicts.
+        Step(u64),
+        /// Move the clock forward at once: the hand-overs run late, at the end.
+        Late(u64),
+    }
+
+    fn ops() -> impl Strategy<Value = (u32, Vec<Op>)> {
+        (1u32..=3).prop_flat_map(|burst| {
+            let op = prop_oneof![
+                3 => (1..=burst).prop_map(Op::Wait),
+                1 => (1..=burst).prop_map(Op::Check),
+                2 => (any::<usize>(), any::<bool>())
+                    .prop_map(|(i, forget)| Op::Leave { i, forget }),
+                3 => (1..3 * T).prop_map(Op::Step),
+                1 => (1..6 * T).prop_map(Op::Late),
+            ];
+            (Just(burst), proptest::collection::vec(op, 1..80))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Unbounded waits, checks, drops, forgets and clock moves against [`Model`], a plain
+        /// statement of the documented design: every admission happens at exactly the clock
+        /// reading the model gives it.
+        ///
+        /// How an instant is observed exactly: a `Step` moves the clock through `t - 1` and
+        /// `t` for each instant `t` the model predicts, then to the step's end, and every
+        /// pending future is polled at each reading (and after every operation). A waiter
+        /// first seen ready at `t` after being pending at `t - 1` was admitted at `t` to the
+        /// nanosecond (the manual timer fires exactly, never early). So each waiter must be
+        /// seen at the model's reading of its admission: its GCRA instant when a `Step`
+        /// reached it; the operation's time when that admitted it at once (an arrival on an
+        /// idle key, or a smaller request that fits once the head before it is dropped); or
+        /// the end of a `Late` move, the first reading at or after its instant, when the
+        /// hand-over ran late (then the next heads reserve at the chain instant, which only
+        /// matters after a late hand-over). Forgotten waiters cannot be polled: the admission
+        /// count and the key's TAT, compared after every reading, see them admitted in their
+        /// turn, and the others' readings see that they stalled no one. The window guarantee
+        /// is checked on the model's admissions (equal to the limiter's), with no slack: on
+        /// the GCRA instants always, and on the clock readings before the first `Late` move
+        /// (a late hand-over releases what it owes together, as documented).
+        #[test]
+        fn admissions_match_a_fifo_reference_model((burst, ops) in ops()) {
+            let clock = ManualClock::new();
+            let l: Limiter<u32> = Limiter::builder(quota(burst)).clock(clock.clone()).build();
+            let mut model = Model::new(burst);
+            // Polled waiters not yet seen admitted, by id.
+            let mut pending: Vec<(usize, Probe<_>)> = Vec::new();
+            let mut seen: Vec<(usize, u64)> = Vec::new();
+            let mut dropped: Vec<usize> = Vec::new();
+            let mut reported = 0; // model admissions already compared
+            let mut next_id = 0;
+            let mut now = 0;
+            // The clock reading after the first `Late` move.
+            let mut first_late = None;
+            // Polls every pending waiter at `now` and compares who completed, the admission
+            // count and the key's state with the model's.
+            let mut observe = |now: u64,
+                               model: &Model,
+                               pending: &mut Vec<(usize, Probe<_>)>,
+                               seen: &mut Vec<(usize, u64)>|
+             -> Result<(), TestCaseError> {
+                let mut real = Vec::new();
+                let mut i = 0;
+                while i < pending.len() {
+                    match pending[i].1.poll() {
+                        Poll::Pending => {
+                            let (id, w) = &pending[i];
+                            prop_assert_eq!(w.wakes(), 0, "waiter {} woken early", id);
+                            i += 1;
+                        }
+                        Poll::Ready(out) => {
+                            let (id, w) = pending.remove(i);
+                            prop_assert_eq!(out, Ok(()), "waiter {}", id);
+                            prop_assert_eq!(w.wakes(), 1, "waiter {} wakes", id);
+                            real.push(id);
+                        }
+                    }
+                }
+                // Those the model admitted since the last reading, but for forgotten ones and
+                // those seen at once by their first poll.
+                let mut expected: Vec<usize> = model.admissions[reported..]
+                    .iter()
+                    .filter(|a| !a.forgotten)
+                    .filter_map(|a| a.id)
+                    .filter(|id| !seen.iter().any(|&(s, _)| s == *id))
+                    .collect();
+                real.sort_unstable();
+                expected.sort_unstable();
+                prop_assert_eq!(&real, &expected, "admitted at {}: {:?}", now, model);
+                seen.extend(real.iter().map(|&id| (id, now)));
+                reported = model.admissions.len();
+                let count = model.admissions.len() as u64;
+                prop_assert_eq!(l.stats().admitted, count, "count at {}", now);
+                // The key's state: a one-cell peek under burst 1 at the same interval is
+                // refused exactly until the TAT.
+                let retry = l.peek_with(&7, quota(1)).err().and_then(|e| e.retry_after());
+                let tat = (model.tat > now).then(|| Duration::from_nanos(model.tat - now));
+                prop_assert_eq!(retry, tat, "TAT at {}: {:?}", now, model);
+                Ok(())
+            };
+            for op in ops {
+                match op {
+                    Op::Wait(n) => {
+                        let id = next_id;
+                        next_id += 1;
+                        let mut w = Probe::new(l.until_n_ready(&7, n));
+                        let first = w.poll();
+                        model.wait(now, id, n);
+                        let at_once = model.admissions.last().is_some_and(|a| a.id == Some(id));
+                        match first {
+                            Poll::Ready(out) => {
+                                prop_assert_eq!(out, Ok(()), "waiter {}", id);
+                                prop_assert!(at_once, "{} admitted at {}: {:?}", id, now, model);
+                                seen.push((id, now));
+                            }
+                            Poll::Pending => {
+                                prop_assert!(!at_once, "{} pending at {}: {:?}", id, now, model);
+                                pending.push((id, w));
+                            }
+                        }
+                    }
+                    Op::Check(n) => {
+                        let real = l.check_n(&7, n).is_ok();
+                        let expected = model.check(now, n);
+                        prop_assert_eq!(real, expected, "check of {} at {}: {:?}", n, now, model);
+                    }
+                    Op::Leave { i, forget } if !pending.is_empty() => {
+                        let (id, w) = pending.remove(i % pending.len());
+                        if forget {
+                            std::mem::forget(w);
+                            model.forget(id);
+                        } else {
+                            drop(w);
+                            model.drop_waiter(now, id);
+                            dropped.push(id);
+                        }
+                    }
+                    Op::Leave { .. } => {}
+                    Op::Step(d) => {
+                        let end = now + d;
+                        while let Some(t) = model.next_instant().filter(|&t| t <= end) {
+                            if t - 1 > now {
+                                clock.set(Timestamp::from_nanos(t - 1));
+                                model.hand_over(t - 1);
+                                observe(t - 1, &model, &mut pending, &mut seen)?;
+                            }
+                            clock.set(Timestamp::from_nanos(t));
+                            model.hand_over(t);
+                            now = t;
+                            observe(now, &model, &mut pending, &mut seen)?;
+                        }
+                        now = end;
+                        clock.set(Timestamp::from_nanos(now));
+                        model.hand_over(now);
+                    }
+                    Op::Late(d) => {
+                        now += d;
+                        clock.set(Timestamp::from_nanos(now));
+                        model.hand_over(now);
+                        first_late.get_or_insert(now);
+                    }
+                }
+                observe(now, &model, &mut pending, &mut seen)?;
+            }
+            // Every waiter seen admitted was admitted by the model at that clock reading. No
+            // dropped waiter was admitted: not by the model, and the limiter's count and TAT
+            // agreed with the model's after every reading.
+            for &(id, at) in &seen {
+                let a = model.admissions.iter().find(|a| a.id == Some(id));
+                prop_assert_eq!(a.map(|a| a.seen), Some(at), "waiter {}", id);
+            }
+            for id in &dropped {
+                let admitted = model.admissions.iter().any(|a| a.id == Some(*id));
+                prop_assert!(!admitted, "dropped {} admitted", id);
+            }
+            // FIFO: waiters are admitted in arrival order.
+            let order: Vec<usize> = model.admissions.iter().filter_map(|a| a.id).collect();
+            prop_assert!(order.windows(2).all(|p| p[0] < p[1]), "out of order: {:?}", order);
+            let instants = model.admissions.iter().map(|a| (a.instant, a.n)).collect();
+            assert_window(burst, instants, "GCRA instants")?;
+            // Until a late hand-over releases the waiters it owes together, the clock
+            // readings keep the guarantee too.
+            let readings = model
+                .admissions
+                .iter()
+                .filter(|a| first_late.is_none_or(|late| a.seen < late))
+                .map(|a| (a.seen, a.n))
+                .collect();
+            assert_window(burst, readings, "clock readings")?;
         }
     }
 }
