@@ -244,7 +244,7 @@
 //! | a forgotten future stalls nobody | the queue moves on the timer's wake, never on a future's poll | `tests/wait.rs::a_forgotten_waiter…`, `tests/runtimes.rs`, loom "forget vs hand-over" |
 //! | bounded waits hold nothing | refused up front on the prediction (head reservation + queued cells); refused by the hand-over or by their own deadline sleep if it is upset | `tests/wait.rs::a_bounded_wait_whose_prediction_is_upset…` |
 //! | no task code under a lock | wakers of settled nodes are woken after the shard lock is released; no lock is held across `.await` | `src/wait/waitlist.rs` |
-//! | bounded memory | a queue is removed when it empties; cancelled nodes are compacted once they are half the queue | `tests/wait.rs::a_million_keys_with_waiters_hold_bounded_memory_and_give_it_back` (at most 512 bytes a waiter, every byte back), `queues_free_their_memory_when_they_empty`; `src/wait/queue.rs::compact` |
+//! | bounded memory | a queue is removed when it empties; cancelled nodes are compacted once they are half the queue | `tests/wait.rs::a_million_keys_with_waiters_hold_bounded_memory_and_give_it_back` (at most 512 bytes a waiter, every byte back), `queues_free_their_memory_when_they_empty`; `tests/wait_memory.rs` (counted by the allocator: 300 bytes a waiter beyond its future, and a second round keeps no byte); `src/wait/queue.rs::compact` |
 //!
 //! **What an admission costs.** With many keys (F2: 1,000 keys x 10 tasks) the hand-over is
 //! bound by cache misses, one per object it must touch (timer entry, hand-over waker, queue,
