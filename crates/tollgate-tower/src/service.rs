@@ -39,36 +39,7 @@ use crate::refusal::is_grpc;
 /// });
 /// ```
 ///
-/// In delay mode, a request over the limit waits for its turn (on tollgate's own timer: no
-/// runtime needed) instead of being refused, if its turn comes within the bound:
-///
-/// ```
-/// use std::convert::Infallible;
-/// use std::time::Duration;
-/// use tollgate::Quota;
-/// use tollgate_tower::{Delay, Global, RateLimit, RateLimitLayer};
-/// use tower::{Layer, ServiceExt, service_fn};
-///
-/// let hello = service_fn(|_: http::Request<()>| async {
-///     Ok::<_, Infallible>(http::Response::new(String::new()))
-/// });
-/// // One request per 500 ms, no burst (long enough that the second request surely finds
-/// // the cell taken); a wait of up to two seconds is allowed.
-/// let layer = RateLimitLayer::builder(
-///     tollgate::Limiter::keyed(Quota::with_period(Duration::from_millis(500))),
-///     Global,
-/// )
-/// .delay(Duration::from_secs(2))
-/// .build();
-/// let svc: RateLimit<_, Global, Delay> = layer.layer(hello);
-/// futures_executor::block_on(async {
-///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 200);
-///     // The cell is taken: this one waits for the next, then is served.
-///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 200);
-/// });
-/// let counts = layer.counts();
-/// assert_eq!((counts.admitted, counts.delayed, counts.rejected), (1, 1, 0));
-/// ```
+/// A delay-mode service at work is shown on [`Delay`].
 pub struct RateLimit<S, E: KeyExtractor, M = Reject> {
     pub(crate) inner: S,
     pub(crate) config: Arc<Config<E>>,

@@ -157,12 +157,8 @@ fn seen_peer(h: &HeaderMap) -> SocketAddr {
 /// the IPv4 address it is; `::1` is another client.
 #[tokio::test]
 async fn a_mapped_peer_on_a_dual_stack_socket_is_its_ipv4_client() {
-    let dual = match tokio::net::TcpListener::bind("[::]:0").await {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("skipped: this machine refuses IPv6 sockets ([::]:0: {e})");
-            return;
-        }
+    let Some(dual) = dual_stack_listener().await else {
+        return;
     };
     let (_clock, limiter) = manual(Quota::per_minute(1));
     let layer = RateLimitLayer::builder(limiter.clone(), PeerIp::new()).build();
@@ -201,6 +197,70 @@ async fn a_mapped_peer_on_a_dual_stack_socket_is_its_ipv4_client() {
             assert_eq!(get_once(via_v6, &[]).await.0, StatusCode::TOO_MANY_REQUESTS);
         }
     }
+}
+
+/// A dual-stack listener, or `None` (with the reason printed) where this machine refuses
+/// IPv6 sockets altogether.
+async fn dual_stack_listener() -> Option<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind("[::]:0").await {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            eprintln!("skipped: this machine refuses IPv6 sockets ([::]:0: {e})");
+            None
+        }
+    }
+}
+
+/// Over a real dual-stack socket, the CIDRs a layer is given match the mapped peer
+/// `::ffff:127.0.0.1` as the IPv4 address it is: `127.0.0.0/8` allowlists it, and trusts it
+/// as a proxy whose `X-Forwarded-For` names the client.
+#[tokio::test]
+async fn cidrs_match_a_mapped_peer_on_a_dual_stack_socket() {
+    let Some(dual) = dual_stack_listener().await else {
+        return;
+    };
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .allow_cidrs(["127.0.0.0/8"])
+        .unwrap()
+        .build();
+    let dual = serve_on(dual, layer.clone(), peer_echo());
+    let via_v4 = SocketAddr::from(([127, 0, 0, 1], dual.port()));
+    for _ in 0..3 {
+        let (status, h) = get_once(via_v4, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(seen_peer(&h).ip().to_string(), "::ffff:127.0.0.1");
+        assert!(h.get("ratelimit").is_none() && h.get("ratelimit-policy").is_none());
+    }
+    assert_eq!(
+        (layer.counts().allowlisted, layer.counts().admitted),
+        (3, 0)
+    );
+
+    // A trusted proxy reaching the dual-stack socket from 127.0.0.1: its clients are keyed
+    // by X-Forwarded-For, apart from each other.
+    let Some(dual) = dual_stack_listener().await else {
+        return;
+    };
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let key = ClientIp::trusting(["127.0.0.0/8"]).unwrap();
+    let dual = serve_on(
+        dual,
+        RateLimitLayer::builder(limiter.clone(), key).build(),
+        peer_echo(),
+    );
+    let via_v4 = SocketAddr::from(([127, 0, 0, 1], dual.port()));
+    let mut proxy = connect(via_v4).await;
+    for client in [&b"198.51.100.1"[..], b"198.51.100.2"] {
+        let (status, h) = get(&mut proxy, &[("x-forwarded-for", client)]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(seen_peer(&h).ip().to_string(), "::ffff:127.0.0.1");
+        let (status, _) = get(&mut proxy, &[("x-forwarded-for", client)]).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    }
+    // The proxy's own key was never charged.
+    let proxy_ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    assert!(limiter.peek(&proxy_ip).is_ok());
 }
 
 #[tokio::test]
