@@ -266,6 +266,11 @@
 //! After a stall of the whole process, waiters whose instants passed are released together,
 //! like a timer that catches up on missed ticks.
 //!
+//! The stream adapter `Paced` is the direct limiter's only: a keyed wait can fail (a full
+//! table that refuses new keys), which a stream of the inner items could only swallow or
+//! end on. Per key, `stream.then(|item| limiter.throttle(&key, async { item }))` paces the
+//! same way and hands each failure to the caller.
+//!
 //! A `reset` with waiters queued forgets the head's reservation with the
 //! rest of the key's history: checks may take the fresh burst, the head is still admitted at
 //! its instant, and the waiters behind it reserve in the new history
