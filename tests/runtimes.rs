@@ -3,9 +3,12 @@
 //! futures' `LocalPool`, and plain threads that each drive one task with
 //! `futures_executor::block_on`.
 //!
-//! No runtime's timer is used: no runtime here enables one (tokio's builders are never asked
-//! for `enable_time()`), and every wait sleeps on tollgate's own timer thread, on the real
-//! [`MonotonicClock`](tollgate::MonotonicClock) the limiters use by default.
+//! No runtime's timer is used by the scenarios: no runtime they run on enables one (tokio's
+//! builders there are never asked for `enable_time()`), and every wait sleeps on tollgate's
+//! own timer thread, on the real [`MonotonicClock`](tollgate::MonotonicClock) the limiters
+//! use by default. The last section is the exception: issue 6's timeout loop as a user
+//! writes it, under each runtime's own timeout (tokio's and async-std's timers; tollgate's
+//! `sleep` on a bare executor), held to the rate and the window guarantee.
 //!
 //! The assertions are about outcomes that correctness guarantees whatever the scheduling:
 //! counts, FIFO instants read back from the limiter, and *lower* bounds on completion times
@@ -15,8 +18,9 @@
 //! (its waits are woken by `advance`, still from no runtime's timer), so every waiter's
 //! instant and completion time is exact however slowly the machine runs.
 //!
-//! Each scenario takes well under a second. Tests are named `<scenario>::<runtime>`, so
-//! `cargo test --test runtimes tokio_multi_thread` runs one runtime's column.
+//! Each scenario takes well under a second, each timeout loop about 2.5 s. Tests are named
+//! `<scenario>::<runtime>`, so `cargo test --test runtimes tokio_multi_thread` runs one
+//! runtime's column (the timeout loops are `timeout_loop_under_<runtime>`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,7 +29,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_executor::LocalSpawner;
-use futures_util::future::{AbortHandle, Aborted, Either, FutureExt, abortable, poll_fn, select};
+use futures_util::future::{
+    AbortHandle, Aborted, BoxFuture, Either, FutureExt, abortable, poll_fn, select,
+};
 use futures_util::stream::{self, StreamExt};
 use futures_util::task::LocalSpawnExt;
 use tollgate::{DirectLimiter, Error, Limiter, ManualClock, Quota, Timestamp};
@@ -741,3 +747,266 @@ on_every_runtime!(
     pace_shares_a_direct_limiter_with_waiters,
     blocking_and_async_waiters_share_a_key,
 );
+
+// ---------------------------------------------------------------------------------------
+// The issue's timeout loop, under each runtime's own timeout.
+//
+// Unlike the scenarios above, these use the runtime's own timer where it has one: the loop
+// of issue 6 as a user writes it. 200 tasks on one key at 100/s, burst 1, each waiting for a
+// cell under a 500 ms timeout and trying again when it fires, for 2 s. The queue is 200
+// deep (2 s of cells) and each wait gives up after 500 ms, so about three waits in four are
+// dropped, mostly as the queue's head (eager reservations admitted a tenth of the rate in
+// the issue's measurement, and falling). Each test takes about 2.5 s: the load, then the
+// queue draining.
+
+/// The number of tasks, the quota, the timeout and how long tasks keep starting waits: the
+/// issue's parameters, with 2 s of load in place of its 5 s.
+const LOOP_TASKS: usize = 200;
+const LOOP_TIMEOUT: Duration = Duration::from_millis(500);
+const LOOP_LOAD: Duration = Duration::from_secs(2);
+
+fn loop_quota() -> Quota {
+    Quota::per_second(100).allow_burst(1)
+}
+
+/// A wait for one cell, resolving to the instant it was admitted at (see [`Stamped`]).
+type StampedWait<'a> = BoxFuture<'a, Result<Instant, Error>>;
+
+/// What a wait under a timeout resolves to: `None` if the timeout fired first (and dropped
+/// the wait).
+type TimedWait<'a> = BoxFuture<'a, Option<Result<Instant, Error>>>;
+
+/// Wraps one wait in a runtime's timeout of [`LOOP_TIMEOUT`].
+type Timeout = for<'a> fn(StampedWait<'a>) -> TimedWait<'a>;
+
+fn tokio_timeout(wait: StampedWait<'_>) -> TimedWait<'_> {
+    Box::pin(tokio::time::timeout(LOOP_TIMEOUT, wait).map(Result::ok))
+}
+
+fn async_std_timeout(wait: StampedWait<'_>) -> TimedWait<'_> {
+    Box::pin(async_std::future::timeout(LOOP_TIMEOUT, wait).map(Result::ok))
+}
+
+/// A bare executor has no timer: tollgate's own `sleep` races the wait, and `select` drops
+/// the loser.
+fn tollgate_sleep_timeout(wait: StampedWait<'_>) -> TimedWait<'_> {
+    Box::pin(
+        select(wait, tollgate::timer::sleep(LOOP_TIMEOUT)).map(|raced| match raced {
+            Either::Left((out, _)) => Some(out),
+            Either::Right(_) => None,
+        }),
+    )
+}
+
+/// A wait that reports when it was admitted: `Instant::now()` read by the waker the
+/// hand-over wakes (on the thread that admitted it, before the executor's turn), or at the
+/// poll that finds it admitted without a wake (admitted on arrival). Reading at the task's
+/// next poll instead adds the executor's scheduling delay, which on a loaded 2-core machine
+/// reaches several intervals (a stalled tokio worker was seen to poll three admitted tasks
+/// within 25 µs) and would make the window check below fail on a limiter that kept it.
+/// Either reading comes after the admission, never before.
+struct Stamped<F> {
+    wait: F,
+    /// The instant of the last wake since the last `Pending`.
+    woken_at: Arc<Mutex<Option<Instant>>>,
+}
+
+/// The waker [`Stamped`] polls its wait with: stamps the wake, then wakes the task.
+struct StampOnWake {
+    woken_at: Arc<Mutex<Option<Instant>>>,
+    task: Waker,
+}
+
+impl std::task::Wake for StampOnWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let now = Instant::now();
+        *self.woken_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(now);
+        self.task.wake_by_ref();
+    }
+}
+
+impl<F: Future<Output = Result<(), Error>> + Unpin> Future for Stamped<F> {
+    type Output = Result<Instant, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let waker = Waker::from(Arc::new(StampOnWake {
+            woken_at: self.woken_at.clone(),
+            task: cx.waker().clone(),
+        }));
+        let polled = Pin::new(&mut self.wait).poll(&mut Context::from_waker(&waker));
+        let mut woken_at = self.woken_at.lock().unwrap_or_else(PoisonError::into_inner);
+        match polled {
+            // A wake that raced this poll is forgotten: the admission is then read at the
+            // next poll, later than it was, never earlier.
+            Poll::Pending => {
+                *woken_at = None;
+                Poll::Pending
+            }
+            Poll::Ready(out) => Poll::Ready(out.map(|()| woken_at.unwrap_or_else(Instant::now))),
+        }
+    }
+}
+
+/// One task of the loop: waits for a cell of `"k"` under `timeout`, again and again, until
+/// `stop`; returns the instants of its admissions.
+async fn timeout_loop(l: Limiter<str>, stop: Instant, timeout: Timeout) -> Vec<Instant> {
+    let mut admitted = Vec::new();
+    while Instant::now() < stop {
+        let wait = Stamped {
+            wait: Box::pin(l.until_ready("k")),
+            woken_at: Arc::default(),
+        };
+        if let Some(out) = timeout(Box::pin(wait)).await {
+            admitted.push(out.expect("an unbounded wait for one cell cannot fail"));
+        }
+    }
+    admitted
+}
+
+/// Asserts that the loop kept the rate and never exceeded it. `times` are every task's
+/// admission instants (see [`Stamped`]) on a key that was fresh at `start`, and `stop` is
+/// when tasks stopped starting waits.
+///
+/// **Kept the rate.** From the first admission to `stop` the queue never runs dry (200
+/// tasks, each back in the queue as soon as its wait ends), so a limiter that loses nothing
+/// to cancellation admits a cell at the first admission and then one per interval: exactly
+/// `burst + floor((stop - first) / T)` (the first admission takes the burst of 1). Counting
+/// the instants read at or before `stop` can miss at most the one cell admitted just before
+/// `stop` and read after it; the tail after `stop` is left out because the queue drains
+/// then. The test asks for 90 % of that, not 99 %: on a loaded 2-core CI machine threads
+/// are descheduled, and a timeout that fires after its head's instant has passed leaves that
+/// cell used (`src/wait/queue.rs`), so wall-clock noise costs cells that the limiter cannot
+/// win back. Twenty rounds of two copies of these tests at once never fell below 198 of
+/// 200, which leaves no margin at 99 %. The 99 % target is the benchmark's (scenario G, on a
+/// quiet machine); 90 % still fails by a wide margin if cancellation wastes cells (eager
+/// reservations admitted about 10 %; a head's drop that does not refund, about 25 %).
+///
+/// **Never exceeded it, from the start.** The k-th admission (k from 1) comes no earlier
+/// than `start + (k - burst)·T`, and every instant here is read at or after its admission,
+/// so the k-th smallest instant obeys the same bound: exact, whatever the delays. With the
+/// queue full from the first admission the loop runs at this bound (give or take the first
+/// admission's and the reads' delays), so an extra cell fails it unless cells were lost
+/// before it.
+///
+/// **Never exceeded it, in any window.** The window guarantee allows at most
+/// `burst + floor(W/T)` admissions in any window of length W. It holds for the limiter's
+/// admission instants; the instants here are read just after them, each late by its own
+/// small delay (the hand-over's lock, the waker's call). Two cells admitted one interval
+/// apart are read less than an interval apart when the first read is the later one, so a
+/// window of read instants can hold one cell more than the guarantee, as long as the
+/// delays differ by less than one interval (10 ms): hence the `+ 1`. (A stall of the
+/// timer's thread longer than that would release the cells that came due meanwhile
+/// together, by design, see `src/wait/queue.rs`' chain instant, and could show more.)
+fn assert_loop_kept_the_rate(
+    runtime: &str,
+    mut times: Vec<Instant>,
+    start: Instant,
+    stop: Instant,
+) {
+    let quota = loop_quota();
+    let interval = quota.interval().as_nanos();
+    let burst = u128::from(quota.burst());
+    times.sort_unstable();
+    let first = *times.first().expect("the first wait is admitted at once");
+
+    let in_window = times.iter().filter(|&&t| t <= stop).count() as u128;
+    let ideal = burst + (stop - first).as_nanos() / interval;
+    assert!(
+        in_window * 10 >= ideal * 9,
+        "{runtime}: {in_window} admissions in {:?} where the rate allows {ideal}: cancelled \
+         waits wasted cells",
+        stop - first,
+    );
+
+    for (k, &t) in (1u32..).zip(&times) {
+        let earliest = start + quota.interval() * k.saturating_sub(quota.burst());
+        assert!(
+            t >= earliest,
+            "{runtime}: admission {k} at {:?} after the start, before the rate allows ({:?})",
+            t - start,
+            earliest - start,
+        );
+    }
+
+    for (i, &from) in times.iter().enumerate() {
+        for (j, &to) in times.iter().enumerate().skip(i) {
+            let count = (j - i + 1) as u128;
+            let allowed = burst + (to - from).as_nanos() / interval + 1;
+            assert!(
+                count <= allowed,
+                "{runtime}: {count} admissions in {:?}, over the {allowed} the window \
+                 guarantee allows (with one for jitter)",
+                to - from,
+            );
+        }
+    }
+}
+
+/// The loop on a two-worker tokio runtime with its timer on, under `tokio::time::timeout`.
+#[test]
+fn timeout_loop_under_tokio_timeout() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("a tokio runtime");
+    let l: Limiter<str> = Limiter::keyed(loop_quota());
+    let start = Instant::now();
+    let stop = start + LOOP_LOAD;
+    let times = rt.block_on(async {
+        let tasks: Vec<_> = (0..LOOP_TASKS)
+            .map(|_| tokio::spawn(timeout_loop(l.clone(), stop, tokio_timeout)))
+            .collect();
+        let mut times = Vec::new();
+        for task in tasks {
+            times.extend(task.await.expect("a loop task panicked"));
+        }
+        times
+    });
+    assert_loop_kept_the_rate("tokio", times, start, stop);
+}
+
+/// The loop on async-std, under `async_std::future::timeout`.
+#[test]
+fn timeout_loop_under_async_std_timeout() {
+    let l: Limiter<str> = Limiter::keyed(loop_quota());
+    let start = Instant::now();
+    let stop = start + LOOP_LOAD;
+    let times = async_std::task::block_on(async {
+        let tasks: Vec<_> = (0..LOOP_TASKS)
+            .map(|_| async_std::task::spawn(timeout_loop(l.clone(), stop, async_std_timeout)))
+            .collect();
+        let mut times = Vec::new();
+        for task in tasks {
+            times.extend(task.await);
+        }
+        times
+    });
+    assert_loop_kept_the_rate("async-std", times, start, stop);
+}
+
+/// The loop with no executor: each task on its own thread in `futures_executor::block_on`,
+/// under a timeout made of tollgate's own `sleep`.
+#[test]
+fn timeout_loop_under_block_on_threads() {
+    let l: Limiter<str> = Limiter::keyed(loop_quota());
+    let start = Instant::now();
+    let stop = start + LOOP_LOAD;
+    let threads: Vec<_> = (0..LOOP_TASKS)
+        .map(|_| {
+            let l = l.clone();
+            std::thread::spawn(move || {
+                futures_executor::block_on(timeout_loop(l, stop, tollgate_sleep_timeout))
+            })
+        })
+        .collect();
+    let times = threads
+        .into_iter()
+        .flat_map(|thread| thread.join().expect("a loop thread panicked"))
+        .collect();
+    assert_loop_kept_the_rate("block_on threads", times, start, stop);
+}
