@@ -8,7 +8,7 @@
 //! own timer thread, on the real [`MonotonicClock`](tollgate::MonotonicClock) the limiters
 //! use by default. The last section is the exception: issue 6's timeout loop as a user
 //! writes it, under each runtime's own timeout (tokio's and async-std's timers; tollgate's
-//! `sleep` on a bare executor), held to the rate and the window guarantee.
+//! `sleep` on a bare executor), held to the rate and never ahead of it.
 //!
 //! The assertions are about outcomes that correctness guarantees whatever the scheduling:
 //! counts, FIFO instants read back from the limiter, and *lower* bounds on completion times
@@ -803,8 +803,7 @@ fn tollgate_sleep_timeout(wait: StampedWait<'_>) -> TimedWait<'_> {
 /// poll that finds it admitted without a wake (admitted on arrival). Reading at the task's
 /// next poll instead adds the executor's scheduling delay, which on a loaded 2-core machine
 /// reaches several intervals (a stalled tokio worker was seen to poll three admitted tasks
-/// within 25 µs) and would make the window check below fail on a limiter that kept it.
-/// Either reading comes after the admission, never before.
+/// within 25 µs). Either reading comes after the admission, never before.
 struct Stamped<F> {
     wait: F,
     /// The instant of the last wake since the last `Pending`.
@@ -892,15 +891,13 @@ async fn timeout_loop(l: Limiter<str>, stop: Instant, timeout: Timeout) -> Vec<I
 /// admission's and the reads' delays), so an extra cell fails it unless cells were lost
 /// before it.
 ///
-/// **Never exceeded it, in any window.** The window guarantee allows at most
-/// `burst + floor(W/T)` admissions in any window of length W. It holds for the limiter's
-/// admission instants; the instants here are read just after them, each late by its own
-/// small delay (the hand-over's lock, the waker's call). Two cells admitted one interval
-/// apart are read less than an interval apart when the first read is the later one, so a
-/// window of read instants can hold one cell more than the guarantee, as long as the
-/// delays differ by less than one interval (10 ms): hence the `+ 1`. (A stall of the
-/// timer's thread longer than that would release the cells that came due meanwhile
-/// together, by design, see `src/wait/queue.rs`' chain instant, and could show more.)
+/// **Not a sliding window.** The window guarantee (at most `burst + floor(W/T)` in any
+/// window W) holds on the limiter's admission instants and is asserted exactly on the
+/// manual clock (`tests/wait.rs`, the reference-model property). It cannot be asserted on
+/// instants read from the wall clock: a stall of the timer's thread releases the cells that
+/// came due meanwhile together, by design (`src/wait/queue.rs`, the chain instant), and a
+/// loaded machine stalls it. A version of this test that held read instants to the window
+/// bound plus one failed 3 runs in 20 with four test binaries sharing two cores.
 fn assert_loop_kept_the_rate(
     runtime: &str,
     mut times: Vec<Instant>,
@@ -930,19 +927,6 @@ fn assert_loop_kept_the_rate(
             t - start,
             earliest - start,
         );
-    }
-
-    for (i, &from) in times.iter().enumerate() {
-        for (j, &to) in times.iter().enumerate().skip(i) {
-            let count = (j - i + 1) as u128;
-            let allowed = burst + (to - from).as_nanos() / interval + 1;
-            assert!(
-                count <= allowed,
-                "{runtime}: {count} admissions in {:?}, over the {allowed} the window \
-                 guarantee allows (with one for jitter)",
-                to - from,
-            );
-        }
     }
 }
 
