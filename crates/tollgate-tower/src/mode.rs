@@ -26,29 +26,36 @@ pub struct Reject;
 /// # Examples
 ///
 /// A request over the limit waits for its turn (on tollgate's own timer: no runtime
-/// needed) instead of being refused, since its turn comes within the bound:
+/// needed) instead of being refused, since its turn comes within the bound. A
+/// [`ManualClock`](tollgate::ManualClock) shows it step by step:
 ///
 /// ```
 /// use std::convert::Infallible;
+/// use std::pin::pin;
 /// use std::time::Duration;
-/// use tollgate::{Limiter, Quota};
+/// use futures_lite::future::poll_once;
+/// use tollgate::{Limiter, ManualClock, Quota};
 /// use tollgate_tower::{Delay, Global, RateLimit, RateLimitLayer};
 /// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// let hello = service_fn(|_: http::Request<()>| async {
 ///     Ok::<_, Infallible>(http::Response::new(String::new()))
 /// });
-/// // One request per 500 ms, no burst (long enough that the second request surely finds
-/// // the cell taken); a wait of up to two seconds is allowed.
-/// let limiter = Limiter::keyed(Quota::with_period(Duration::from_millis(500)));
+/// // One request a second, no burst; a wait of up to two seconds is allowed.
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::builder(Quota::per_second(1).allow_burst(1)).clock(clock.clone()).build();
 /// let layer: RateLimitLayer<Global, Delay> = RateLimitLayer::builder(limiter, Global)
 ///     .delay(Duration::from_secs(2))
 ///     .build();
 /// let svc: RateLimit<_, Global, Delay> = layer.layer(hello);
 /// futures_executor::block_on(async {
 ///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 200);
-///     // The cell is taken: this one waits for the next, then is served.
-///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 200);
+///     // The cell is taken: the next request waits for the next cell, a second later...
+///     let mut waiting = pin!(svc.clone().oneshot(http::Request::new(())));
+///     assert!(poll_once(&mut waiting).await.is_none());
+///     clock.advance(Duration::from_secs(1));
+///     // ...and is served then.
+///     assert_eq!(waiting.await.unwrap().status(), 200);
 /// });
 /// let counts = layer.counts();
 /// assert_eq!((counts.admitted, counts.delayed, counts.rejected), (1, 1, 0));
