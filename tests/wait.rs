@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use tollgate::{DirectLimiter, Error, Limiter, ManualClock, Quota, Timestamp};
+use tollgate::{DirectLimiter, Error, FullPolicy, Limiter, ManualClock, Quota, Timestamp};
 
 const MS: Duration = Duration::from_millis(1);
 const NS: Duration = Duration::from_nanos(1);
@@ -1453,4 +1453,109 @@ fn a_reset_with_waiters_queued_frees_the_burst_and_keeps_the_queue_on_time() {
     }
     // The new incarnation: the check at 0, waiter 1 at 100 ms, waiter 2 at 200 ms.
     assert_eq!(admitted, [(0, 100), (1, 100), (2, 200)]);
+}
+
+// ---------------------------------------------------------------------------------------
+// A full table under waiters: a key evicted while its waiters queue, and a hand-over that
+// finds no room for its key.
+
+/// One shard of 16 keys at 10 cells per second, burst 1, under `policy`: key 0 has taken
+/// its cell at 0 ms, keys 1 to 15 fill the table with states that last a minute, so that key
+/// 0 is the closest to expiry.
+fn full_table(policy: FullPolicy) -> (Limiter<u64>, ManualClock) {
+    let clock = ManualClock::new();
+    let l = Limiter::builder(Quota::per_second(10).allow_burst(1))
+        .shards(1)
+        .capacity(16)
+        .full_policy(policy)
+        .clock(clock.clone())
+        .build();
+    assert!(l.check(&0).is_ok());
+    for k in 1..16 {
+        assert!(l.check_with(&k, Quota::per_minute(1)).is_ok());
+    }
+    assert_eq!(l.stats().keys_held, 16);
+    (l, clock)
+}
+
+/// Runs the clock from 1 ms to `until_ms` in 1 ms steps, polling each waiter once it is
+/// woken; returns each waiter's result and the millisecond it came at, in the order they came.
+fn run_clock<T: std::fmt::Debug, F: Future<Output = T>>(
+    clock: &ManualClock,
+    waiters: &mut [Probe<F>],
+    until_ms: u64,
+) -> Vec<(usize, u64, T)> {
+    let mut done = Vec::new();
+    for ms in 1..=until_ms {
+        clock.set(Timestamp::from_nanos(ms * 1_000_000));
+        for (i, w) in waiters.iter_mut().enumerate() {
+            if w.wakes() > 0 && !done.iter().any(|&(j, _, _)| j == i) {
+                match w.poll() {
+                    Poll::Ready(out) => done.push((i, ms, out)),
+                    Poll::Pending => panic!("waiter {i} woken at {ms} ms but not ready"),
+                }
+            }
+        }
+    }
+    for (i, w) in waiters.iter().enumerate() {
+        assert_eq!(w.wakes(), 1, "waiter {i} woken once");
+    }
+    done
+}
+
+#[test]
+fn a_key_evicted_while_its_waiters_queue_is_forgotten_as_by_a_reset() {
+    let (l, clock) = full_table(FullPolicy::EvictClosestToExpiry);
+    let mut waiters: Vec<_> = (0..3).map(|_| Probe::new(l.until_ready(&0))).collect();
+    for w in &mut waiters {
+        assert!(w.poll().is_pending());
+    }
+    // The head's reservation makes key 0's state 200 ms: still the closest to expiry. A new
+    // key evicts it.
+    assert!(l.check(&16).is_ok());
+    assert_eq!(l.stats().forced_evictions, 1);
+    // The head keeps the instant it reserved (100 ms). The next waiter reserves in a key with
+    // no history, which has its burst: it is admitted at once, at 100 ms, as a check on the
+    // forgotten key would be; the last follows one interval later. The eviction's price is
+    // the one of any eviction (one burst), and the queue keeps moving, each waiter woken once.
+    let admitted = run_clock(&clock, &mut waiters, 250);
+    assert_eq!(
+        admitted,
+        [(0, 100, Ok(())), (1, 100, Ok(())), (2, 200, Ok(()))]
+    );
+    // The hand-over stored key 0 again (evicting key 16, now the closest to expiry), and its
+    // state counts the waiters' cells: the next is at 300 ms.
+    assert_eq!(l.stats().forced_evictions, 2);
+    assert!(l.check(&0).is_err());
+    clock.set(Timestamp::from_nanos(300_000_000));
+    assert!(l.check(&0).is_ok());
+}
+
+#[test]
+fn a_hand_over_that_finds_no_room_for_its_key_fails_its_waiters_with_table_full() {
+    let (l, clock) = full_table(FullPolicy::RefuseNewKeys);
+    let full = Error::TableFull { capacity: 16 };
+    // A new key cannot wait: it is refused at its first poll.
+    assert_eq!(
+        Probe::new(l.until_ready(&99)).poll(),
+        Poll::Ready(Err(full))
+    );
+    let mut waiters: Vec<_> = (0..3).map(|_| Probe::new(l.until_ready(&0))).collect();
+    for w in &mut waiters {
+        assert!(w.poll().is_pending());
+    }
+    // Key 0 is forgotten and its slot taken by another key: the table is full again.
+    assert!(l.reset(&0));
+    assert!(l.check(&16).is_ok());
+    // The head keeps its reservation (100 ms); the waiters behind it need key 0 stored, and
+    // there is no room: they fail with the error, at the hand-over that reaches them, woken
+    // once, instead of waiting for room that may never come.
+    let done = run_clock(&clock, &mut waiters, 500);
+    assert_eq!(
+        done,
+        [(0, 100, Ok(())), (1, 100, Err(full)), (2, 100, Err(full))]
+    );
+    // Room made, the key waits again.
+    assert!(l.reset(&16));
+    assert_eq!(Probe::new(l.until_ready(&0)).poll(), Poll::Ready(Ok(())));
 }

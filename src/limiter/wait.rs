@@ -162,7 +162,14 @@ impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     ///
     /// # Errors
     ///
-    /// [`Error::TableFull`] for a new key when the table refuses new keys.
+    /// [`Error::TableFull`] for a new key when the table refuses new keys. Also for a queued
+    /// waiter whose key was forgotten ([`reset`](Limiter::reset)) while it waited and whose
+    /// turn finds no room to store the key again: it fails then, holding nothing, rather than
+    /// wait for room that may never come. (Under [`FullPolicy::EvictClosestToExpiry`] a key
+    /// evicted while waiters queue is forgotten as by a reset: the head keeps its instant,
+    /// the next waiter starts the key's new history with its burst.)
+    ///
+    /// [`FullPolicy::EvictClosestToExpiry`]: crate::FullPolicy::EvictClosestToExpiry
     ///
     /// # Cancel safety
     ///

@@ -61,6 +61,14 @@
 //! admits it only if that hand-over runs later than one emission interval: checks and
 //! waiters share the key's rate, and a check only gets cells the queue leaves unclaimed.
 //!
+//! # A key forgotten while its waiters queue
+//!
+//! A reset or an eviction removes the key's state, not its queue: the head keeps the instant
+//! it reserved, and the next head reserves in the key's new history (which has its burst),
+//! storing the key again. If the table has no room for it then (`RefuseNewKeys`), that node
+//! fails with `TableFull`, and so does each node after it in the same hand-over: none waits
+//! for room that may never come (`tests/wait.rs`, "a full table under waiters").
+//!
 //! # Bounded waits
 //!
 //! A bounded waiter (`.within(d)`, `.until(t)`) is refused up front, writing nothing, if its
