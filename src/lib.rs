@@ -55,7 +55,8 @@
 //! Every admitted check is one successful CAS on the key's state word; a refused check
 //! writes nothing. Checks on one key are linearisable in the order of those CASes. The
 //! protocol that keeps a check on one key from touching another key's state when slots are
-//! reused is described (and model-checked with loom) in the table's source, `src/table/`.
+//! reused is described in the table's source (`src/table/slot.rs`) and model-checked with loom
+//! (`loom-tests/models.rs`).
 
 #![warn(
     missing_docs,
@@ -111,7 +112,8 @@ pub struct ReadmeDoctests;
 mod inflight;
 pub use inflight::{Acquire, InFlight, Permit};
 
-/// Per-key rates learned from the server: additive increase, multiplicative decrease,
-/// `Retry-After` pushes and announced policies, driving a keyed [`Limiter`].
+/// Per-key rates learned from the server: a fast climb to the first throttle, then a
+/// bisection between the slowest throttled and the fastest confirmed rate; `Retry-After`
+/// pushes and announced policies; driving a keyed [`Limiter`].
 mod adaptive;
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};

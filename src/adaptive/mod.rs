@@ -34,9 +34,12 @@ use table::Table;
 /// Each key has a current rate between a floor and a ceiling ([`AdaptiveConfig`]), moved by
 /// three signals:
 ///
-/// * [`success`](AdaptiveRate::success): additive increase;
-/// * [`throttled`](AdaptiveRate::throttled): multiplicative decrease, and the key's next
-///   admission moves out by the server's `Retry-After` (capped);
+/// * [`success`](AdaptiveRate::success): an additive increase until the key is first
+///   throttled; after that, once `confirm` successes in a row hold a rate, the next rate
+///   tried is halfway to the slowest rate that was throttled (a bisection);
+/// * [`throttled`](AdaptiveRate::throttled): back to the fastest rate confirmed, or a
+///   multiplicative decrease if none is known, and the key's next admission moves out by
+///   the server's `Retry-After` (capped);
 /// * [`announce`](AdaptiveRate::announce): the server said its policy; the key is paced to
 ///   it exactly instead of probing.
 ///
