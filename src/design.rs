@@ -170,9 +170,10 @@
 //! hot path's lock-free miss (a walk of the run, fingerprints only), the shard lock (two
 //! RMWs), the locked probe (a second walk, with TATs), the victim's freeze (an RMW) and
 //! hand-over, and, for the one eviction in six whose run holds no key, a scan of 16 keys and
-//! (until the change below) a tombstone, a compaction per ~420–500 evictions. Reusing the hot path's walk under the
-//! lock would need a count of locked slot changes for the lock holder to validate it against,
-//! and a hot path that collects the least TAT on a miss; not done. Measured on 2026-11-23,
+//! (until the change below) a tombstone, a compaction per ~420–500 evictions. Reusing the
+//! hot path's walk under the lock would need a count of locked slot changes for the lock
+//! holder to validate it against, and a hot path that collects the least TAT on a miss; not
+//! done. Measured on 2026-11-23,
 //! old and new bench binaries alternately, four runs each, load 1.1–1.2 (BENCHMARKS.md,
 //! *Full table*): an evicting key 3.0–3.2 hits against 3.8–5.0 for the old code in the same
 //! session (a third less time; target still missed), a refused key 1.7–2.3 against 2.2–2.5;
@@ -213,7 +214,8 @@
 //! passed as `&mut f` to the locked path, or the quota passed as one struct made the
 //! compiler keep those values in memory, about 15 stores before every CAS, and a locked
 //! instruction on x86 waits for the store buffer to drain. Measured with callgrind on one
-//! hot key with `check_at`: 226 instructions a check before, about 133 after (134.5, then 132.5 after the fingerprint change; BENCHMARKS.md).
+//! hot key with `check_at`: 226 instructions a check before, about 133 after (134.5, then
+//! 132.5 after the fingerprint change; BENCHMARKS.md).
 //! "Inlined" is not left to the inliner's judgement at the two joints that decide it
 //! (`Limiter::check_n_at` and the key word's `try_update_recording` are
 //! `#[inline(always)]`): in a caller from another crate with a bigger body around it
@@ -310,7 +312,8 @@
 //! thread stays as a backstop, firing only what the task is 10 ms late for: a blocked
 //! runtime, a forgotten future or a crashed task delay sleeps by at most that, never
 //! forever. Both drivers keep a wake-up of their own; each turn and each registration keeps
-//! both covering the heap (`src/timer/driver.rs`, "A second driver"; five loom models in `loom-tests/timer.rs`, `backstop_*` and `stray_task_turn_vs_registrant`).
+//! both covering the heap (`src/timer/driver.rs`, "A second driver"; five loom models in
+//! `loom-tests/timer.rs`, `backstop_*` and `stray_task_turn_vs_registrant`).
 //! One driver at a time: a second `drive` completes at once. A standby that takes over when
 //! the first detaches would need a waiter list on a path that only matters with several
 //! runtimes, and the thread already takes over at once.
@@ -455,8 +458,8 @@
 //! `Instant`: monotonic everywhere, where a raw TSC is not; tollgate-tower's docs show how
 //! to plug a TSC clock in where it is safe.
 //!
-//! The default table cap (`1 << 23`, about 8.4M keys) must hold scenario C (5M live keys): it bounds memory and is not a
-//! preallocation. Targets are for the default configuration.
+//! The default table cap (`1 << 23`, about 8.4M keys) must hold scenario C (5M live keys):
+//! it bounds memory and is not a preallocation. Targets are for the default configuration.
 //!
 //! Hashing: SipHash costs about 10 ns a key, a large share of scenario A. The default is a
 //! foldhash seeded per limiter: not a keyed PRF, but nobody outside the process knows the
