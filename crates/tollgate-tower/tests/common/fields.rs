@@ -155,22 +155,22 @@ pub(crate) fn parse_list(headers: &HeaderMap, name: &str) -> Vec<Item> {
 
 /// The one policy item of `RateLimit-Policy`: `(name, q, w)`.
 pub(crate) fn policy(headers: &HeaderMap) -> (String, i64, i64) {
-    let items = parse_list(headers, "ratelimit-policy");
-    assert_eq!(items.len(), 1, "{items:?}");
-    let Bare::Str(name) = &items[0].value else {
-        panic!("a policy's name is a String: {items:?}")
-    };
-    (name.clone(), items[0].int("q"), items[0].int("w"))
+    one_item(headers, "ratelimit-policy", ["q", "w"])
 }
 
 /// The one item of `RateLimit`: `(name, r, t)`.
 pub(crate) fn ratelimit(headers: &HeaderMap) -> (String, i64, i64) {
-    let items = parse_list(headers, "ratelimit");
+    one_item(headers, "ratelimit", ["r", "t"])
+}
+
+/// The one item of the list field `field`: its name (a String) and two integer parameters.
+fn one_item(headers: &HeaderMap, field: &str, [a, b]: [&str; 2]) -> (String, i64, i64) {
+    let items = parse_list(headers, field);
     assert_eq!(items.len(), 1, "{items:?}");
     let Bare::Str(name) = &items[0].value else {
         panic!("a policy's name is a String: {items:?}")
     };
-    (name.clone(), items[0].int("r"), items[0].int("t"))
+    (name.clone(), items[0].int(a), items[0].int(b))
 }
 
 /// `Retry-After` as delay-seconds: an integer of at least 1.
