@@ -560,3 +560,36 @@
 //! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |
 //! | converges within 5 % under a hidden rate, < 1 % 429s after | the bisection above; bunched sends do not move the bracket | `crates/tollgate-client/tests/converge.rs` (real hyper servers behind tollgate-tower, run 4 at once on 2 cores), `crates/tollgate-client/tests/layer.rs::a_429_of_requests_the_client_sent_bunched…` |
+//!
+//! ## 11. Who the client is, behind proxies
+//!
+//! `tollgate-tower`'s [`ClientIp`] is nginx's `real_ip_recursive`: from the peer address,
+//! while the address in hand is a trusted proxy, step to the next forwarding element from
+//! the right. Everything left of the last element a trusted proxy wrote is the client's to
+//! choose, so two rules keep it from choosing anything:
+//!
+//! * *Judge only what the walk reaches.* The field's raw bytes are split from the right
+//!   (for `Forwarded`, at commas outside quoted strings, a quote being a delimiter unless an
+//!   odd run of backslashes precedes it, which in a well-formed element never reaches left
+//!   of it), and each element is parsed when the walk asks for it. A non-ASCII byte, an
+//!   unterminated quote or a grammar error left of the client's address changes nothing. A
+//!   parser that rejected the whole field for one such byte let any client behind an
+//!   appending proxy fall back to the proxy's key.
+//! * *What cannot be attributed is nobody's.* A walk that reaches an element naming no
+//!   address has no client: keying it by the last trusted address would put every such
+//!   sender in the proxy's bucket (its health checks refused), and keying it by anything
+//!   further left would let the client choose. It gets the missing-key policy (a 400 by
+//!   default), is counted (`Counts::unattributable`), and a fallback key source (`.or()`)
+//!   is not consulted for it. A stacked per-client limit follows the same policy, so it
+//!   cannot be escaped that way either.
+//!
+//! A server that records no peer address makes every request keyless; the first such
+//! request logs a `tracing` warning naming the fix, and each is counted
+//! (`Counts::no_peer_address`).
+//!
+//! | promise | why it holds | checked by |
+//! | --- | --- | --- |
+//! | a client behind a trusted proxy cannot spend the proxy's key, nor pick one | the walk above | `crates/tollgate-tower/tests/keys.rs` (`garbage_left_of_the_proxys_entry…`, over IPv4 and a dual-stack socket; `unattributable_requests_get_the_missing_key_policy`), `src/forwarded.rs` unit tests (`what_the_client_writes_cannot_change_the_hops_right_of_it`) |
+//! | a misconfigured server is told | a once-per-process warning, a count | `crates/tollgate-tower/tests/misconfigured.rs` |
+//!
+//! [`ClientIp`]: https://docs.rs/tollgate-tower

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Behind proxies, name them with `--trusted-proxy CIDR` (repeatable): the client is then
-//! the first address of `X-Forwarded-For`, from the right, that is not a trusted proxy.
+//! the first address of `X-Forwarded-For`, from the right, that is not a trusted proxy; a
+//! request whose walk reaches an element that is not an address gets a 400.
 //! `--serve-for SECONDS` stops the server after that long (for smoke runs); it prints the
 //! limiter's counts when it stops. `--help` prints the usage.
 

@@ -20,7 +20,11 @@ use crate::mode::{Delay, Reject};
 use crate::refusal::MakeBody;
 use crate::stack::Extra;
 
-/// What to do with a request whose key cannot be found (no peer address, no API key).
+/// What to do with a request whose key cannot be found: no API key, a forwarding walk that
+/// reached an element naming no address, no peer address (each reason is a [`NoKey`];
+/// the last two are counted apart in [`Counts`](crate::Counts)).
+///
+/// [`NoKey`]: crate::NoKey
 ///
 /// The third choice, limiting such a request by another key (its peer address, say), is
 /// made where the key is: [`KeyExtractor::or`](crate::KeyExtractor::or).

@@ -127,6 +127,20 @@ pub struct Counts {
     /// Refused with a `503`: a limiter's table was full under
     /// `FullPolicy::RefuseNewKeys`.
     pub unavailable: u64,
+    /// Of the requests without a key (counted above in `missing_key_rejected`,
+    /// `missing_key_allowed` or `dry_run_refused`), those whose forwarding walk through
+    /// trusted proxies reached an element that names no address
+    /// ([`NoKey::Unattributable`](crate::NoKey::Unattributable)), for the layer's key or a
+    /// stacked one.
+    pub unattributable: u64,
+    /// Of the requests without a key (counted above likewise), those that [`PeerIp`] or
+    /// [`ClientIp`] could not key because the server put no peer address in the request's
+    /// extensions ([`NoKey::NoPeerAddress`](crate::NoKey::NoPeerAddress), which says how to
+    /// fix it). Anything but 0 here is a set-up mistake.
+    ///
+    /// [`PeerIp`]: crate::PeerIp
+    /// [`ClientIp`]: crate::ClientIp
+    pub no_peer_address: u64,
 }
 
 /// One decision, to be counted; its discriminant is its counter's index in a stripe.
@@ -140,13 +154,16 @@ pub(crate) enum Outcome {
     MissingKeyRejected,
     MissingKeyAllowed,
     Unavailable,
+    // Not outcomes of their own: why some of the keyless requests above had no key.
+    Unattributable,
+    NoPeerAddress,
 }
 
 /// One stripe: a counter per [`Outcome`], indexed by `Outcome as usize`.
 type Stripe = [AtomicU64; OUTCOMES];
 
 /// How many outcomes there are.
-const OUTCOMES: usize = 8;
+const OUTCOMES: usize = 10;
 
 /// The shared counters behind [`Counts`], striped (see the module docs).
 pub(crate) struct Counters {
@@ -203,6 +220,8 @@ impl Counters {
             missing_key_rejected: read(Outcome::MissingKeyRejected),
             missing_key_allowed: read(Outcome::MissingKeyAllowed),
             unavailable: read(Outcome::Unavailable),
+            unattributable: read(Outcome::Unattributable),
+            no_peer_address: read(Outcome::NoPeerAddress),
         }
     }
 }

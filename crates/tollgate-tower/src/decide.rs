@@ -16,7 +16,7 @@ use crate::counts::Outcome;
 use crate::dry_run::DryRunRefusal;
 use crate::fields::{Fields, Policy};
 use crate::future::ResponseFuture;
-use crate::key::KeyExtractor;
+use crate::key::{KeyExtractor, NoKey};
 use crate::refusal::{Kind, Rejection, is_grpc, problem_json};
 use crate::stack::{Checked, Undo};
 
@@ -100,20 +100,19 @@ impl<E: KeyExtractor> Config<E> {
     }
 
     pub(crate) fn decide(&self, parts: &Parts, delay: bool) -> Decision<E::Key> {
-        let Some(key) = self.extractor.extract(parts) else {
-            return match self.missing_key {
-                // Not limited by this limit; the stacked ones still apply.
-                MissingKey::Allow => match self.check_extras(parts) {
-                    Ok((fields, _)) => Decision::Call(fields, Outcome::MissingKeyAllowed),
-                    Err(rejection) => Decision::Respond(rejection),
-                },
-                MissingKey::Reject => Decision::Respond(self.rejection(
-                    Kind::MissingKey,
-                    HeaderMap::new(),
-                    None,
-                    None,
-                )),
-            };
+        let key = match self.extractor.try_extract(parts) {
+            Ok(key) => key,
+            Err(why) => {
+                self.count_why(why);
+                return match self.missing_key {
+                    // Not limited by this limit; the stacked ones still apply.
+                    MissingKey::Allow => match self.check_extras(parts, true) {
+                        Ok((fields, _)) => Decision::Call(fields, Outcome::MissingKeyAllowed),
+                        Err(rejection) => Decision::Respond(rejection),
+                    },
+                    MissingKey::Reject => Decision::Respond(self.missing_key_rejection()),
+                };
+            }
         };
         if self.allow.as_ref().is_some_and(|allow| allow(&key)) {
             return Decision::Call(None, Outcome::Allowlisted);
@@ -122,7 +121,7 @@ impl<E: KeyExtractor> Config<E> {
         if delay {
             // The wait cannot be given back (it returns no `Admitted`), so the stacked
             // limits go first, and are given back if the wait fails.
-            return match self.check_extras(parts) {
+            return match self.check_extras(parts, false) {
                 Ok((fields, undos)) => Decision::Wait(key, quota, fields, undos),
                 Err(rejection) => Decision::Respond(rejection),
             };
@@ -140,7 +139,7 @@ impl<E: KeyExtractor> Config<E> {
         if self.extras.is_empty() {
             return Decision::Call(fields, Outcome::Admitted);
         }
-        match self.check_extras(parts) {
+        match self.check_extras(parts, false) {
             Ok((extra_fields, _)) => {
                 if let (Some(fields), Some(extra)) = (&mut fields, extra_fields) {
                     fields.append(extra);
@@ -154,14 +153,52 @@ impl<E: KeyExtractor> Config<E> {
         }
     }
 
+    /// The answer to a request without a key under [`MissingKey::Reject`].
+    fn missing_key_rejection(&self) -> Rejection {
+        self.rejection(Kind::MissingKey, HeaderMap::new(), None, None)
+    }
+
+    /// Counts why a request has no key, where the reason is one [`Counts`] tells apart.
+    ///
+    /// [`Counts`]: crate::Counts
+    fn count_why(&self, why: NoKey) {
+        match why {
+            NoKey::Unattributable => self.counters.count(Outcome::Unattributable),
+            NoKey::NoPeerAddress => self.counters.count(Outcome::NoPeerAddress),
+            NoKey::Absent => {}
+        }
+    }
+
     /// Checks the stacked limits in order. All admit (or do not apply): their fields and
     /// undos. One refuses: those before it are given back, and its refusal is the answer.
-    fn check_extras(&self, parts: &Parts) -> Result<(Option<Fields>, Vec<Undo>), Rejection> {
+    ///
+    /// A stacked limit whose key the request lacks does not apply; but one whose key source
+    /// could not attribute the request, or had no peer address, follows the missing-key
+    /// policy as the layer's own limit does (a per-client limit must not be escaped by
+    /// garbage in a forwarding header, nor by a server that lost its peer addresses).
+    /// `why_counted`: the request's reason for a missing key was counted already.
+    fn check_extras(
+        &self,
+        parts: &Parts,
+        mut why_counted: bool,
+    ) -> Result<(Option<Fields>, Vec<Undo>), Rejection> {
         let mut fields: Option<Fields> = None;
-        let mut undos = Vec::new();
+        let mut undos: Vec<Undo> = Vec::new();
         for extra in &self.extras {
             match extra.check(parts) {
-                Checked::NoKey => {}
+                Checked::NoKey(NoKey::Absent) => {}
+                Checked::NoKey(why) => {
+                    if !why_counted {
+                        self.count_why(why);
+                        why_counted = true;
+                    }
+                    if matches!(self.missing_key, MissingKey::Reject) {
+                        for undo in undos.into_iter().rev() {
+                            undo();
+                        }
+                        return Err(self.missing_key_rejection());
+                    }
+                }
                 Checked::Admitted(f, undo) => {
                     undos.push(undo);
                     if self.format.any() {

@@ -2,10 +2,17 @@
 
 use http::request::Parts;
 
-use crate::key::KeyExtractor;
+use crate::key::{KeyExtractor, NoKey};
 
 /// The key source `first`, or `fallback` for a request that `first` finds no key in: from
 /// [`KeyExtractor::or`].
+///
+/// A request that `first` cannot attribute ([`NoKey::Unattributable`]: a [`ClientIp`]
+/// walk that reached a forwarding element naming no address) does not fall back: it gets
+/// the missing-key policy, so `ClientIp::trusting(..).or(PeerIp::new())` never keys such a
+/// request as the proxy it came through.
+///
+/// [`ClientIp`]: crate::ClientIp
 ///
 /// # Examples
 ///
@@ -36,9 +43,24 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Or<A, B> {
     type Key = KeyOr<A::Key, B::Key>;
 
     fn extract(&self, parts: &Parts) -> Option<Self::Key> {
-        match self.first.extract(parts) {
-            Some(key) => Some(KeyOr::First(key)),
-            None => self.fallback.extract(parts).map(KeyOr::Fallback),
+        self.try_extract(parts).ok()
+    }
+
+    fn try_extract(&self, parts: &Parts) -> Result<Self::Key, NoKey> {
+        match self.first.try_extract(parts) {
+            Ok(key) => Ok(KeyOr::First(key)),
+            // A request whose forwarding walk reached garbage is not one without a key: a
+            // fallback to the peer address would key it as the proxy.
+            Err(NoKey::Unattributable) => Err(NoKey::Unattributable),
+            Err(first) => self
+                .fallback
+                .try_extract(parts)
+                .map(KeyOr::Fallback)
+                // The more telling reason: a set-up mistake over a plain absence.
+                .map_err(|fallback| match fallback {
+                    NoKey::Absent => first,
+                    other => other,
+                }),
         }
     }
 }

@@ -40,6 +40,30 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// The request's key, or `None` if it has none.
     fn extract(&self, parts: &Parts) -> Option<Self::Key>;
 
+    /// The request's key, or why it has none: what the layer calls, so that it can count
+    /// the requests that no source could attribute ([`NoKey::Unattributable`]) and those
+    /// a misconfigured server sent without a peer address ([`NoKey::NoPeerAddress`]) apart
+    /// from those that simply carry no key. The default says [`NoKey::Absent`] whenever
+    /// [`extract`](Self::extract) finds nothing; a source that can tell more overrides it,
+    /// and then its `extract` is `try_extract(parts).ok()`.
+    ///
+    /// # Errors
+    ///
+    /// [`NoKey`]: why the request has no key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{KeyExtractor, NoKey, PeerIp};
+    ///
+    /// // A request served without its peer address in the extensions (a set-up mistake).
+    /// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+    /// assert_eq!(PeerIp::new().try_extract(&parts), Err(NoKey::NoPeerAddress));
+    /// ```
+    fn try_extract(&self, parts: &Parts) -> Result<Self::Key, NoKey> {
+        self.extract(parts).ok_or(NoKey::Absent)
+    }
+
     /// This source's key, or for a request that has none, `fallback`'s: an API key, else the
     /// peer address, is `HeaderKey::new(name).or(PeerIp::new())`. A request that neither
     /// source finds a key in gets the layer's [`MissingKey`](crate::MissingKey) policy.
@@ -60,6 +84,90 @@ pub trait KeyExtractor: Send + Sync + 'static {
         Self: Sized,
     {
         Or::new(self, fallback)
+    }
+}
+
+/// Why a request has no key ([`KeyExtractor::try_extract`]). Every reason leads to the
+/// layer's [`MissingKey`](crate::MissingKey) policy (a 400 by default); the layer counts
+/// the last two apart ([`Counts`](crate::Counts)), since each means something other than a
+/// client without a key.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use tollgate_tower::{ClientIp, KeyExtractor, NoKey};
+///
+/// // A trusted proxy forwards a field whose rightmost element is not an address.
+/// let client_ip = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
+/// let mut req = http::Request::get("/").header("x-forwarded-for", "unknown").body(()).unwrap();
+/// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+/// let (parts, ()) = req.into_parts();
+/// assert_eq!(client_ip.try_extract(&parts), Err(NoKey::Unattributable));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NoKey {
+    /// The request carries no key: no API key header, a closure that found nothing.
+    Absent,
+    /// A [`ClientIp`] walk from the peer through trusted proxies reached a forwarding element
+    /// that names no address (malformed, non-ASCII, `unknown`, obfuscated, a `Forwarded`
+    /// element without `for=`), or an `X-Real-IP` that is not one address. The request
+    /// cannot be attributed: keying it by the proxy would let anyone behind that proxy
+    /// spend the proxy's own limit (and share one bucket with every other such sender), and
+    /// keying it by anything left of that element would let the client choose its key.
+    /// Seen often, it means a trusted proxy that does not write the header it is trusted
+    /// for (check [`ClientIp::header`] and the proxy's configuration).
+    Unattributable,
+    /// [`PeerIp`] or [`ClientIp`] found no peer address in the request's extensions: the
+    /// server was set up without one, so no request can be keyed by its client. Insert the
+    /// connection's [`SocketAddr`] into each request's extensions when you accept it (hyper
+    /// leaves that to you); under axum serve with
+    /// `into_make_service_with_connect_info::<SocketAddr>()` and enable this crate's `axum`
+    /// feature; under tonic enable the `tonic` feature, and over TLS copy the
+    /// `TlsConnectInfo`'s `remote_addr()` into the extensions as a `SocketAddr` (see
+    /// [`peer_addr`]). The first such request in a process logs a `tracing` warning
+    /// that says so.
+    NoPeerAddress,
+}
+
+impl std::fmt::Display for NoKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NoKey::Absent => "the request carries no key",
+            NoKey::Unattributable => {
+                "a forwarding header reached through trusted proxies names no address"
+            }
+            NoKey::NoPeerAddress => {
+                "no peer address in the request's extensions: the server does not record it"
+            }
+        })
+    }
+}
+
+impl std::error::Error for NoKey {}
+
+/// The peer address, or [`NoKey::NoPeerAddress`] after a warning the first time in this
+/// process (a server set-up mistake makes every request keyless: say it once, loudly).
+fn required_peer_addr(parts: &Parts) -> Result<IpAddr, NoKey> {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    match peer_addr(&parts.extensions) {
+        Some(ip) => Ok(ip),
+        None => {
+            // ordering: a once-flag for a log line; it publishes nothing.
+            if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    "tollgate-tower: a request has no peer address in its extensions, so PeerIp \
+                     and ClientIp cannot key it (every such request gets the missing-key \
+                     policy: a 400, or no limit under MissingKey::Allow). Insert the \
+                     connection's SocketAddr into each request's extensions, serve axum with \
+                     into_make_service_with_connect_info::<SocketAddr>() and the `axum` \
+                     feature, or enable the `tonic` feature; see tollgate_tower::NoKey. \
+                     Counted in Counts::no_peer_address; this warning is logged once."
+                );
+            }
+            Err(NoKey::NoPeerAddress)
+        }
     }
 }
 
@@ -236,8 +344,12 @@ impl KeyExtractor for PeerIp {
     type Key = IpAddr;
 
     fn extract(&self, parts: &Parts) -> Option<IpAddr> {
-        let peer = peer_addr(&parts.extensions)?;
-        Some(ip_key(peer, self.prefixes.v4, self.prefixes.v6))
+        self.try_extract(parts).ok()
+    }
+
+    fn try_extract(&self, parts: &Parts) -> Result<IpAddr, NoKey> {
+        let peer = required_peer_addr(parts)?;
+        Ok(ip_key(peer, self.prefixes.v4, self.prefixes.v6))
     }
 }
 
@@ -248,11 +360,18 @@ impl KeyExtractor for PeerIp {
 /// the client itself, so a client cannot choose its key by sending `X-Forwarded-For`.
 ///
 /// * A peer that is not trusted is the client, whatever the headers say.
-/// * If every address is trusted, the leftmost one is the client.
-/// * A malformed entry (not an address, `unknown`, non-ASCII) ends the walk: the last
-///   address reached (a trusted proxy) is the key, so garbage never yields a key of the
-///   client's choosing, nor an error.
-/// * Several `X-Forwarded-For` fields are read as one list, in order.
+/// * If every address is trusted, the leftmost one is the client (a trusted peer without
+///   the header, such as the proxy's own health check, is keyed as itself).
+/// * The field is split from the right on its raw bytes, and an element is judged only if
+///   the walk reaches it: whatever a client writes left of the address its proxy appended
+///   (non-ASCII bytes, quotes, grammar errors) changes nothing.
+/// * A walk that reaches an element that is not an address (malformed, `unknown`,
+///   non-ASCII) cannot attribute the request ([`NoKey::Unattributable`]): it is keyed
+///   neither as the proxy nor as anything the client wrote, but gets the layer's
+///   [`MissingKey`](crate::MissingKey) policy (a 400 by default), and is counted in
+///   [`Counts::unattributable`](crate::Counts::unattributable).
+/// * Empty elements are skipped, and several `X-Forwarded-For` fields are read as one
+///   list, in order.
 /// * [`ClientIp::header`] walks RFC 7239 `Forwarded` or `X-Real-IP` instead (see
 ///   [`ForwardedHeader`]); only one header is read, so a client cannot slip an address in
 ///   through a header your proxies do not write.
@@ -394,7 +513,9 @@ impl ClientIp {
         }
     }
 
-    /// The client's full address (unmasked), or `None` without a peer address.
+    /// The client's full address (unmasked), or `None` without a peer address or when the
+    /// walk cannot attribute the request ([`try_client_addr`](Self::try_client_addr) says
+    /// which).
     ///
     /// # Examples
     ///
@@ -402,23 +523,61 @@ impl ClientIp {
     /// use std::net::{IpAddr, SocketAddr};
     ///
     /// let client_ip = tollgate_tower::ClientIp::trusting(["127.0.0.1"]).unwrap();
-    /// let mut req = http::Request::get("/").header("x-forwarded-for", "not-an-ip").body(()).unwrap();
-    /// req.extensions_mut().insert("127.0.0.1:9999".parse::<SocketAddr>().unwrap());
-    /// let (parts, ()) = req.into_parts();
-    /// // A malformed entry ends the walk at the proxy.
-    /// assert_eq!(client_ip.client_addr(&parts), Some("127.0.0.1".parse::<IpAddr>().unwrap()));
+    /// let request = |xff: &[u8]| {
+    ///     let mut req = http::Request::get("/").header("x-forwarded-for", xff).body(()).unwrap();
+    ///     req.extensions_mut().insert("127.0.0.1:9999".parse::<SocketAddr>().unwrap());
+    ///     req.into_parts().0
+    /// };
+    /// // What the client wrote left of the address the proxy appended is never read.
+    /// let client = client_ip.client_addr(&request(b"\x80\xff, 203.0.113.50"));
+    /// assert_eq!(client, Some("203.0.113.50".parse::<IpAddr>().unwrap()));
+    /// // A walk that reaches an element that is no address has no client: not the proxy.
+    /// assert_eq!(client_ip.client_addr(&request(b"not-an-ip")), None);
     /// ```
     pub fn client_addr(&self, parts: &Parts) -> Option<IpAddr> {
-        let mut current = peer_addr(&parts.extensions)?.to_canonical();
+        self.try_client_addr(parts).ok()
+    }
+
+    /// The client's full address (unmasked), or why there is none.
+    ///
+    /// # Errors
+    ///
+    /// [`NoKey::NoPeerAddress`] without a peer address; [`NoKey::Unattributable`] when the
+    /// walk from a trusted peer reaches an element that is not an address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use tollgate_tower::{ClientIp, NoKey};
+    ///
+    /// let client_ip = ClientIp::trusting(["127.0.0.1"]).unwrap();
+    /// let mut req = http::Request::get("/").header("x-forwarded-for", "unknown").body(()).unwrap();
+    /// req.extensions_mut().insert("127.0.0.1:9999".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(client_ip.try_client_addr(&parts), Err(NoKey::Unattributable));
+    /// ```
+    pub fn try_client_addr(&self, parts: &Parts) -> Result<IpAddr, NoKey> {
+        let mut current = required_peer_addr(parts)?.to_canonical();
         if !self.is_trusted(current) {
-            return Some(current);
+            return Ok(current);
         }
-        self.header.walk_back(&parts.headers, |hop| {
-            let Some(ip) = hop else { return false };
-            current = ip;
-            self.is_trusted(current)
+        let mut attributed = true;
+        self.header.walk_back(&parts.headers, |hop| match hop {
+            Some(ip) => {
+                current = ip;
+                self.is_trusted(current)
+            }
+            None => {
+                attributed = false;
+                false
+            }
         });
-        Some(current)
+        if attributed {
+            Ok(current)
+        } else {
+            Err(NoKey::Unattributable)
+        }
     }
 }
 
@@ -426,8 +585,12 @@ impl KeyExtractor for ClientIp {
     type Key = IpAddr;
 
     fn extract(&self, parts: &Parts) -> Option<IpAddr> {
-        let ip = self.client_addr(parts)?;
-        Some(ip_key(ip, self.prefixes.v4, self.prefixes.v6))
+        self.try_extract(parts).ok()
+    }
+
+    fn try_extract(&self, parts: &Parts) -> Result<IpAddr, NoKey> {
+        let ip = self.try_client_addr(parts)?;
+        Ok(ip_key(ip, self.prefixes.v4, self.prefixes.v6))
     }
 }
 
@@ -711,37 +874,68 @@ mod tests {
         assert_eq!(addr("10.0.0.1:1", &["[2001:db8::5]"]), ip("2001:db8::5"));
         assert_eq!(addr("10.0.0.1:1", &["::ffff:3.3.3.3"]), ip("3.3.3.3"));
         assert_eq!(addr("[::ffff:10.0.0.1]:1", &["3.3.3.3"]), ip("3.3.3.3"));
-        // Malformed: the walk stops at the last trusted address.
-        assert_eq!(addr("10.0.0.1:1", &["3.3.3.3, garbage"]), ip("10.0.0.1"));
-        assert_eq!(
-            addr("10.0.0.1:1", &["3.3.3.3, 10.5.5.5, unknown"]),
-            ip("10.0.0.1")
-        );
-        assert_eq!(addr("10.0.0.1:1", &["garbage, 10.5.5.5"]), ip("10.5.5.5"));
+        // Empty elements name nothing: skipped.
         assert_eq!(addr("10.0.0.1:1", &[""]), ip("10.0.0.1"));
         assert_eq!(addr("10.0.0.1:1", &[",,,"]), ip("10.0.0.1"));
+        assert_eq!(addr("10.0.0.1:1", &["3.3.3.3, ,"]), ip("3.3.3.3"));
+        // Malformed elements right of the client are never reached.
+        assert_eq!(addr("10.0.0.1:1", &["garbage, 3.3.3.3"]), ip("3.3.3.3"));
         assert_eq!(
-            addr("10.0.0.1:1", &["3.3.3.3, 4.4.4.4:99999"]),
-            ip("10.0.0.1")
+            addr("10.0.0.1:1", &["unknown, 3.3.3.3, 10.5.5.5"]),
+            ip("3.3.3.3")
         );
-        // No peer address at all: no key.
+        // One that is reached: unattributable, whoever stands right or left of it.
+        let why = |peer, xff: &[&str]| c.try_client_addr(&parts(peer, xff));
+        for xff in [
+            "3.3.3.3, garbage",
+            "3.3.3.3, 10.5.5.5, unknown",
+            "garbage, 10.5.5.5",
+            "3.3.3.3, 4.4.4.4:99999",
+            "_hidden",
+        ] {
+            assert_eq!(
+                why("10.0.0.1:1", &[xff]),
+                Err(NoKey::Unattributable),
+                "{xff}"
+            );
+            assert_eq!(c.extract(&parts("10.0.0.1:1", &[xff])), None, "{xff}");
+            assert_eq!(c.client_addr(&parts("10.0.0.1:1", &[xff])), None, "{xff}");
+        }
+        // No peer address at all: no key, and that is what it says.
         let (no_peer, ()) = http::Request::new(()).into_parts();
         assert_eq!(c.client_addr(&no_peer), None);
+        assert_eq!(c.try_extract(&no_peer), Err(NoKey::NoPeerAddress));
+        assert_eq!(
+            PeerIp::new().try_extract(&no_peer),
+            Err(NoKey::NoPeerAddress)
+        );
         // Keys are masked.
         let key = c.extract(&parts("10.0.0.1:1", &["2001:db8:1:2:3::4"]));
         assert_eq!(key, Some(ip("2001:db8:1:2::")));
     }
 
+    /// A non-ASCII byte is judged where it stands, and only if the walk reaches it: left of
+    /// the client it is never read; reached, it makes the request unattributable (never the
+    /// proxy's key).
     #[test]
-    fn non_ascii_forwarded_for_is_malformed() {
+    fn non_ascii_forwarded_for_is_judged_per_element() {
         let c = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
-        let mut req = http::Request::new(());
-        req.headers_mut().append(
-            HeaderName::from_static("x-forwarded-for"),
-            HeaderValue::from_bytes(b"3.3.3.3, \xff").unwrap(),
+        let with = |xff: &[u8]| {
+            let mut req = http::Request::new(());
+            req.headers_mut().append(
+                HeaderName::from_static("x-forwarded-for"),
+                HeaderValue::from_bytes(xff).unwrap(),
+            );
+            req.extensions_mut()
+                .insert("10.0.0.1:1".parse::<SocketAddr>().unwrap());
+            c.try_client_addr(&req.into_parts().0)
+        };
+        assert_eq!(with(b"\x80\xff, 203.0.113.50"), Ok(ip("203.0.113.50")));
+        assert_eq!(
+            with(b"\x80\xff, 203.0.113.50, 10.9.9.9"),
+            Ok(ip("203.0.113.50"))
         );
-        req.extensions_mut()
-            .insert("10.0.0.1:1".parse::<SocketAddr>().unwrap());
-        assert_eq!(c.client_addr(&req.into_parts().0), Some(ip("10.0.0.1")));
+        assert_eq!(with(b"3.3.3.3, \xff"), Err(NoKey::Unattributable));
+        assert_eq!(with(b"\xff, 10.9.9.9"), Err(NoKey::Unattributable));
     }
 }

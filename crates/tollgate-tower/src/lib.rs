@@ -17,9 +17,12 @@
 //!   whole seconds with `q` at most the burst and `q / w` at most the rate, so 30/s is
 //!   `q=29;w=1`, see [`Builder::headers`]) and `RateLimit: "default";r=3;t=1` (cells left, and seconds until the burst is back in
 //!   full).
-//! * **No key** (no peer address, no API key header): `400 Bad Request` by default, or let
-//!   through ([`MissingKey`]), or limited by another key source instead
-//!   ([`KeyExtractor::or`]: an API key, else the peer address); never a 500.
+//! * **No key** (no API key header, a forwarding walk that reached an element naming no
+//!   address, no peer address: [`NoKey`]): `400 Bad Request` by default, or let through
+//!   ([`MissingKey`]), or limited by another key source instead ([`KeyExtractor::or`]: an
+//!   API key, else the peer address); never a 500, and never keyed as the proxy. A server
+//!   that records no peer address logs a `tracing` warning once; both set-up signals are
+//!   counted apart ([`Counts::unattributable`], [`Counts::no_peer_address`]).
 //! * **Tiers**: [`Builder::quota_for`] picks a quota per request (per route, method, API
 //!   tier), checked with [`tollgate::Limiter::check_with`] in the one limiter.
 //! * **Delay mode**: [`Builder::delay`] queues a request up to a bound (nginx's `burst` with
@@ -31,7 +34,8 @@
 //! * **Dry-run mode**: [`Builder::dry_run`] refuses nothing; a request it would have refused
 //!   carries a [`DryRunRefusal`] in its extensions.
 //! * **Forwarding headers**: [`ClientIp`] walks `X-Forwarded-For`, RFC 7239 `Forwarded` or
-//!   `X-Real-IP` ([`ForwardedHeader`]).
+//!   `X-Real-IP` ([`ForwardedHeader`]) from the right, element by element, judging only
+//!   the elements it reaches.
 //! * **Other fields and bodies**: the legacy `X-RateLimit-*` fields
 //!   ([`Builder::legacy_headers`]), RFC 9457 problem+json refusals
 //!   ([`Builder::problem_json`]). A gRPC request (`content-type: application/grpc*`) is
@@ -188,7 +192,7 @@ pub use fallback::{KeyOr, Or};
 pub use forwarded::ForwardedHeader;
 pub use future::ResponseFuture;
 pub use key::{
-    Cidr, CidrError, ClientIp, Global, HeaderKey, KeyExtractor, PeerIp, ip_key, peer_addr,
+    Cidr, CidrError, ClientIp, Global, HeaderKey, KeyExtractor, NoKey, PeerIp, ip_key, peer_addr,
 };
 pub use layer::RateLimitLayer;
 pub use mode::{Delay, Reject};

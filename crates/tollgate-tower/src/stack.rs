@@ -4,16 +4,16 @@
 use http::request::Parts;
 use tollgate::{Error, Limiter};
 
-use crate::KeyExtractor;
 use crate::fields::{Fields, Policy};
+use crate::{KeyExtractor, NoKey};
 
 /// Gives an admission back (with [`Limiter::undo`]).
 pub(crate) type Undo = Box<dyn FnOnce() + Send>;
 
 /// What one stacked limit said about a request.
 pub(crate) enum Checked {
-    /// The request has no key for this limit: it does not apply.
-    NoKey,
+    /// The request has no key for this limit, and this is why.
+    NoKey(NoKey),
     /// Admitted: the fields to add, and how to give the admission back.
     Admitted(Fields, Undo),
     /// Refused.
@@ -40,8 +40,9 @@ pub(crate) struct Extra<E: KeyExtractor> {
 
 impl<E: KeyExtractor> StackedLimit for Extra<E> {
     fn check(&self, parts: &Parts) -> Checked {
-        let Some(key) = self.extractor.extract(parts) else {
-            return Checked::NoKey;
+        let key = match self.extractor.try_extract(parts) {
+            Ok(key) => key,
+            Err(why) => return Checked::NoKey(why),
         };
         match self.limiter.check(&key) {
             Ok(admitted) => {

@@ -82,32 +82,171 @@ async fn clients_behind_a_trusted_proxy_are_limited_apart() {
     assert_eq!(get(&mut conn, &[]).await.0, StatusCode::OK);
 }
 
+/// The attack of a client behind a trusted proxy that appends the peer (nginx's
+/// `$proxy_add_x_forwarded_for`): it sends garbage (one non-ASCII byte) in its own
+/// `X-Forwarded-For`, hoping the whole field is rejected and the key falls back to the
+/// proxy's address. It is keyed as itself; the next garbage sender as itself; the proxy's
+/// own bucket (its health checks) is untouched. Rate 1/s, burst 2, as the demo server runs
+/// with `--rate 1 --burst 2 --trusted-proxy 127.0.0.1/32`.
 #[tokio::test]
-async fn malformed_forwarding_headers_key_by_the_proxy() {
-    let (_clock, layer) = behind_proxy(Quota::per_minute(3));
-    let addr = serve(layer).await;
-    let malformed: [&[u8]; 6] = [
-        b"garbage",
-        b"unknown",
-        b"203.0.113.9, nonsense",
-        b"203.0.113.9:99999",
-        b",,,",
-        b"203.0.113.9, \xff\xfe",
-    ];
+async fn garbage_left_of_the_proxys_entry_cannot_spend_the_proxys_key() {
+    let quota = Quota::per_second(1).allow_burst(2);
+    for header in [ForwardedHeader::XForwardedFor, ForwardedHeader::Forwarded] {
+        let (_clock, limiter) = manual(quota);
+        let key = ClientIp::trusting(["127.0.0.1/32"]).unwrap().header(header);
+        let layer = RateLimitLayer::builder(limiter.clone(), key).build();
+        let addr = serve(layer.clone()).await;
+        let (name, attack): (&str, fn(&str) -> Vec<u8>) = match header {
+            ForwardedHeader::XForwardedFor => ("x-forwarded-for", |client| {
+                [&b"\x80\xff, "[..], client.as_bytes()].concat()
+            }),
+            _ => ("forwarded", |client| {
+                [&b"for=\"\x80, for=_x;;=, for="[..], client.as_bytes()].concat()
+            }),
+        };
+        let first = attack("203.0.113.50");
+        let statuses = statuses_for(addr, name, &[&first, &first, &first]).await;
+        assert_eq!(statuses, [200, 200, 429], "{name}");
+        let second = attack("203.0.113.51");
+        assert_eq!(statuses_for(addr, name, &[&second]).await, [200], "{name}");
+        // The proxy itself, without the header: its own burst of 2, then refused.
+        for status in [200, 200, 429] {
+            assert_eq!(get_once(addr, &[]).await.0.as_u16(), status, "{name}");
+        }
+        let client: std::net::IpAddr = "203.0.113.50".parse().unwrap();
+        assert!(
+            limiter.peek(&client).is_err(),
+            "{name}: the client's own bucket is spent"
+        );
+        let counts = layer.counts();
+        assert_eq!((counts.admitted, counts.rejected), (5, 2), "{name}");
+        assert_eq!(counts.unattributable + counts.missing_key_rejected, 0);
+    }
+}
+
+/// The same attack through a dual-stack listener, where the proxy arrives as
+/// `::ffff:127.0.0.1`: the trust in `127.0.0.1/32` holds for the mapped peer, and the
+/// client's garbage still never reaches the key.
+#[tokio::test]
+async fn garbage_left_of_the_proxys_entry_on_a_dual_stack_socket() {
+    let Some(dual) = dual_stack_listener().await else {
+        return;
+    };
+    let (_clock, limiter) = manual(Quota::per_second(1).allow_burst(2));
+    let key = ClientIp::trusting(["127.0.0.1/32"]).unwrap();
+    let layer = RateLimitLayer::builder(limiter.clone(), key).build();
+    let dual = serve_on(dual, layer.clone(), peer_echo());
+    let via_v4 = SocketAddr::from(([127, 0, 0, 1], dual.port()));
+    let attack = [("x-forwarded-for", &b"\x80\xff, 203.0.113.50"[..])];
     let mut statuses = Vec::new();
-    for xff in malformed {
-        let (status, h) = get_once(addr, &[("x-forwarded-for", xff)]).await;
-        assert!(status == StatusCode::OK || status == StatusCode::TOO_MANY_REQUESTS);
+    for _ in 0..3 {
+        let (status, h) = get_once(via_v4, &attack).await;
         if status == StatusCode::OK {
-            ratelimit(&h); // the fields parse
+            assert_eq!(seen_peer(&h).ip().to_string(), "::ffff:127.0.0.1");
         }
         statuses.push(status.as_u16());
     }
-    // All six keyed by the proxy (127.0.0.1): its burst of 3, then refusals; no 400, no 500.
-    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
-    // A well-formed client is still its own key.
-    let (status, _) = get_once(addr, &[("x-forwarded-for", b"203.0.113.9")]).await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(statuses, [200, 200, 429]);
+    // Garbage that the walk does reach: unattributable, a 400, the proxy's key untouched.
+    let reached = [("x-forwarded-for", &b"\x80\xff"[..])];
+    assert_eq!(get_once(via_v4, &reached).await.0, StatusCode::BAD_REQUEST);
+    for _ in 0..2 {
+        assert_eq!(get_once(via_v4, &[]).await.0, StatusCode::OK);
+    }
+    let counts = layer.counts();
+    assert_eq!((counts.unattributable, counts.missing_key_rejected), (1, 1));
+}
+
+/// A walk from a trusted proxy that reaches an element naming no address cannot attribute
+/// the request: never the proxy's key, never one the client wrote; it gets the missing-key
+/// policy (a 400 by default, no limit under `Allow`), is counted as unattributable, and a
+/// fallback key source (the peer address) is not consulted.
+#[tokio::test]
+async fn unattributable_requests_get_the_missing_key_policy() {
+    let reached: [&[u8]; 7] = [
+        b"garbage",
+        b"unknown",
+        b"_hidden",
+        b"203.0.113.9, nonsense",
+        b"203.0.113.9:99999",
+        b"203.0.113.9, \xff\xfe",
+        b"garbage, 10.0.0.7", // 10.0.0.0/8 is trusted: the walk goes on to the garbage
+    ];
+    let (_clock, layer) = behind_proxy(Quota::per_minute(3));
+    let addr = serve(layer.clone()).await;
+    for xff in reached {
+        let (status, h) = get_once(addr, &[("x-forwarded-for", xff)]).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{xff:?}");
+        assert!(h.get("ratelimit").is_none());
+    }
+    let counts = layer.counts();
+    assert_eq!((counts.unattributable, counts.missing_key_rejected), (7, 7));
+    assert_eq!(
+        counts.admitted + counts.rejected + counts.no_peer_address,
+        0
+    );
+    // The proxy's own burst of 3 is whole; a well-formed client is its own key.
+    for _ in 0..3 {
+        assert_eq!(get_once(addr, &[]).await.0, StatusCode::OK);
+    }
+    let fine = [("x-forwarded-for", &b"203.0.113.9"[..])];
+    assert_eq!(get_once(addr, &fine).await.0, StatusCode::OK);
+
+    // Under `MissingKey::Allow`: passed on unlimited, still counted apart.
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let key = ClientIp::trusting(["127.0.0.0/8", "10.0.0.0/8"]).unwrap();
+    let allow = RateLimitLayer::builder(limiter.clone(), key)
+        .on_missing_key(MissingKey::Allow)
+        .build();
+    let addr = serve(allow.clone()).await;
+    for xff in reached {
+        let (status, h) = get_once(addr, &[("x-forwarded-for", xff)]).await;
+        assert_eq!(status, StatusCode::OK, "{xff:?}");
+        assert!(h.get("ratelimit").is_none(), "not limited: no fields");
+    }
+    let counts = allow.counts();
+    assert_eq!((counts.unattributable, counts.missing_key_allowed), (7, 7));
+    assert_eq!(limiter.stats().admitted, 0, "no key was charged");
+
+    // With the peer address as a fallback key: still refused, not keyed as the proxy.
+    let key = ClientIp::trusting(["127.0.0.0/8", "10.0.0.0/8"])
+        .unwrap()
+        .or(PeerIp::new());
+    let limiter = Limiter::builder(Quota::per_minute(1))
+        .clock(ManualClock::new())
+        .build();
+    let layer = RateLimitLayer::builder(limiter.clone(), key).build();
+    let addr = serve(layer.clone()).await;
+    for xff in reached {
+        let status = get_once(addr, &[("x-forwarded-for", xff)]).await.0;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{xff:?}");
+    }
+    assert_eq!(limiter.stats().admitted, 0);
+    assert_eq!(layer.counts().unattributable, 7);
+}
+
+/// A stacked per-client limit cannot be escaped by an unattributable request either: it
+/// follows the missing-key policy as the layer's own limit does.
+#[tokio::test]
+async fn a_stacked_per_client_limit_refuses_what_it_cannot_attribute() {
+    let (_clock, per_client) = manual(Quota::per_minute(5));
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(100)).build();
+    let layer = RateLimitLayer::builder(global.clone(), Global)
+        .stack(
+            "per-client",
+            per_client,
+            ClientIp::trusting(["127.0.0.0/8"]).unwrap(),
+        )
+        .build();
+    let addr = serve(layer.clone()).await;
+    let reached = [("x-forwarded-for", &b"garbage"[..])];
+    assert_eq!(get_once(addr, &reached).await.0, StatusCode::BAD_REQUEST);
+    // The global limit's cell was given back: a check now leaves 99 of 100.
+    assert_eq!(global.check(&()).unwrap().remaining(), 99);
+    let counts = layer.counts();
+    assert_eq!((counts.unattributable, counts.missing_key_rejected), (1, 1));
+    let fine = [("x-forwarded-for", &b"203.0.113.9"[..])];
+    assert_eq!(get_once(addr, &fine).await.0, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -385,11 +524,11 @@ async fn forwarded_is_walked_right_to_left() {
 }
 
 #[tokio::test]
-async fn malformed_forwarded_fields_key_by_the_proxy() {
+async fn malformed_forwarded_elements_are_unattributable_where_reached() {
     let (_clock, layer) = behind_proxy_reading(Quota::per_minute(3), ForwardedHeader::Forwarded);
-    let addr = serve(layer).await;
-    // Each names no address right of the proxy: the key is 127.0.0.1's.
-    let malformed: [&[u8]; 9] = [
+    let addr = serve(layer.clone()).await;
+    // Each names no address where the walk from the proxy reaches it: a 400.
+    let malformed: [&[u8]; 10] = [
         b"for=unknown",
         b"for=_hidden",
         b"proto=https",
@@ -399,14 +538,24 @@ async fn malformed_forwarded_fields_key_by_the_proxy() {
         b"for=203.0.113.9;for=203.0.113.10",
         b"for=203.0.113.9, =x",
         b"for=203.0.113.9|for=\xff",
+        b"for=203.0.113.9, for=10.0.0.7;by=\"",
+    ];
+    assert_eq!(statuses_for(addr, "forwarded", &malformed).await, [400; 10]);
+    assert_eq!(layer.counts().unattributable, 10);
+    // The proxy's own key was never charged: its burst of 3 is whole.
+    for _ in 0..3 {
+        assert_eq!(get_once(addr, &[]).await.0, StatusCode::OK);
+    }
+    // A well-formed client right of a malformed element or field is its own key.
+    let fine: [&[u8]; 3] = [
+        b"for=203.0.113.9",
+        b"garbage=\"|for=203.0.113.9",
+        b"for=\"\\\", by=x;;=, for=203.0.113.9",
     ];
     assert_eq!(
-        statuses_for(addr, "forwarded", &malformed).await,
-        [200, 200, 200, 429, 429, 429, 429, 429, 429]
+        statuses_for(addr, "forwarded", &fine).await,
+        [200, 200, 200]
     );
-    // A well-formed client right of a malformed field is still its own key.
-    let fine: [&[u8]; 2] = [b"for=203.0.113.9", b"garbage=\"|for=203.0.113.9"];
-    assert_eq!(statuses_for(addr, "forwarded", &fine).await, [200, 200]);
 }
 
 #[tokio::test]
@@ -423,11 +572,16 @@ async fn x_real_ip_from_a_trusted_proxy() {
         statuses_for(addr, "x-real-ip", &clients).await,
         [200, 200, 429, 429]
     );
-    // Malformed, or two fields: the proxy's key (one cell, then refused).
+    // Malformed, or two fields: unattributable (never the proxy's key).
     let malformed: [&[u8]; 3] = [b"nope", b"198.51.100.3|198.51.100.4", b""];
     assert_eq!(
         statuses_for(addr, "x-real-ip", &malformed).await,
-        [200, 429, 429]
+        [400, 400, 400]
+    );
+    assert_eq!(
+        get_once(addr, &[]).await.0,
+        StatusCode::OK,
+        "the proxy's own cell"
     );
     // From a peer that is not trusted, X-Real-IP is ignored.
     let (_clock, limiter) = manual(Quota::per_minute(1));
