@@ -721,7 +721,9 @@ impl FleetLimiter {
     /// # Errors
     ///
     /// As [`check`](Self::check), and [`Error::InsufficientCapacity`] (without a round trip)
-    /// if `n` exceeds the burst. `n = 0` is admitted and spends nothing.
+    /// if `n` exceeds the burst. `n = 0` is admitted and spends nothing, whatever the key's
+    /// state (never refused by the local fast path, never served from a lease); while Redis
+    /// is away the fault policy answers it, and [`FaultPolicy::FailClosed`] refuses it.
     ///
     /// # Examples
     ///
@@ -816,7 +818,9 @@ impl FleetLimiter {
     /// # Errors
     ///
     /// As [`until_ready`](Self::until_ready), and [`Error::InsufficientCapacity`] (without a
-    /// round trip) if `n` exceeds the burst.
+    /// round trip) if `n` exceeds the burst. `n = 0` never waits: it is answered at once as
+    /// [`check_n`](Self::check_n) answers it (admitted, spending nothing; while Redis is
+    /// away, by the fault policy, which under [`FaultPolicy::FailClosed`] refuses it).
     ///
     /// # Cancel safety
     ///

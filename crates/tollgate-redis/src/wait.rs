@@ -191,6 +191,12 @@ async fn wait(
             burst,
         });
     }
+    // No cells: nothing to wait for, whatever the key's state, as in the core. Answered as
+    // `check_n(key, 0)` is (the key's state, nothing spent), never by the script's
+    // `reserve`, whose wait would be the distance to the key's TAT.
+    if n == 0 {
+        return l.check_n_with(&key, 0, quota).await;
+    }
     let key = l.redis_key(&key);
     let interval_us = interval_micros(quota);
     // A bounded wait the fast path already knows to be too long is refused here.

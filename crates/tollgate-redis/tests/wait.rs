@@ -224,3 +224,53 @@ fn the_wait_future_is_send_and_unpin() {
     fn pin<T: Send + Unpin + 'static>() {}
     pin::<tollgate_redis::UntilReady>();
 }
+
+/// `n = 0` asks for nothing, so it never waits, bounded or not, whatever the key's state, on
+/// every path: a plain node, a node whose fast path has the key's refusal cached, a leasing
+/// node; and `check_n(.., 0)` agrees (admitted, the key's state, nothing spent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_cells_are_ready_at_once_on_every_path() {
+    let server = RedisServer::start();
+    // One cell an hour: once spent, the key's next cell is an hour off.
+    let quota = Quota::per_hour(1);
+    let plain = node(&server, quota).await;
+    let cached = FleetLimiter::builder(quota)
+        .timeout(common::CALM_TIMEOUT)
+        .local_cache(1_000)
+        .connect(server.client())
+        .await
+        .unwrap();
+    let leasing = FleetLimiter::builder(quota)
+        .timeout(common::CALM_TIMEOUT)
+        .lease(1, Duration::from_secs(1))
+        .connect(server.client())
+        .await
+        .unwrap();
+    plain.check("spent").await.unwrap();
+    // The cached node learns the refusal, so its fast path knows the key is spent.
+    assert!(cached.check("spent").await.unwrap_err().is_rate_limited());
+    for (name, l) in [
+        ("plain", &plain),
+        ("cached", &cached),
+        ("leasing", &leasing),
+    ] {
+        let bounded = tokio::time::timeout(
+            Duration::from_secs(5),
+            l.until_n_ready("spent", 0).within(Duration::from_millis(1)),
+        );
+        let ok = bounded.await.expect("a zero-cell wait returned at once");
+        let ok = ok.unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!((ok.remaining(), ok.source()), (0, Source::Redis), "{name}");
+        assert!(
+            ok.reset_after() > Duration::from_secs(3500),
+            "{name}: {ok:?}"
+        );
+        let unbounded = tokio::time::timeout(Duration::from_secs(5), l.until_n_ready("spent", 0));
+        assert!(unbounded.await.expect("returned at once").is_ok(), "{name}");
+        let ok = l.check_n("spent", 0).await.unwrap();
+        assert_eq!(ok.remaining(), 0, "{name}");
+    }
+    // Nothing was spent: a fresh key still has its cell after zero-cell waits.
+    plain.until_n_ready("fresh", 0).await.unwrap();
+    assert_eq!(plain.check("fresh").await.unwrap().remaining(), 0);
+}

@@ -1,0 +1,270 @@
+//! The `curve` benchmark: nanoseconds per check against the number of live keys, for
+//! tollgate, governor 0.10 (keyed) and the ideal array, with each check reading its clock
+//! (`check`) and with one clock read hoisted out of the loop (`check_at`), in one process
+//! run. It draws the curve as an SVG.
+//!
+//! ```text
+//! cargo bench --bench curve                                     # 1k .. 10M keys (~3 min)
+//! TOLLGATE_CURVE_SVG=benches/curve.svg cargo bench --bench curve  # and redraw the plot
+//! TOLLGATE_CURVE_KEYS=1000,100000 cargo bench --bench curve     # other sizes
+//! TOLLGATE_BENCH_QUICK=1 cargo bench --bench curve              # smoke run (seconds)
+//! ```
+//!
+//! Method, as scenario B of the `check` bench and the shared anchors harness: the live
+//! quota (one cell an hour, burst 100,000: never denies, every key stays held), every key
+//! checked once before timing, then a fixed sequence of keys drawn at random (with
+//! replacement) from the live ones; each round times every row over that sequence, the rows
+//! taking turns, starting with a different one each round; the median of the rounds, with
+//! min–max. What the curve shows: a check's cost is set by where its key's slot sits in the
+//! memory hierarchy (the table's footprint against the caches) and by whether the checks
+//! can overlap their misses (a clock read per check keeps them from it).
+//!
+//! Built as a test (`cargo test --all-targets`), it runs two tiny sizes once, as a smoke
+//! test of the harness.
+
+mod common;
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::time::Instant;
+
+use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
+use common::subjects::{ExplicitTime, Governor, Ideal, LIVE, Subject, Tollgate};
+use common::{Rng, Summary};
+
+/// One row of the curve: a name and a closure that runs the checks of one round.
+type Row<'a> = (&'static str, Box<dyn FnMut(&[u64]) -> f64 + 'a>);
+
+/// The rows, in the order of the legend.
+const ROWS: [&str; 5] = [
+    "tollgate check",
+    "tollgate check_at",
+    "governor check",
+    "ideal check",
+    "ideal check_at",
+];
+
+fn timed(order: &[u64], mut check: impl FnMut(u64) -> bool) -> f64 {
+    let start = Instant::now();
+    let mut ok = 0u64;
+    for &k in order {
+        ok += u64::from(check(black_box(k)));
+    }
+    let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
+    assert_eq!(ok, order.len() as u64, "a live key was denied");
+    ns
+}
+
+fn built<S: Subject>(keys: &[u64]) -> S {
+    let s = S::build(LIVE, keys.len());
+    for &k in keys {
+        assert!(s.check(k), "{}: pre-insert denied", S::NAME);
+    }
+    s
+}
+
+/// The rows over `keys`, each with its own limiter.
+fn rows(keys: &[u64]) -> Vec<Row<'static>> {
+    let tollgate: Tollgate = built(keys);
+    let tollgate_at: Tollgate = built(keys);
+    let governor: Governor = built(keys);
+    let ideal: Ideal = built(keys);
+    let ideal_at: Ideal = built(keys);
+    vec![
+        (ROWS[0], Box::new(move |o| timed(o, |k| tollgate.check(k)))),
+        (
+            ROWS[1],
+            Box::new(move |o| {
+                let now = tollgate_at.now_ns();
+                timed(o, |k| tollgate_at.check_at(k, now))
+            }),
+        ),
+        (ROWS[2], Box::new(move |o| timed(o, |k| governor.check(k)))),
+        (ROWS[3], Box::new(move |o| timed(o, |k| ideal.check(k)))),
+        (
+            ROWS[4],
+            Box::new(move |o| {
+                let now = ideal_at.now_ns();
+                timed(o, |k| ideal_at.check_at(k, now))
+            }),
+        ),
+    ]
+}
+
+fn summary(mut v: Vec<f64>) -> Summary {
+    v.sort_by(f64::total_cmp);
+    Summary {
+        median: v[v.len() / 2],
+        min: v[0],
+        max: v[v.len() - 1],
+    }
+}
+
+/// The figures of one size: per row, its summary.
+fn measure(n: usize, rounds: usize, checks: usize) -> Vec<Summary> {
+    let mut rng = Rng::new(0xC0FFEE ^ n as u64);
+    let keys = rng.keys(n);
+    let order: Vec<u64> = (0..checks).map(|_| keys[rng.below(n)]).collect();
+    eprintln!("{n} keys: building");
+    let mut rows = rows(&keys);
+    let mut figures = vec![Vec::new(); rows.len()];
+    // One untimed warm-up round, then the timed ones, each starting with another row.
+    for round in 0..=rounds {
+        for i in 0..rows.len() {
+            let r = (i + round) % rows.len();
+            let ns = (rows[r].1)(&order);
+            if round > 0 {
+                figures[r].push(ns);
+            }
+        }
+    }
+    figures.into_iter().map(summary).collect()
+}
+
+/// A line chart: x the keys (log scale), y ns per check.
+fn svg(sizes: &[usize], figures: &[Vec<Summary>], caption: &str) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 420.0;
+    // Margins: left, right (the legend), top, bottom.
+    const L: f64 = 60.0;
+    const R: f64 = 190.0;
+    const T: f64 = 30.0;
+    const B: f64 = 50.0;
+    let colours = ["#d62728", "#ff9896", "#1f77b4", "#2ca02c", "#98df8a"];
+    let dashes = ["", "6,3", "", "", "6,3"];
+    let x_lo = (sizes[0] as f64).log10();
+    let x_hi = (sizes[sizes.len() - 1] as f64).log10().max(x_lo + 1.0);
+    let y_hi = figures
+        .iter()
+        .flatten()
+        .map(|s| s.median)
+        .fold(1.0, f64::max);
+    let step = [10.0, 20.0, 25.0, 50.0, 100.0, 200.0, 250.0, 500.0]
+        .into_iter()
+        .find(|s| y_hi / s <= 8.0)
+        .unwrap_or(1000.0);
+    let y_top = (y_hi / step).ceil() * step;
+    let x = |n: usize| L + ((n as f64).log10() - x_lo) / (x_hi - x_lo) * (W - L - R);
+    let y = |ns: f64| H - B - ns / y_top * (H - T - B);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+    let _ = writeln!(s, r#"<text x="{L}" y="18">{caption}</text>"#);
+    let mut tick = 0.0;
+    while tick <= y_top {
+        let ty = y(tick);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{L}\" x2=\"{}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{tick}</text>",
+            W - R,
+            L - 6.0,
+            ty + 4.0
+        );
+        tick += step;
+    }
+    for &n in sizes {
+        let tx = x(n);
+        let label = match n {
+            n if n >= 1_000_000 => format!("{}M", n / 1_000_000),
+            n if n >= 1_000 => format!("{}k", n / 1_000),
+            n => n.to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "<line x1=\"{tx:.1}\" x2=\"{tx:.1}\" y1=\"{T}\" y2=\"{}\" stroke=\"#eee\"/><text x=\"{tx:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
+            H - B,
+            H - B + 16.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">live keys (log scale)</text>"#,
+        (L + W - R) / 2.0,
+        H - 10.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<text transform="rotate(-90)" x="{}" y="16" text-anchor="middle">ns per check (median)</text>"#,
+        -(T + H - B) / 2.0
+    );
+    for (r, name) in ROWS.iter().enumerate() {
+        let points: Vec<String> = sizes
+            .iter()
+            .zip(figures)
+            .map(|(&n, f)| format!("{:.1},{:.1}", x(n), y(f[r].median)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{}" stroke-width="2" stroke-dasharray="{}" points="{}"/>"#,
+            colours[r],
+            dashes[r],
+            points.join(" ")
+        );
+        let ly = T + 16.0 + 20.0 * r as f64;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{}" stroke-width="2" stroke-dasharray="{}"/><text x="{}" y="{}">{name}</text>"#,
+            W - R + 10.0,
+            W - R + 34.0,
+            colours[r],
+            dashes[r],
+            W - R + 40.0,
+            ly + 4.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn main() {
+    // `cargo test --all-targets` runs benches as tests, without `--bench`: a smoke run, as
+    // is `TOLLGATE_BENCH_QUICK=1` (CI).
+    let smoke = !std::env::args().any(|a| a == "--bench")
+        || std::env::var_os("TOLLGATE_BENCH_QUICK").is_some();
+    let sizes: Vec<usize> = match std::env::var("TOLLGATE_CURVE_KEYS") {
+        Ok(list) => list
+            .split(',')
+            .map(|n| {
+                n.trim()
+                    .parse()
+                    .expect("TOLLGATE_CURVE_KEYS: numbers, comma-separated")
+            })
+            .collect(),
+        Err(_) if smoke => vec![1_000, 10_000],
+        Err(_) => vec![1_000, 10_000, 100_000, 1_000_000, 10_000_000],
+    };
+    assert!(!sizes.is_empty(), "no sizes");
+    let (rounds, checks) = if smoke { (1, 20_000) } else { (5, 1 << 21) };
+    let before = loadavg();
+    let figures: Vec<Vec<Summary>> = sizes.iter().map(|&n| measure(n, rounds, checks)).collect();
+
+    let machine = format!("{} ({} CPUs)", cpu_model(), cpus());
+    println!(
+        "\n### ns per check against live keys — {}, {machine}, {rounds} rounds of {checks} checks\n",
+        today()
+    );
+    println!("{}\n", loadavg_line(&before));
+    let mut header = String::from("| live keys |");
+    for name in ROWS {
+        let _ = write!(header, " {name} |");
+    }
+    println!("{header}\n|{}", " --- |".repeat(ROWS.len() + 1));
+    for (&n, f) in sizes.iter().zip(&figures) {
+        let mut line = format!("| {n} |");
+        for s in f {
+            let _ = write!(line, " {:.0} ({:.0}–{:.0}) |", s.median, s.min, s.max);
+        }
+        println!("{line}");
+    }
+    if let Ok(path) = std::env::var("TOLLGATE_CURVE_SVG") {
+        let caption = format!(
+            "ns per check, live quota, 1 thread — {machine}, {}",
+            today()
+        );
+        std::fs::write(&path, svg(&sizes, &figures, &caption)).expect("writing the SVG");
+        eprintln!("wrote {path}");
+    }
+}
