@@ -44,7 +44,14 @@ const ROWS: [&str; 5] = [
     "ideal check_at",
 ];
 
+/// Times `check` over `order`, after one untimed pass over it: the rows take turns, and a
+/// row's table would otherwise start each round cold (the caches full of the previous
+/// row's), which a table small enough to fit in them pays for and a large one hardly
+/// notices (`check.rs`, `warm_up`).
 fn timed(order: &[u64], mut check: impl FnMut(u64) -> bool) -> f64 {
+    for &k in order {
+        black_box(check(k));
+    }
     let start = Instant::now();
     let mut ok = 0u64;
     for &k in order {
