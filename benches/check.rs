@@ -265,7 +265,7 @@ fn scenario_a_at<S: ExplicitTime + 'static>(cfg: &Config) -> RoundFn<'static> {
 /// before timing it, measured 81–84 that day). A limiter in a user's program sees its own
 /// table warm.
 fn warm_up(order: &[u64], check: impl Fn(u64) -> bool) {
-    for &k in &order[..] {
+    for &k in order {
         black_box(check(k));
     }
 }
