@@ -73,9 +73,7 @@
 //! ## 3. The table
 //!
 //! 64 shards of linear-probing arrays of 16-byte `{fingerprint, state}` slots; the state
-//! word is `{live:1 | gen:3 | tat:60}`. A key's home is the first slot of a group of four,
-//! one cache line (`src/table/array.rs`, *Groups*): a lookup reads one line and settles
-//! there for 84–92 % of the keys. Both the shard and the home slot are the top bits of
+//! word is `{live:1 | gen:3 | tat:60}`. Both the shard and the home slot are the top bits of
 //! the key's hash times an odd constant, a different one for each (`shard_index` in
 //! `src/table/mod.rs`): a fast seeded hash of sequential integers is nearly linear in them,
 //! and its raw top bits crowd a few shards. Known keys: lock-free, one CAS. Inserts, reuse of

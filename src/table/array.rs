@@ -40,21 +40,6 @@
 //! slots of every segment below `len`. A reader that loaded an older length only indexes
 //! below it, into segments published by an earlier store of `len` (or by construction).
 //!
-//! # Groups
-//!
-//! A key's home is the first slot of a *group* of [`GROUP`] slots (four: 64 bytes, one cache
-//! line, since segments are line-aligned and every segment boundary is a group boundary).
-//! Probing is linear from there, exactly as from any other home slot, so inserts, rebuilds,
-//! evictions and backward shifts need nothing new; what changes is where keys sit: a key
-//! fills its home group before it spills into the next one, and at the loads the table runs
-//! at (55–83 %) 84–92 % of the keys are found in their home group (92 % at 1M keys, 63 %
-//! full, counted under callgrind). A lookup reads the
-//! group's four fingerprints with one memory access, matches them without a branch between
-//! them, and takes a branch that almost always goes the same way; with a home on any slot,
-//! a third to a half of the keys sat past their home, a branch on a cache miss went either
-//! way, and one lookup in four or five crossed into a second line (BENCHMARKS.md, *Where a
-//! check's time goes*).
-//!
 //! Invariant (probe runs): no key is separated from its home slot by an `EMPTY` slot, outside
 //! a rebuild. `find` is the lock-free probe; the rest runs under the shard lock and is called
 //! from `shard.rs`.
@@ -101,29 +86,10 @@ fn extra_start(e: usize) -> usize {
     }
 }
 
-/// Slots per *group*: a key's home is the first slot of a group, and a group is one cache
-/// line (segments are line-aligned, and their boundaries fall on group boundaries), so a
-/// lookup reads its key's home group with one memory access and settles most lookups there
-/// (module docs, *Groups*). Two under loom, whose shards have two to four slots.
-pub(crate) const GROUP: usize = if cfg!(tollgate_loom) { 2 } else { 4 };
-
-/// A segment of `slots` slots: aligned to a cache line, so that each group is one line.
-fn segment_layout(slots: usize) -> std::alloc::Layout {
-    std::alloc::Layout::array::<Slot>(slots)
-        .and_then(|layout| layout.align_to(64))
-        .expect("a segment's size fits in memory")
-}
-
 impl Segments {
     /// Segments for a shard that starts at `first` slots and may grow to `max_len`.
     pub(super) fn new(first: usize, max_len: usize) -> Segments {
-        debug_assert!(
-            first % GROUP == 0 && max_len % GROUP == 0,
-            "lengths are whole groups"
-        );
-        // A unit of at least a group keeps every segment boundary on a group boundary, so a
-        // home group never straddles two segments.
-        let unit_shift = (first / 2).max(GROUP).ilog2();
+        let unit_shift = (first / 2).max(1).ilog2();
         let count = if max_len > first {
             2 + extra_segment((max_len - first - 1) >> unit_shift)
         } else {
@@ -160,18 +126,8 @@ impl Segments {
     /// Under the shard lock or before the shard is shared; published by the next Release
     /// store of `len` (module docs).
     fn allocate(&self, s: usize, slots: usize) {
-        let layout = segment_layout(slots);
-        // SAFETY: `layout` has a non-zero size (segments hold at least one group).
-        let base = unsafe { std::alloc::alloc(layout) }.cast::<Slot>();
-        if base.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        for i in 0..slots {
-            // SAFETY: (1) `base` is valid for `slots` slots (`layout`) and aligned for `Slot`
-            // (the layout's alignment is a multiple of `Slot`'s); (2) each slot is written
-            // once, before any reference to it exists.
-            unsafe { base.add(i).write(Slot::new()) };
-        }
+        let segment: Box<[Slot]> = (0..slots).map(|_| Slot::new()).collect();
+        let base = Box::into_raw(segment).cast::<Slot>();
         // ordering: Relaxed; the Release store of `len` that makes these slots reachable
         // publishes it (module docs).
         self.dir[s].store(base.wrapping_sub(self.start(s)), Ordering::Relaxed);
@@ -251,15 +207,11 @@ impl Drop for Segments {
             let end = self.start(s + 1).min(len);
             let slots = end - self.start(s);
             let base = biased.wrapping_add(self.start(s));
-            // SAFETY: (1) `base` is the pointer `allocate` got from `alloc` with
-            // `segment_layout(slots)`, with `slots` slots written: segments are allocated in
-            // order, each up to the next segment's start or the length growth reached, which
-            // `len` then became; (2) each segment is dropped and freed once, here; (3) `&mut
-            // self` means no reader holds a slot.
-            unsafe {
-                std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(base, slots));
-                std::alloc::dealloc(base.cast(), segment_layout(slots));
-            }
+            // SAFETY: (1) `base` is the pointer `allocate` got from `Box::into_raw` of a slice
+            // of exactly `slots` slots: segments are allocated in order, each up to the next
+            // segment's start or the length growth reached, which `len` then became; (2) each
+            // segment is freed once, here; (3) `&mut self` means no reader holds a slot.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, slots)) });
             s += 1;
         }
     }
@@ -340,14 +292,12 @@ impl<'a> SlotArray<'a> {
         })
     }
 
-    /// The first slot of `fp`'s home group.
     #[inline]
     pub(super) fn home(&self, fp: u64) -> usize {
-        // Multiply-shift onto the groups: uses all of fp's bits, and differs from the top
-        // bits that (by default) picked the shard.
+        // Multiply-shift onto [0, len): uses all of fp's bits, and differs from the top bits
+        // that (by default) picked the shard.
         let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let groups = self.len / GROUP;
-        ((u128::from(mixed) * groups as u128) >> 64) as usize * GROUP
+        ((u128::from(mixed) * self.len as u128) >> 64) as usize
     }
 
     /// The segment run holding slot `i` (`i < len`): its directory entry (biased, so slot
@@ -404,53 +354,25 @@ impl<'a> SlotArray<'a> {
 
     /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
     ///
-    /// The home group is read first, on its own and without branches between its slots: its
-    /// fingerprints are one cache line, and it settles most lookups (at the loads the table
-    /// runs at, 84–92 % of the keys sit in their home group; a group with an `EMPTY` slot
-    /// and no match settles a miss). Only a full group without the key goes on, out of line,
-    /// to an ordinary probe from the next group. A match past an `EMPTY` slot of the group
-    /// (a key being moved by a rebuild) is taken like any other: what makes an update safe
-    /// is the slot's own protocol (`slot.rs`), not how the slot was found.
-    #[inline(always)]
+    /// The home slot is looked at first, on its own: it settles most lookups (a hit, or an
+    /// `EMPTY` miss), and doing so without the run bookkeeping keeps the check's hot path
+    /// short. The rest of the run is an ordinary probe from the next slot.
+    #[inline]
     pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
-        let home = self.home(fp);
-        // The home group lies in one segment (its boundaries are group boundaries).
-        let biased = self.entry(self.segment_of(home));
-        let (mut hits, mut empties) = (0u32, 0u32);
-        for j in 0..GROUP {
-            // ordering: Acquire pairs with the Release fp store of an insert, so the state
-            // word read next is at least the frozen word that preceded it (see slot.rs).
-            let f = Self::in_run(biased, home + j).fp.load(Ordering::Acquire);
-            hits |= u32::from(f == fp) << j;
-            empties |= u32::from(f == EMPTY) << j;
-        }
-        if hits != 0 {
-            return Some(Self::in_run(biased, home + hits.trailing_zeros() as usize));
-        }
-        if empties != 0 {
-            return None;
-        }
-        self.find_past(home, fp)
-    }
-
-    /// [`find`](Self::find) past a full home group: linear probing from the next group.
-    #[cold]
-    #[inline(never)]
-    fn find_past(&self, home: usize, fp: u64) -> Option<&'a Slot> {
-        let next = if home + GROUP == self.len {
-            0
-        } else {
-            home + GROUP
+        // ordering: Acquire pairs with the Release fp store of an insert, so the state word
+        // read next is at least the frozen word that preceded it (see slot.rs).
+        let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
+            f if f == fp => Some(Some(slot)),
+            EMPTY => Some(None),
+            _ => None,
         };
-        self.probe_from(next, self.len - GROUP, |_, slot| {
-            // ordering: as in `find`.
-            match slot.fp.load(Ordering::Acquire) {
-                f if f == fp => Some(Some(slot)),
-                EMPTY => Some(None),
-                _ => None,
-            }
-        })
-        .flatten()
+        let home = self.home(fp);
+        if let Some(found) = look(self.slot(home)) {
+            return found;
+        }
+        let next = if home + 1 == self.len { 0 } else { home + 1 };
+        self.probe_from(next, self.len - 1, |_, slot| look(slot))
+            .flatten()
     }
 
     /// Locked probe: the key's slot, or where a new key could go and, for a forced
@@ -555,8 +477,7 @@ mod tests {
 
     #[test]
     fn growth_steps_and_every_slot_is_distinct() {
-        // Lengths are whole groups.
-        for (first, max_len) in [(8, 150_000), (4, 12), (1000, 7_776), (8, 8), (12, 100)] {
+        for (first, max_len) in [(8, 150_000), (2, 9), (1000, 7_777), (8, 8), (13, 100)] {
             let seg = Segments::new(first, max_len);
             let mut len = first;
             while len < max_len {

@@ -166,7 +166,7 @@ impl Table {
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
     /// is all its argument asks (`seq::Epoch`, writer side).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn try_update_recording<R>(
         &self,
         route: u64,
@@ -561,16 +561,11 @@ mod tests {
             assert!(t.remove(key(k), fingerprint(key(k))));
         }
         let len = shard.array().len();
-        // New keys, every other one reset again: inserts reuse tombstones on their runs, and
-        // the resets make new ones, until the shard would grow and compacts instead.
         let mut k = 1_000;
         while shard.counts().compactions == 0 {
             put(&t, key(k), 5_000 + k, 0).unwrap();
-            if k % 2 == 0 {
-                assert!(t.remove(key(k), fingerprint(key(k))));
-            }
             k += 1;
-            assert!(k < 1_400, "no compaction: {:?}", shard.counts());
+            assert!(k < 1_100, "no compaction: {:?}", shard.counts());
         }
         assert_eq!(shard.array().len(), len, "compacted in place, not grown");
         assert_eq!(shard.counts().tombstones, 0);
@@ -579,11 +574,9 @@ mod tests {
             assert_eq!(get(&t, key(k)), want, "key {k}");
         }
         for k in 1_000..k {
-            let want = if k % 2 == 0 { 0 } else { 5_000 + k };
-            assert_eq!(get(&t, key(k)), want, "key {k}");
+            assert_eq!(get(&t, key(k)), 5_000 + k, "key {k}");
         }
-        let odd = (1_000..k).filter(|k| k % 2 == 1).count();
-        assert_eq!(t.counts().keys_held, 10 + odd);
+        assert_eq!(t.counts().keys_held, 10 + (k - 1_000) as usize);
     }
 
     #[test]

@@ -42,7 +42,7 @@
 //! slots back on one run, and is the same series of hand-overs to a reader. `Shard::moves`
 //! lets `remove`'s lock-free miss tell that it may have probed mid-rebuild or mid-shift.
 
-use super::array::{Free, GROUP, Probe, Segments, SlotArray};
+use super::array::{Free, Probe, Segments, SlotArray};
 use super::gate::FullGate;
 use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
 use crate::seq::{Epoch, EpochWriter, SeqCount};
@@ -123,7 +123,6 @@ pub(crate) fn len_for_keys(keys: usize) -> usize {
     keys.saturating_mul(MAX_LOAD_DEN)
         .div_ceil(MAX_LOAD_NUM)
         .max(MIN_LEN)
-        .next_multiple_of(GROUP)
 }
 
 /// Counters and bookkeeping, all under the shard lock.
