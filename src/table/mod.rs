@@ -166,7 +166,7 @@ impl Table {
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
     /// is all its argument asks (`seq::Epoch`, writer side).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_update_recording<R>(
         &self,
         route: u64,
