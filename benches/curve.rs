@@ -48,7 +48,11 @@ const ROWS: [&str; 5] = [
 /// row's table would otherwise start each round cold (the caches full of the previous
 /// row's), which a table small enough to fit in them pays for and a large one hardly
 /// notices (`check.rs`, `warm_up`).
-fn timed(order: &[u64], mut check: impl FnMut(u64) -> bool) -> f64 {
+///
+/// `exact`: the limiter keeps each key apart, so no live key may be denied. The ideal does
+/// not (colliding keys share a slot), and at a thousand keys a slot shared by several keys
+/// can spend the live quota's burst over a run.
+fn timed(order: &[u64], exact: bool, mut check: impl FnMut(u64) -> bool) -> f64 {
     for &k in order {
         black_box(check(k));
     }
@@ -58,7 +62,7 @@ fn timed(order: &[u64], mut check: impl FnMut(u64) -> bool) -> f64 {
         ok += u64::from(check(black_box(k)));
     }
     let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
-    assert_eq!(ok, order.len() as u64, "a live key was denied");
+    assert!(!exact || ok == order.len() as u64, "a live key was denied");
     ns
 }
 
@@ -78,21 +82,21 @@ fn rows(keys: &[u64]) -> Vec<Row<'static>> {
     let ideal: Ideal = built(keys);
     let ideal_at: Ideal = built(keys);
     vec![
-        (ROWS[0], Box::new(move |o| timed(o, |k| tollgate.check(k)))),
+        (ROWS[0], Box::new(move |o| timed(o, true, |k| tollgate.check(k)))),
         (
             ROWS[1],
             Box::new(move |o| {
                 let now = tollgate_at.now_ns();
-                timed(o, |k| tollgate_at.check_at(k, now))
+                timed(o, true, |k| tollgate_at.check_at(k, now))
             }),
         ),
-        (ROWS[2], Box::new(move |o| timed(o, |k| governor.check(k)))),
-        (ROWS[3], Box::new(move |o| timed(o, |k| ideal.check(k)))),
+        (ROWS[2], Box::new(move |o| timed(o, true, |k| governor.check(k)))),
+        (ROWS[3], Box::new(move |o| timed(o, false, |k| ideal.check(k)))),
         (
             ROWS[4],
             Box::new(move |o| {
                 let now = ideal_at.now_ns();
-                timed(o, |k| ideal_at.check_at(k, now))
+                timed(o, false, |k| ideal_at.check_at(k, now))
             }),
         ),
     ]
