@@ -1,13 +1,17 @@
-//! An axum service with per-API-key tiers and a per-IP limit, stacked.
+//! An axum service with per-customer tiers and a per-IP limit, stacked.
 //!
 //! ```sh
 //! cargo run -p tollgate-tower --features axum --example axum -- --listen 127.0.0.1:3000
 //! curl -i http://127.0.0.1:3000/                          # anonymous: per-IP limit only
-//! curl -i -H 'x-api-key: paid-42' http://127.0.0.1:3000/  # 20/s for paid keys, 2/s for others
+//! curl -i -H 'x-api-key: paid-42' http://127.0.0.1:3000/  # a paid customer: 20/s
+//! curl -i -H 'x-api-key: paid-43' http://127.0.0.1:3000/  # no such customer: anonymous
 //! ```
 //!
-//! * Requests with an `x-api-key` are limited per key: `paid-*` keys to 20 per second,
-//!   other keys to 2 per second (one limiter, a quota per request).
+//! * A request's `x-api-key` is looked up first ([`customer`], standing in for your
+//!   authentication): a known key is limited per customer, at its tier's quota, which comes
+//!   from the server's record (`quota_for_key`), never from the key's spelling, so sending
+//!   `x-api-key: paid-anything` buys nothing. Paid customers get 20 per second, free ones 2.
+//!   An unknown key is treated as no key.
 //! * Every request is also limited per client IP to 10 per second (a stacked limit): a key
 //!   cannot be shared by a botnet, and anonymous requests are limited too. A refusal by
 //!   either limit costs the other nothing.
@@ -21,10 +25,41 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use http::HeaderValue;
+use http::request::Parts;
 use tollgate::{Limiter, Quota};
-use tollgate_tower::{HeaderKey, MissingKey, PeerIp, RateLimitLayer};
+use tollgate_tower::{MissingKey, PeerIp, RateLimitLayer};
 
 const USAGE: &str = "usage: axum [--listen ADDR] [--serve-for SECONDS]";
+
+/// A customer's tier, as the server's records have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Tier {
+    Free,
+    Paid,
+}
+
+/// The customer a request authenticates as: the key source of the per-customer limit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Customer {
+    api_key: HeaderValue,
+    tier: Tier,
+}
+
+/// Looks the request's API key up: a stand-in for your authentication (a database, a
+/// signed token). Unknown keys are no key at all.
+fn customer(parts: &Parts) -> Option<Customer> {
+    let api_key = parts.headers.get("x-api-key")?;
+    let tier = match api_key.as_bytes() {
+        b"paid-42" => Tier::Paid,
+        b"free-1" | b"free-2" => Tier::Free,
+        _ => return None,
+    };
+    Some(Customer {
+        api_key: api_key.clone(),
+        tier,
+    })
+}
 
 /// What the command line asks for.
 enum Command {
@@ -70,22 +105,22 @@ async fn main() -> ExitCode {
         }
     };
 
-    let layer = RateLimitLayer::builder(
-        Limiter::keyed(Quota::per_second(2)),
-        HeaderKey::new(http::HeaderName::from_static("x-api-key")),
-    )
-    .policy_name("per-key")
-    .quota_for(|parts| match parts.headers.get("x-api-key") {
-        Some(key) if key.as_bytes().starts_with(b"paid-") => Quota::per_second(20),
-        _ => Quota::per_second(2),
-    })
-    .on_missing_key(MissingKey::Allow) // anonymous: only the per-IP limit below
-    .stack(
-        "per-ip",
-        Limiter::keyed(Quota::per_second(10)),
-        PeerIp::new(),
-    )
-    .build();
+    let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(2)), customer)
+        .policy_name("per-key")
+        .expect("policy names are printable ASCII")
+        // The quota follows the customer the key source found: the two cannot disagree.
+        .quota_for_key(|customer: &Customer| match customer.tier {
+            Tier::Paid => Quota::per_second(20),
+            Tier::Free => Quota::per_second(2),
+        })
+        .on_missing_key(MissingKey::Allow) // anonymous: only the per-IP limit below
+        .stack(
+            "per-ip",
+            Limiter::keyed(Quota::per_second(10)),
+            PeerIp::new(),
+        )
+        .expect("policy names are printable ASCII")
+        .build();
 
     let counted = layer.clone();
     let app = Router::new()

@@ -10,10 +10,10 @@ use std::time::Duration;
 use http::request::Parts;
 use tollgate::{Limiter, Quota};
 
-use crate::config::Config;
+use crate::config::{Config, QuotaFor};
 use crate::counts::Counters;
 use crate::dry_run::DryRun;
-use crate::fields::{Format, Policy};
+use crate::fields::{Format, Policy, PolicyNameError};
 use crate::key::{Cidr, CidrError, KeyExtractor};
 use crate::layer::RateLimitLayer;
 use crate::mode::{Delay, Reject};
@@ -65,6 +65,7 @@ pub enum MissingKey {
 ///
 /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), PeerIp::new())
 ///     .policy_name("per-ip")
+///     .unwrap()
 ///     .headers(true)
 ///     .on_missing_key(MissingKey::Reject)
 ///     .build();
@@ -83,6 +84,7 @@ impl<E: KeyExtractor> Builder<E> {
                 limiter,
                 extractor: key,
                 quota_for: None,
+                skip: None,
                 format: Format {
                     ietf: true,
                     legacy: false,
@@ -332,9 +334,10 @@ impl<E: KeyExtractor, M> Builder<E, M> {
 
     /// The policy's name in the IETF fields (`"default"` by default).
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `name` is not printable ASCII (a structured-field String cannot carry it).
+    /// [`PolicyNameError`] if `name` is not printable ASCII (a structured-field String, which
+    /// the fields write it as, cannot carry it).
     ///
     /// # Examples
     ///
@@ -344,13 +347,17 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     ///
     /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
     ///     .policy_name("global")
+    ///     .unwrap()
     ///     .build();
     /// # let _ = layer;
+    /// let bad = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
+    ///     .policy_name("größe");
+    /// assert!(bad.is_err());
     /// ```
-    pub fn policy_name(mut self, name: &str) -> Self {
-        self.config.policy = Policy::new(name);
+    pub fn policy_name(mut self, name: &str) -> Result<Self, PolicyNameError> {
+        self.config.policy = Policy::try_new(name)?;
         self.config.policy_raw = name.to_owned();
-        self
+        Ok(self)
     }
 
     /// What to do with requests that have no key ([`MissingKey::Reject`] by default).
@@ -397,7 +404,95 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     where
         F: Fn(&Parts) -> Quota + Send + Sync + 'static,
     {
-        self.config.quota_for = Some(Arc::new(f));
+        self.config.quota_for = Some(QuotaFor::Request(Arc::new(f)));
+        self
+    }
+
+    /// Chooses each request's quota from the key it is limited by, as
+    /// [`quota_for`](Self::quota_for) does from the request: the quota and the key can never
+    /// disagree (a tier read from the request would have to repeat the key source's rules,
+    /// and an empty `x-api-key:` would get the paid quota on the fallback key). Replaces a
+    /// [`quota_for`](Self::quota_for) set before, and is replaced by one set after. Not
+    /// called for requests without a key, nor for allowlisted or skipped ones.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{HeaderKey, KeyExtractor, KeyOr, PeerIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// // Clients with a (validated) paid key get 100 a minute; everyone else, by address, 1.
+    /// let paid = |key: &http::HeaderValue| key.as_bytes().starts_with(b"paid-");
+    /// let layer = RateLimitLayer::builder(
+    ///     Limiter::keyed(Quota::per_minute(1)),
+    ///     HeaderKey::new("x-api-key").or(PeerIp::new()),
+    /// )
+    /// .quota_for_key(move |key| match key {
+    ///     KeyOr::First(api_key) if paid(api_key) => Quota::per_minute(100),
+    ///     _ => Quota::per_minute(1),
+    /// })
+    /// .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let with = |key: &str| {
+    ///     let mut req = http::Request::get("/").header("x-api-key", key).body(()).unwrap();
+    ///     req.extensions_mut().insert("192.0.2.7:4000".parse::<std::net::SocketAddr>().unwrap());
+    ///     req
+    /// };
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..3 {
+    ///         assert_eq!(svc.clone().oneshot(with("paid-42")).await.unwrap().status(), 200);
+    ///     }
+    ///     // An empty key is no key: the address's quota, not the paid one.
+    ///     assert_eq!(svc.clone().oneshot(with("")).await.unwrap().status(), 200);
+    ///     assert_eq!(svc.clone().oneshot(with("")).await.unwrap().status(), 429);
+    /// });
+    /// ```
+    pub fn quota_for_key<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&E::Key) -> Quota + Send + Sync + 'static,
+    {
+        self.config.quota_for = Some(QuotaFor::Key(Arc::new(f)));
+        self
+    }
+
+    /// Lets the requests `skip` says yes to through unlimited, before any key is looked for:
+    /// health checks, `OPTIONS` preflights, metrics scrapes. They carry no fields and are
+    /// counted as [`Counts::skipped`](crate::Counts::skipped). Calling it again replaces the
+    /// predicate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::Quota;
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(tollgate::Limiter::keyed(Quota::per_minute(1)), Global)
+    ///     .skip_if(|parts| parts.uri.path() == "/healthz" || parts.method == http::Method::OPTIONS)
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let get = |path: &str| http::Request::get(path).body(()).unwrap();
+    /// futures_executor::block_on(async {
+    ///     assert_eq!(svc.clone().oneshot(get("/")).await.unwrap().status(), 200);
+    ///     assert_eq!(svc.clone().oneshot(get("/")).await.unwrap().status(), 429);
+    ///     for _ in 0..3 {
+    ///         assert_eq!(svc.clone().oneshot(get("/healthz")).await.unwrap().status(), 200);
+    ///     }
+    /// });
+    /// assert_eq!(layer.counts().skipped, 3);
+    /// ```
+    pub fn skip_if<F>(mut self, skip: F) -> Self
+    where
+        F: Fn(&Parts) -> bool + Send + Sync + 'static,
+    {
+        self.config.skip = Some(Box::new(skip));
         self
     }
 
@@ -414,9 +509,9 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     ///
     /// `name` is the policy's name in the IETF fields; names should be distinct.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `name` is not printable ASCII.
+    /// [`PolicyNameError`] if `name` is not printable ASCII.
     ///
     /// # Examples
     ///
@@ -426,12 +521,15 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     ///
     /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
     ///     .policy_name("per-ip")
+    ///     .unwrap()
     ///     .stack(
     ///         "per-key",
     ///         Limiter::keyed(Quota::per_second(50)),
     ///         HeaderKey::new(http::HeaderName::from_static("x-api-key")),
     ///     )
+    ///     .unwrap()
     ///     .stack("global", Limiter::keyed(Quota::per_second(1000)), Global)
+    ///     .unwrap()
     ///     .build();
     /// # let _ = layer;
     /// ```
@@ -440,14 +538,14 @@ impl<E: KeyExtractor, M> Builder<E, M> {
         name: &str,
         limiter: Limiter<E2::Key>,
         key: E2,
-    ) -> Self {
+    ) -> Result<Self, PolicyNameError> {
         self.config.extras.push(Box::new(Extra {
-            policy: Policy::new(name),
+            policy: Policy::try_new(name)?,
             raw_name: name.to_owned(),
             limiter,
             extractor: key,
         }));
-        self
+        Ok(self)
     }
 
     /// Delay mode: a request over its limit waits up to `max` in its key's FIFO queue

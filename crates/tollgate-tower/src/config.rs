@@ -16,13 +16,26 @@ use crate::key::KeyExtractor;
 use crate::stack::StackedLimit;
 
 type QuotaFn = dyn Fn(&Parts) -> Quota + Send + Sync;
+type KeyQuotaFn<K> = dyn Fn(&K) -> Quota + Send + Sync;
 type AllowFn<K> = dyn Fn(&K) -> bool + Send + Sync;
+type SkipFn = dyn Fn(&Parts) -> bool + Send + Sync;
+
+/// Where a request's quota comes from, when not the limiter's own.
+pub(crate) enum QuotaFor<K> {
+    /// From the request ([`Builder::quota_for`](crate::Builder::quota_for)).
+    Request(Arc<QuotaFn>),
+    /// From the key the request was limited by
+    /// ([`Builder::quota_for_key`](crate::Builder::quota_for_key)).
+    Key(Arc<KeyQuotaFn<K>>),
+}
 
 /// What every clone of a layer and its services shares.
 pub(crate) struct Config<E: KeyExtractor> {
     pub(crate) limiter: Limiter<E::Key>,
     pub(crate) extractor: E,
-    pub(crate) quota_for: Option<Arc<QuotaFn>>,
+    pub(crate) quota_for: Option<QuotaFor<E::Key>>,
+    /// Requests this says yes to pass unlimited ([`Builder::skip_if`](crate::Builder::skip_if)).
+    pub(crate) skip: Option<Box<SkipFn>>,
     pub(crate) format: Format,
     /// The policy's name as the fields write it, and its `RateLimit-Policy` items.
     pub(crate) policy: Policy,

@@ -119,6 +119,9 @@ pub struct Counts {
     pub dry_run_refused: u64,
     /// Passed to the service unlimited because their key is on the allowlist.
     pub allowlisted: u64,
+    /// Passed to the service without a key looked for, because
+    /// [`Builder::skip_if`](crate::Builder::skip_if) said so (health checks, `OPTIONS`).
+    pub skipped: u64,
     /// Without a key, refused with a `400` ([`MissingKey::Reject`](crate::MissingKey)).
     pub missing_key_rejected: u64,
     /// Without a key, passed on ([`MissingKey::Allow`](crate::MissingKey)); the stacked
@@ -154,6 +157,7 @@ pub(crate) enum Outcome {
     MissingKeyRejected,
     MissingKeyAllowed,
     Unavailable,
+    Skipped,
     // Not outcomes of their own: why some of the keyless requests above had no key.
     Unattributable,
     NoPeerAddress,
@@ -163,7 +167,7 @@ pub(crate) enum Outcome {
 type Stripe = [AtomicU64; OUTCOMES];
 
 /// How many outcomes there are.
-const OUTCOMES: usize = 10;
+const OUTCOMES: usize = 11;
 
 /// The shared counters behind [`Counts`], striped (see the module docs).
 pub(crate) struct Counters {
@@ -217,6 +221,7 @@ impl Counters {
             delayed: read(Outcome::Delayed),
             dry_run_refused: read(Outcome::DryRunRefused),
             allowlisted: read(Outcome::Allowlisted),
+            skipped: read(Outcome::Skipped),
             missing_key_rejected: read(Outcome::MissingKeyRejected),
             missing_key_allowed: read(Outcome::MissingKeyAllowed),
             unavailable: read(Outcome::Unavailable),

@@ -11,7 +11,7 @@ use tollgate::{Admitted, Error, Quota};
 use tower_service::Service;
 
 use crate::builder::MissingKey;
-use crate::config::Config;
+use crate::config::{Config, QuotaFor};
 use crate::counts::Outcome;
 use crate::dry_run::DryRunRefusal;
 use crate::fields::{Fields, Policy};
@@ -32,8 +32,11 @@ pub(crate) enum Decision<K> {
 }
 
 impl<E: KeyExtractor> Config<E> {
-    fn quota(&self, parts: &Parts) -> Option<Quota> {
-        self.quota_for.as_ref().map(|f| f(parts))
+    fn quota(&self, parts: &Parts, key: &E::Key) -> Option<Quota> {
+        match self.quota_for.as_ref()? {
+            QuotaFor::Request(f) => Some(f(parts)),
+            QuotaFor::Key(f) => Some(f(key)),
+        }
     }
 
     fn check(&self, key: &E::Key, quota: Option<Quota>) -> Result<Admitted, Error> {
@@ -100,6 +103,9 @@ impl<E: KeyExtractor> Config<E> {
     }
 
     pub(crate) fn decide(&self, parts: &Parts, delay: bool) -> Decision<E::Key> {
+        if self.skip.as_ref().is_some_and(|skip| skip(parts)) {
+            return Decision::Call(None, Outcome::Skipped);
+        }
         let key = match self.extractor.try_extract(parts) {
             Ok(key) => key,
             Err(why) => {
@@ -117,7 +123,7 @@ impl<E: KeyExtractor> Config<E> {
         if self.allow.as_ref().is_some_and(|allow| allow(&key)) {
             return Decision::Call(None, Outcome::Allowlisted);
         }
-        let quota = self.quota(parts);
+        let quota = self.quota(parts, &key);
         if delay {
             // The wait cannot be given back (it returns no `Admitted`), so the stacked
             // limits go first, and are given back if the wait fails.

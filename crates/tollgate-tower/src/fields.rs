@@ -3,6 +3,7 @@
 //! the policy's name as a String, with the parameters `q`, `w` and `r`, `t`).
 
 use std::collections::HashSet;
+use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -33,6 +34,51 @@ pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
 /// # Panics
 ///
 /// If `name` has a byte outside printable ASCII (`0x20..=0x7e`).
+/// A policy name the IETF fields cannot carry: from [`Builder::policy_name`] and
+/// [`Builder::stack`].
+///
+/// [`Builder::policy_name`]: crate::Builder::policy_name
+/// [`Builder::stack`]: crate::Builder::stack
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Limiter, Quota};
+/// use tollgate_tower::{Global, RateLimitLayer};
+///
+/// let err = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
+///     .policy_name("tab\there")
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), r#"a rate-limit policy name must be printable ASCII: "tab\there""#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyNameError {
+    name: String,
+}
+
+impl fmt::Display for PolicyNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a rate-limit policy name must be printable ASCII: {:?}",
+            self.name
+        )
+    }
+}
+
+impl std::error::Error for PolicyNameError {}
+
+/// `name` as a structured-field String, or the error for a name it cannot carry.
+pub(crate) fn try_sf_string(name: &str) -> Result<SfString, PolicyNameError> {
+    if name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        Ok(sf_string(name))
+    } else {
+        Err(PolicyNameError {
+            name: name.to_owned(),
+        })
+    }
+}
+
 pub(crate) fn sf_string(name: &str) -> SfString {
     assert!(
         name.bytes().all(|b| (0x20..=0x7e).contains(&b)),
@@ -123,6 +169,14 @@ impl Policy {
             name: sf_string(name),
             rendered: Default::default(),
         }
+    }
+
+    /// A policy named `name`, or the error for a name the fields cannot carry.
+    pub(crate) fn try_new(name: &str) -> Result<Policy, PolicyNameError> {
+        Ok(Policy {
+            name: try_sf_string(name)?,
+            rendered: Default::default(),
+        })
     }
 
     /// The name as a structured-field String, quotes included.

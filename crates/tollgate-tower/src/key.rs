@@ -614,16 +614,118 @@ pub struct HeaderKey {
 }
 
 impl HeaderKey {
-    /// Keys by the header `name`.
+    /// Keys by the header `name`: a [`HeaderName`], or a `&'static str` literal.
+    ///
+    /// # Panics
+    ///
+    /// If a string `name` is not a valid lower-case header name (as
+    /// [`HeaderName::from_static`], which it is for: a literal in the program, checked on the
+    /// first run).
     ///
     /// # Examples
     ///
     /// ```
-    /// let by_token = tollgate_tower::HeaderKey::new(http::header::AUTHORIZATION);
-    /// # let _ = by_token;
+    /// use tollgate_tower::HeaderKey;
+    ///
+    /// let by_token = HeaderKey::new(http::header::AUTHORIZATION);
+    /// let by_api_key = HeaderKey::new("x-api-key");
+    /// # let _ = (by_token, by_api_key);
     /// ```
-    pub fn new(name: HeaderName) -> HeaderKey {
-        HeaderKey { name }
+    pub fn new(name: impl Into<HeaderKeyName>) -> HeaderKey {
+        HeaderKey {
+            name: name.into().0,
+        }
+    }
+}
+
+/// A header name for [`HeaderKey::new`]: from a [`HeaderName`] or a `&'static str` literal.
+#[derive(Debug, Clone)]
+pub struct HeaderKeyName(HeaderName);
+
+impl From<HeaderName> for HeaderKeyName {
+    fn from(name: HeaderName) -> HeaderKeyName {
+        HeaderKeyName(name)
+    }
+}
+
+impl From<&'static str> for HeaderKeyName {
+    fn from(name: &'static str) -> HeaderKeyName {
+        HeaderKeyName(HeaderName::from_static(name))
+    }
+}
+
+/// Keys requests by a value an earlier layer put in the request's extensions: the user or
+/// tenant an authentication layer resolved (`req.extensions_mut().insert(UserId(42))`), so
+/// the limit follows who the request is from, as that layer decided, not a header the
+/// client wrote. A request without it has no key (the layer's
+/// [`MissingKey`](crate::MissingKey) policy: put the authentication layer outside this
+/// one, so that it runs first).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_tower::{ExtensionKey, KeyExtractor};
+///
+/// #[derive(Clone, Hash, PartialEq, Eq, Debug)]
+/// struct UserId(u64);
+///
+/// let by_user = ExtensionKey::<UserId>::new();
+/// let mut req = http::Request::get("/").body(()).unwrap();
+/// req.extensions_mut().insert(UserId(42)); // what the auth layer did
+/// let (parts, ()) = req.into_parts();
+/// assert_eq!(by_user.extract(&parts), Some(UserId(42)));
+/// let (anonymous, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(by_user.extract(&anonymous), None);
+/// ```
+pub struct ExtensionKey<T> {
+    // `fn() -> T`: the key source holds no `T`, so it is `Send + Sync` whatever `T` is.
+    _key: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> ExtensionKey<T> {
+    /// Keys by the request's extension of type `T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let by_tenant = tollgate_tower::ExtensionKey::<String>::new();
+    /// # let _ = by_tenant;
+    /// ```
+    pub fn new() -> ExtensionKey<T> {
+        ExtensionKey {
+            _key: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T> Default for ExtensionKey<T> {
+    fn default() -> Self {
+        ExtensionKey::new()
+    }
+}
+
+impl<T> Clone for ExtensionKey<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for ExtensionKey<T> {}
+
+impl<T> fmt::Debug for ExtensionKey<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ExtensionKey<{}>", std::any::type_name::<T>())
+    }
+}
+
+impl<T> KeyExtractor for ExtensionKey<T>
+where
+    T: Clone + Hash + Send + Sync + 'static,
+{
+    type Key = T;
+
+    fn extract(&self, parts: &Parts) -> Option<T> {
+        parts.extensions.get::<T>().cloned()
     }
 }
 

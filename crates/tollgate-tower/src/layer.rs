@@ -114,7 +114,9 @@ impl<E: KeyExtractor, M> RateLimitLayer<E, M> {
     ///
     /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
     ///     .policy_name("per-ip")
+    ///     .unwrap()
     ///     .stack("global", Limiter::keyed(Quota::per_second(500)), Global)
+    ///     .unwrap()
     ///     .build();
     /// let names: Vec<String> = layer.stats().into_iter().map(|(name, _)| name).collect();
     /// assert_eq!(names, ["per-ip", "global"]);

@@ -23,6 +23,12 @@
 //!   API key, else the peer address); never a 500, and never keyed as the proxy. A server
 //!   that records no peer address logs a `tracing` warning once; both set-up signals are
 //!   counted apart ([`Counts::unattributable`], [`Counts::no_peer_address`]).
+//! * **Skipped requests**: [`Builder::skip_if`] lets health checks or `OPTIONS` through
+//!   before any key is looked for ([`Counts::skipped`]).
+//! * **Keys from an earlier layer**: [`ExtensionKey`] keys by what an authentication layer
+//!   put in the request's extensions; [`HeaderKey::new`] takes a `&'static str`.
+//! * **Tiers by key**: [`Builder::quota_for_key`] picks the quota from the key the request is
+//!   limited by, so the two never disagree.
 //! * **Tiers**: [`Builder::quota_for`] picks a quota per request (per route, method, API
 //!   tier), checked with [`tollgate::Limiter::check_with`] in the one limiter.
 //! * **Delay mode**: [`Builder::delay`] queues a request up to a bound (nginx's `burst` with
@@ -189,11 +195,15 @@ pub use builder::{Builder, MissingKey};
 pub use counts::Counts;
 pub use dry_run::{DryRun, DryRunRefusal};
 pub use fallback::{KeyOr, Or};
+pub use fields::PolicyNameError;
 pub use forwarded::ForwardedHeader;
 pub use future::ResponseFuture;
 pub use key::{
-    Cidr, CidrError, ClientIp, Global, HeaderKey, KeyExtractor, NoKey, PeerIp, ip_key, peer_addr,
+    Cidr, CidrError, ClientIp, ExtensionKey, Global, HeaderKey, HeaderKeyName, KeyExtractor, NoKey,
+    PeerIp, ip_key, peer_addr,
 };
 pub use layer::RateLimitLayer;
 pub use mode::{Delay, Reject};
 pub use service::RateLimit;
+/// The core's limiter and quota, so that one dependency on this crate suffices.
+pub use tollgate::{Limiter, Quota};

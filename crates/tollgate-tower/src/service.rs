@@ -104,6 +104,39 @@ where
         &self.inner
     }
 
+    /// The wrapped service, mutably.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let layer = RateLimitLayer::new(tollgate::Quota::per_second(5), Global);
+    /// let mut svc = layer.layer(7);
+    /// *svc.get_mut() += 1;
+    /// assert_eq!(*svc.get_ref(), 8);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service, unwrapped (the limiter stays with the layer and the other
+    /// clones).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::Layer;
+    ///
+    /// let layer = RateLimitLayer::new(tollgate::Quota::per_second(5), Global);
+    /// assert_eq!(layer.layer(7).into_inner(), 7);
+    /// ```
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
     /// How many requests the layer decided each way (see [`RateLimitLayer::counts`](crate::RateLimitLayer::counts)),
     /// shared by every clone.
     ///

@@ -49,12 +49,14 @@ async fn axum_connect_info_tiers_and_a_stacked_per_ip_limit() {
         HeaderKey::new(http::HeaderName::from_static("x-api-key")),
     )
     .policy_name("per-key")
+    .unwrap()
     .quota_for(|parts| match parts.headers.get("x-api-key") {
         Some(k) if k.as_bytes().starts_with(b"paid-") => Quota::per_minute(3),
         _ => Quota::per_minute(1),
     })
     .on_missing_key(MissingKey::Allow)
     .stack("per-ip", per_ip, PeerIp::new())
+    .unwrap()
     .build();
     let app = Router::new()
         .route("/", get(|| async { "hello" }))

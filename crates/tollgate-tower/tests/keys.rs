@@ -237,6 +237,7 @@ async fn a_stacked_per_client_limit_refuses_what_it_cannot_attribute() {
             per_client,
             ClientIp::trusting(["127.0.0.0/8"]).unwrap(),
         )
+        .unwrap()
         .build();
     let addr = serve(layer.clone()).await;
     let reached = [("x-forwarded-for", &b"garbage"[..])];
@@ -613,6 +614,7 @@ async fn allowlisted_clients_bypass_every_limit() {
     let global: Limiter<()> = Limiter::builder(Quota::per_minute(2)).build();
     let layer = RateLimitLayer::builder(limiter, PeerIp::new())
         .stack("global", global.clone(), Global)
+        .unwrap()
         .allow_cidrs(["192.0.2.0/24"])
         .unwrap()
         .allow_if(|ip: &std::net::IpAddr| {
@@ -672,4 +674,50 @@ async fn allowlisted_clients_bypass_every_limit() {
     );
     // No key is not an allowlisted key.
     assert_eq!(get_once(addr, &[]).await.0, StatusCode::BAD_REQUEST);
+}
+
+/// The key an authentication layer in front resolved, read from the request's extensions:
+/// each user its own limit, whatever header or address it comes with; a request the auth
+/// layer did not resolve has no key (a 400).
+#[tokio::test]
+async fn an_auth_layers_extension_is_the_key() {
+    #[derive(Clone, Hash, PartialEq, Eq, Debug)]
+    struct User(String);
+    let limiter = Limiter::builder(Quota::per_minute(1))
+        .clock(ManualClock::new())
+        .build();
+    let rate =
+        RateLimitLayer::builder(limiter, tollgate_tower::ExtensionKey::<User>::new()).build();
+    // The "authentication": a user named by a header this test trusts.
+    let auth = tower::ServiceBuilder::new()
+        .map_request(|mut req: http::Request<hyper::body::Incoming>| {
+            let user = req
+                .headers()
+                .get("x-user")
+                .map(|v| v.to_str().unwrap().to_owned());
+            if let Some(user) = user {
+                req.extensions_mut().insert(User(user));
+            }
+            req
+        })
+        .layer(rate.clone());
+    let addr = serve(auth).await;
+    let alice = [("x-user", &b"alice"[..])];
+    assert_eq!(get_once(addr, &alice).await.0, StatusCode::OK);
+    assert_eq!(
+        get_once(addr, &alice).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let bob = [("x-user", &b"bob"[..])];
+    assert_eq!(get_once(addr, &bob).await.0, StatusCode::OK);
+    assert_eq!(get_once(addr, &[]).await.0, StatusCode::BAD_REQUEST);
+    let counts = rate.counts();
+    assert_eq!(
+        (
+            counts.admitted,
+            counts.rejected,
+            counts.missing_key_rejected
+        ),
+        (2, 1, 1)
+    );
 }

@@ -138,6 +138,7 @@ async fn dry_run_refusals_by_a_stacked_limit_consume_nothing() {
         .build();
     let layer = RateLimitLayer::builder(per_ip.clone(), PeerIp::new())
         .stack("global", global.clone(), Global)
+        .unwrap()
         .dry_run()
         .build();
     let addr = serve_over(layer.clone(), dry_run_reporter()).await;
@@ -169,6 +170,7 @@ async fn dry_run_refusals_by_a_stacked_limit_consume_nothing() {
         .build();
     let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
         .stack("global", global.clone(), Global)
+        .unwrap()
         .dry_run()
         .build();
     let addr = serve_over(layer.clone(), dry_run_reporter()).await;

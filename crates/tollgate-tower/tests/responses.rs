@@ -74,6 +74,7 @@ async fn fields_can_be_switched_off_and_renamed() {
     let (_clock, limiter) = manual(Quota::per_second(10));
     let named = RateLimitLayer::builder(limiter, PeerIp::new())
         .policy_name("per \"ip\"")
+        .unwrap()
         .build();
     let (_, h) = get_once(serve(named).await, &[]).await;
     assert_eq!(policy(&h), ("per \"ip\"".into(), 10, 1));
@@ -120,6 +121,7 @@ async fn legacy_fields_and_problem_bodies() {
     let global: Limiter<()> = Limiter::builder(Quota::per_minute(100)).build();
     let layer = RateLimitLayer::builder(limiter, PeerIp::new())
         .stack("global", global, Global)
+        .unwrap()
         .legacy_headers(true)
         .problem_json(|json: String| Full::new(Bytes::from(json)))
         .build();

@@ -31,12 +31,15 @@ async fn stacked_limits_consume_nothing_on_rejection() {
         .build();
     let layer = RateLimitLayer::builder(per_ip.clone(), PeerIp::new())
         .policy_name("per-ip")
+        .unwrap()
         .stack(
             "per-key",
             per_key.clone(),
             HeaderKey::new(http::HeaderName::from_static("x-api-key")),
         )
+        .unwrap()
         .stack("global", global.clone(), Global)
+        .unwrap()
         .build();
     let addr = serve(layer).await;
     let a: &[(&str, &[u8])] = &[("x-api-key", b"a")];
@@ -106,6 +109,7 @@ fn delayed_behind_global(max: Duration) -> (Limiter<()>, RateLimitLayer<PeerIp, 
     let global: Limiter<()> = Limiter::builder(Quota::per_minute(10)).clock(clock).build();
     let layer = RateLimitLayer::builder(per_ip, PeerIp::new())
         .stack("global", global.clone(), Global)
+        .unwrap()
         .delay(max)
         .build();
     (global, layer)

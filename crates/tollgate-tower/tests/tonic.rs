@@ -58,6 +58,7 @@ async fn tonic_server_keys_calls_by_the_tcp_peer_and_refuses_as_grpc() {
     let limiter = Limiter::builder(Quota::per_minute(2)).clock(clock).build();
     let layer = RateLimitLayer::builder(limiter, PeerIp::new())
         .policy_name("per-ip")
+        .unwrap()
         .build();
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -89,6 +89,7 @@ pub async fn start(spec: HostSpec) -> Host {
     let limit = RateLimitLayer::builder(Limiter::keyed(quota), Global)
         .headers(spec.ietf)
         .policy_name(spec.name)
+        .unwrap()
         .build();
     let served = Arc::new(Served::default());
     let counts = Arc::clone(&served);
