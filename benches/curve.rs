@@ -82,7 +82,10 @@ fn rows(keys: &[u64]) -> Vec<Row<'static>> {
     let ideal: Ideal = built(keys);
     let ideal_at: Ideal = built(keys);
     vec![
-        (ROWS[0], Box::new(move |o| timed(o, true, |k| tollgate.check(k)))),
+        (
+            ROWS[0],
+            Box::new(move |o| timed(o, true, |k| tollgate.check(k))),
+        ),
         (
             ROWS[1],
             Box::new(move |o| {
@@ -90,8 +93,14 @@ fn rows(keys: &[u64]) -> Vec<Row<'static>> {
                 timed(o, true, |k| tollgate_at.check_at(k, now))
             }),
         ),
-        (ROWS[2], Box::new(move |o| timed(o, true, |k| governor.check(k)))),
-        (ROWS[3], Box::new(move |o| timed(o, false, |k| ideal.check(k)))),
+        (
+            ROWS[2],
+            Box::new(move |o| timed(o, true, |k| governor.check(k))),
+        ),
+        (
+            ROWS[3],
+            Box::new(move |o| timed(o, false, |k| ideal.check(k))),
+        ),
         (
             ROWS[4],
             Box::new(move |o| {
