@@ -72,8 +72,16 @@
 //!   the key until the bounds they cached pass. The same holds for a refunded reservation
 //!   (a cancelled [`UntilReady`]): the node that refunds forgets its bound, the others may
 //!   refuse for at most the refunded cells' span. Leased cells given back move the TAT
-//!   earlier too, by at most `k·T`. These are the only ways a key's TAT moves earlier;
-//!   otherwise a local refusal is always one Redis would make.
+//!   earlier too, by at most `k·T`. Those are the limiter's own ways. **The server can
+//!   forget a key too**, and then the fleet admits it afresh (up to a burst over the limit,
+//!   per forgotten key) while the nodes' fast paths may still refuse it until their cached
+//!   bounds pass: eviction under `maxmemory` (the keys carry TTLs, so `volatile-*` policies
+//!   take them as well as `allkeys-*`; [`FleetLimiter::memory_policy`], and a warning at
+//!   connect), the promotion of an asynchronous replica that had not yet received recent
+//!   writes (a failover costs up to about one burst per key written in its replication
+//!   lag), and `DEL`/`FLUSHDB` by anyone else. Run the limiter on a Redis of its own, or
+//!   one with `maxmemory-policy noeviction`. Otherwise a local refusal is always one Redis
+//!   would make.
 //! * With leases, [`FleetLimiter::reset`] and [`FleetLimiter::penalize`] drop this node's
 //!   lease of the key (its cells are lost); other nodes keep spending theirs until they
 //!   expire, so a penalty reaches a leasing node at most `max_hold` late, and right after a
@@ -94,6 +102,8 @@ mod rt;
 mod script;
 mod wait;
 
-pub use limiter::{Admitted, FaultPolicy, FleetBuilder, FleetLimiter, Source, Stats, Unavailable};
+pub use limiter::{
+    Admitted, FaultPolicy, FleetBuilder, FleetLimiter, MemoryPolicy, Source, Stats, Unavailable,
+};
 pub use script::interval_micros;
 pub use wait::UntilReady;

@@ -230,6 +230,40 @@ impl std::error::Error for Unavailable {
     }
 }
 
+/// The server's `maxmemory-policy`, as it bears on the limit's exactness
+/// ([`FleetLimiter::memory_policy`]).
+///
+/// A key's state is its TAT; a server that forgets the key forgets what the key spent, and
+/// the fleet admits it afresh: up to a whole burst more than the limit, per forgotten key.
+/// tollgate's keys carry TTLs (their reset time), so every evicting policy can take them,
+/// `volatile-*` as well as `allkeys-*`. Run the limiter on a Redis of its own, or one set to
+/// `maxmemory-policy noeviction` (a write at the memory limit then fails, and the fault
+/// policy answers, which is bounded and counted, where an eviction is silent).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+/// use tollgate_redis::MemoryPolicy;
+///
+/// match limiter.memory_policy().await {
+///     Ok(MemoryPolicy::Evicting(policy)) => eprintln!("Redis may forget keys ({policy})"),
+///     Ok(_) => {}
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryPolicy {
+    /// `noeviction`: keys are never evicted.
+    NoEviction,
+    /// A policy that evicts keys (its name: `allkeys-lru`, `volatile-ttl`, ...).
+    Evicting(String),
+    /// The server would not say (`CONFIG` refused, as managed services and ACLs do).
+    Unknown,
+}
+
 /// Counters of one [`FleetLimiter`] (and its clones) since it was built.
 ///
 /// # Examples
@@ -545,7 +579,7 @@ impl FleetBuilder {
             FaultPolicy::Local { .. } => Some(Limiter::keyed(self.quota)),
             _ => None,
         };
-        Ok(FleetLimiter {
+        let limiter = FleetLimiter {
             inner: Arc::new(Inner {
                 conn,
                 script: Script::new(GCRA_LUA),
@@ -564,7 +598,21 @@ impl FleetBuilder {
                 server_clock: ServerClock::new(),
                 counters: Counters::default(),
             }),
-        })
+        };
+        // Say it once, at the start, if the server may forget keys (`MemoryPolicy`): in the
+        // background, since the connection is lazy and a dead Redis must not fail `connect`.
+        let probe = limiter.clone();
+        crate::rt::spawn(async move {
+            if let Ok(MemoryPolicy::Evicting(policy)) = probe.memory_policy().await {
+                tracing::warn!(
+                    "tollgate-redis: the server's maxmemory-policy is {policy}, which can evict \
+                     the limiter's keys (they carry TTLs): an evicted key is admitted afresh, \
+                     up to a burst over the limit. Use a Redis of its own or set \
+                     maxmemory-policy noeviction (see tollgate_redis::MemoryPolicy)."
+                );
+            }
+        });
+        Ok(limiter)
     }
 }
 
@@ -900,6 +948,50 @@ impl FleetLimiter {
     /// ```
     pub async fn peek_with(&self, key: impl AsRef<[u8]>, quota: Quota) -> Result<Admitted, Error> {
         self.decide(key.as_ref(), 1, quota, Op::Peek).await
+    }
+
+    /// The server's `maxmemory-policy` (`CONFIG GET`), and so whether it may forget the
+    /// limiter's keys ([`MemoryPolicy`]). [`FleetBuilder::connect`] asks once, in the
+    /// background, and logs a `tracing` warning for an evicting policy.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] if Redis did not answer in time or the connection failed; a server
+    /// that refuses `CONFIG` is [`MemoryPolicy::Unknown`], not an error.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use tollgate_redis::MemoryPolicy;
+    ///
+    /// assert_eq!(limiter.memory_policy().await.unwrap(), MemoryPolicy::NoEviction);
+    /// # }
+    /// ```
+    pub async fn memory_policy(&self) -> Result<MemoryPolicy, Unavailable> {
+        let mut conn = self.inner.conn.clone();
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg("maxmemory-policy");
+        let asked = cmd.query_async::<Vec<String>>(&mut conn);
+        // Not through `call`: this is no limit decision, and its faults are not the limit's.
+        match crate::rt::timeout(self.inner.timeout, asked).await {
+            Err(()) => Err(Unavailable::Timeout(self.inner.timeout)),
+            Ok(Ok(reply)) => Ok(match reply.get(1).map(String::as_str) {
+                Some("noeviction") => MemoryPolicy::NoEviction,
+                Some(policy) => MemoryPolicy::Evicting(policy.to_owned()),
+                None => MemoryPolicy::Unknown,
+            }),
+            Ok(Err(e))
+                if e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal() =>
+            {
+                Err(Unavailable::Redis(e))
+            }
+            // An error reply: the server refuses `CONFIG` (an ACL, a renamed command).
+            Ok(Err(_)) => Ok(MemoryPolicy::Unknown),
+        }
     }
 
     /// Forgets `key` in Redis (its next request is its first), in this node's fast path and
