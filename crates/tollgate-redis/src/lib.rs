@@ -33,7 +33,10 @@
 //!   [`UntilReady::within`] bounds the wait: a longer one is refused and reserves nothing.
 //! * **Faults are a policy.** Each call has a timeout; when Redis fails or is late, a check
 //!   fails open, fails closed, or is decided by a local `tollgate::Limiter` at `1/N` of the
-//!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. The connection is a
+//!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. After 5 failed calls in a
+//!   row a circuit breaker stops sending calls for a cool-down (1 s), so the policy answers
+//!   at once instead of after a timeout each; one probe then closes it again
+//!   ([`FleetBuilder::circuit_breaker`]). The connection is a
 //!   [`redis::aio::ConnectionManager`], which reconnects by itself.
 //!
 //! Runtimes: Tokio (the `redis` crate's `tokio-comp`, always on) and, with the `smol-comp`
@@ -94,6 +97,7 @@
 //! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
 //!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
 
+mod breaker;
 mod cache;
 mod lease;
 mod limiter;

@@ -9,6 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
 
+use crate::breaker::{Breaker, Change, Outcome, Pass};
 use crate::cache::{LocalCache, Lookup, ProbeGuard};
 use crate::lease::{Lease, LeaseStore, Spend};
 use crate::offset::ServerClock;
@@ -210,6 +211,9 @@ pub enum Unavailable {
     Timeout(Duration),
     /// The connection or the server failed.
     Redis(RedisError),
+    /// Not sent: the circuit breaker is open after calls in a row failed, for about this
+    /// much longer ([`FleetBuilder::circuit_breaker`]).
+    CircuitOpen(Duration),
 }
 
 impl fmt::Display for Unavailable {
@@ -217,6 +221,10 @@ impl fmt::Display for Unavailable {
         match self {
             Unavailable::Timeout(t) => write!(f, "Redis did not answer within {t:?}"),
             Unavailable::Redis(e) => write!(f, "Redis failed: {e}"),
+            Unavailable::CircuitOpen(t) => write!(
+                f,
+                "not sent: Redis failed repeatedly, the circuit breaker is open for {t:?} more"
+            ),
         }
     }
 }
@@ -225,7 +233,7 @@ impl std::error::Error for Unavailable {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Unavailable::Redis(e) => Some(e),
-            Unavailable::Timeout(_) => None,
+            Unavailable::Timeout(_) | Unavailable::CircuitOpen(_) => None,
         }
     }
 }
@@ -319,6 +327,12 @@ pub struct Stats {
     /// the lease was dropped by `reset`, `penalize` or the store's bound): spent on the
     /// server for nothing.
     pub expired_unspent: u64,
+    /// Times the circuit breaker opened ([`FleetBuilder::circuit_breaker`]): that many calls
+    /// in a row failed, or a probe after a cool-down did.
+    pub circuit_opened: u64,
+    /// Calls not sent because the breaker was open; their fault policy answered at once
+    /// (counted there too: `failed_open`, `failed_closed`, `fell_back`).
+    pub short_circuited: u64,
 }
 
 #[derive(Debug, Default)]
@@ -339,6 +353,8 @@ pub(crate) struct Counters {
     pub(crate) spent_locally: AtomicU64,
     pub(crate) returned: AtomicU64,
     pub(crate) expired_unspent: AtomicU64,
+    pub(crate) circuit_opened: AtomicU64,
+    pub(crate) short_circuited: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -380,6 +396,8 @@ pub struct FleetBuilder {
     cache: usize,
     lease: Option<(u32, Duration)>,
     manager: Option<ConnectionManagerConfig>,
+    /// Failures in a row that open the breaker (0: no breaker), and its cool-down.
+    breaker: (u32, Duration),
 }
 
 impl FleetBuilder {
@@ -422,6 +440,44 @@ impl FleetBuilder {
     /// ```
     pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
         self.prefix = prefix.as_ref().to_vec();
+        self
+    }
+
+    /// The circuit breaker if none is set: open after 5 failed calls in a row, for 1 s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate_redis::FleetBuilder;
+    ///
+    /// assert_eq!(FleetBuilder::DEFAULT_BREAKER, (5, Duration::from_secs(1)));
+    /// ```
+    pub const DEFAULT_BREAKER: (u32, Duration) = (5, Duration::from_secs(1));
+
+    /// The circuit breaker in front of Redis (default
+    /// [`DEFAULT_BREAKER`](Self::DEFAULT_BREAKER)): after `failures` calls in a row fail
+    /// (errors or timeouts), calls are not sent for `cool_down` and each is answered at once
+    /// by the fault policy (as [`Unavailable::CircuitOpen`] where there is none); then one
+    /// call probes Redis, and its answer closes the breaker, its failure opens it for
+    /// another `cool_down`. Without it, while Redis does not answer every check waits out
+    /// the timeout first. Counted in [`Stats::circuit_opened`] and
+    /// [`Stats::short_circuited`]; a `tracing` warning when it opens. `failures = 0` turns
+    /// it off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let builder = FleetLimiter::builder(Quota::per_second(5))
+    ///     .circuit_breaker(3, Duration::from_millis(500));
+    /// # let _ = builder;
+    /// ```
+    pub fn circuit_breaker(mut self, failures: u32, cool_down: Duration) -> Self {
+        self.breaker = (failures, cool_down);
         self
     }
 
@@ -597,6 +653,7 @@ impl FleetBuilder {
                 clock: MonotonicClock::new(),
                 server_clock: ServerClock::new(),
                 counters: Counters::default(),
+                breaker: (self.breaker.0 > 0).then(|| Breaker::new(self.breaker.0, self.breaker.1)),
             }),
         };
         // Say it once, at the start, if the server may forget keys (`MemoryPolicy`): in the
@@ -658,6 +715,7 @@ pub(crate) struct Inner {
     pub(crate) clock: MonotonicClock,
     pub(crate) server_clock: ServerClock,
     pub(crate) counters: Counters,
+    pub(crate) breaker: Option<Breaker>,
 }
 
 /// Leasing's settings and store.
@@ -709,6 +767,7 @@ impl FleetLimiter {
             cache: FleetBuilder::DEFAULT_CACHE,
             lease: None,
             manager: None,
+            breaker: FleetBuilder::DEFAULT_BREAKER,
         }
     }
 
@@ -981,14 +1040,7 @@ impl FleetLimiter {
                 Some(policy) => MemoryPolicy::Evicting(policy.to_owned()),
                 None => MemoryPolicy::Unknown,
             }),
-            Ok(Err(e))
-                if e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal() =>
-            {
-                Err(Unavailable::Redis(e))
-            }
+            Ok(Err(e)) if unreachable(&e) => Err(Unavailable::Redis(e)),
             // An error reply: the server refuses `CONFIG` (an ACL, a renamed command).
             Ok(Err(_)) => Ok(MemoryPolicy::Unknown),
         }
@@ -1023,7 +1075,6 @@ impl FleetLimiter {
         let mut conn = self.inner.conn.clone();
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&key);
-        bump(&self.inner.counters.round_trips);
         let deleted: i64 = self.call(cmd.query_async(&mut conn)).await?;
         Ok(deleted > 0)
     }
@@ -1122,6 +1173,8 @@ impl FleetLimiter {
             spent_locally: c.spent_locally.load(Relaxed),
             returned: c.returned.load(Relaxed),
             expired_unspent: c.expired_unspent.load(Relaxed),
+            circuit_opened: c.circuit_opened.load(Relaxed),
+            short_circuited: c.short_circuited.load(Relaxed),
         }
     }
 
@@ -1504,7 +1557,6 @@ impl FleetLimiter {
                 Arg::Num(x) => invocation.arg(x),
             };
         }
-        bump(&self.inner.counters.round_trips);
         let sent = Instant::now();
         let values: Vec<i64> = self.call(invocation.invoke_async(&mut conn)).await?;
         let reply = Reply::from_values(&values);
@@ -1527,7 +1579,24 @@ impl FleetLimiter {
         fut: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
         let c = &self.inner.counters;
-        match crate::rt::timeout(self.inner.timeout, fut).await {
+        let now = || self.inner.clock.now().as_nanos();
+        // The breaker first: while it is open the call is not sent, and the caller's fault
+        // policy answers at once (`breaker.rs`).
+        let pass = match &self.inner.breaker {
+            Some(breaker) => match breaker.pass(now()) {
+                Pass::ShortCircuit => {
+                    bump(&c.short_circuited);
+                    return Err(Unavailable::CircuitOpen(breaker.remaining(now())));
+                }
+                pass => Some(BreakerPass {
+                    breaker,
+                    pass: Some(pass),
+                }),
+            },
+            None => None,
+        };
+        bump(&c.round_trips);
+        let result = match crate::rt::timeout(self.inner.timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 bump(&c.faults);
@@ -1541,8 +1610,50 @@ impl FleetLimiter {
                 bump(&c.timeouts);
                 Err(Unavailable::Timeout(self.inner.timeout))
             }
+        };
+        if let Some(mut guard) = pass {
+            let outcome = match &result {
+                Ok(_) => Outcome::Answered,
+                // An error reply is an answer: the server is there.
+                Err(Unavailable::Redis(e)) if !unreachable(e) => Outcome::Answered,
+                Err(_) => Outcome::Failed,
+            };
+            let pass = guard.pass.take().expect("recorded once");
+            match guard.breaker.record(&pass, outcome, now()) {
+                Change::Opened => {
+                    bump(&c.circuit_opened);
+                    tracing::warn!(
+                        "tollgate-redis: {} calls in a row failed; for {:?} calls are not sent \
+                         and the fault policy answers at once",
+                        guard.breaker.failures(),
+                        guard.breaker.remaining(now())
+                    );
+                }
+                Change::Closed | Change::None => {}
+            }
+        }
+        result
+    }
+}
+
+/// The breaker's pass for one call; a probe dropped before its outcome (the caller's
+/// future dropped mid-call) is abandoned, so that the next caller probes.
+struct BreakerPass<'a> {
+    breaker: &'a Breaker,
+    pass: Option<Pass>,
+}
+
+impl Drop for BreakerPass<'_> {
+    fn drop(&mut self) {
+        if let Some(pass) = &self.pass {
+            self.breaker.abandon(pass);
         }
     }
+}
+
+/// Whether `e` says Redis was not reached (rather than that it answered with an error).
+fn unreachable(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
 }
 
 /// An admission from a lease held here: `left` cells remain in it.

@@ -1,0 +1,137 @@
+//! The circuit breaker against a real `redis-server`: a silent server (SIGSTOP) and a dead
+//! one (killed) open it after the configured failures in a row; while it is open checks are
+//! answered by the fault policy at once, without a call; after the cool-down one probe
+//! goes, and an answer closes it. The short-circuited checks are asserted by the counters
+//! (no call was sent), never by a wall-clock bound.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use tollgate::Quota;
+use tollgate_redis::{FaultPolicy, FleetLimiter, Source, Unavailable};
+
+const TIMEOUT: Duration = Duration::from_millis(300);
+const COOL_DOWN: Duration = Duration::from_millis(400);
+
+async fn node(server: &RedisServer) -> FleetLimiter {
+    let l = FleetLimiter::builder(Quota::per_second(1000))
+        .timeout(TIMEOUT)
+        .fault_policy(FaultPolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        })
+        .circuit_breaker(3, COOL_DOWN)
+        .connect(server.client())
+        .await
+        .unwrap();
+    l.peek("warm-up").await.unwrap(); // connected, the script loaded
+    l
+}
+
+/// Checks until the breaker has opened (at most `limit` checks), each refused by the policy.
+async fn fail_until_open(l: &FleetLimiter, limit: usize) {
+    for _ in 0..limit {
+        assert!(l.check("k").await.unwrap_err().is_rate_limited());
+        if l.stats().circuit_opened > 0 {
+            return;
+        }
+    }
+    panic!("the breaker did not open: {:?}", l.stats());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_opens_the_breaker_and_an_answer_closes_it() {
+    let server = RedisServer::start();
+    let l = node(&server).await;
+    server.pause();
+    let before = l.stats();
+    fail_until_open(&l, 3).await;
+    let opened = l.stats();
+    assert_eq!(
+        opened.timeouts - before.timeouts,
+        3,
+        "three timeouts in a row: {opened:?}"
+    );
+    // Open: answered by the policy without a call (so without waiting for the timeout).
+    for _ in 0..50 {
+        let e = l.check("k").await.unwrap_err();
+        assert!(e.is_rate_limited());
+    }
+    let s = l.stats();
+    assert_eq!(s.short_circuited - opened.short_circuited, 50);
+    assert_eq!(
+        s.round_trips, opened.round_trips,
+        "no call was sent while open"
+    );
+    assert_eq!(s.failed_closed - opened.failed_closed, 50);
+    match l.reset("k").await {
+        Err(Unavailable::CircuitOpen(left)) => assert!(left <= COOL_DOWN),
+        other => panic!("{other:?}"),
+    }
+    // After the cool-down, still silent: the one probe times out and opens it again.
+    tokio::time::sleep(COOL_DOWN).await;
+    assert!(l.check("k").await.is_err());
+    let s = l.stats();
+    assert_eq!(
+        (s.circuit_opened, s.round_trips),
+        (2, opened.round_trips + 1)
+    );
+    // Answering again: after the cool-down the probe is answered, and the breaker closes.
+    server.resume();
+    tokio::time::sleep(COOL_DOWN).await;
+    let ok = l.check("k").await.unwrap();
+    assert_eq!(ok.source(), Source::Redis);
+    for _ in 0..5 {
+        assert_eq!(l.check("k").await.unwrap().source(), Source::Redis);
+    }
+    assert_eq!(l.stats().circuit_opened, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_opens_the_breaker_and_a_restarted_one_closes_it() {
+    let mut server = RedisServer::start();
+    let l = node(&server).await;
+    server.kill();
+    fail_until_open(&l, 10).await;
+    let opened = l.stats();
+    for _ in 0..20 {
+        assert!(l.check("k").await.unwrap_err().is_rate_limited());
+    }
+    let s = l.stats();
+    assert_eq!(s.short_circuited - opened.short_circuited, 20);
+    assert_eq!(s.round_trips, opened.round_trips);
+    server.spawn();
+    // The connection manager reconnects on its own schedule: probe until Redis answers.
+    let start = Instant::now();
+    loop {
+        tokio::time::sleep(COOL_DOWN).await;
+        if let Ok(ok) = l.check("k").await {
+            assert_eq!(ok.source(), Source::Redis);
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{:?}", l.stats());
+    }
+    assert_eq!(l.check("k").await.unwrap().source(), Source::Redis);
+}
+
+/// With the breaker off (0 failures), every check waits its call out, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_breaker_every_check_tries_redis() {
+    let server = RedisServer::start();
+    let l = FleetLimiter::builder(Quota::per_second(1000))
+        .timeout(Duration::from_millis(50))
+        .fault_policy(FaultPolicy::FailOpen)
+        .circuit_breaker(0, COOL_DOWN)
+        .connect(server.client())
+        .await
+        .unwrap();
+    l.peek("warm-up").await.unwrap();
+    server.pause();
+    for _ in 0..8 {
+        assert_eq!(l.check("k").await.unwrap().source(), Source::FailOpen);
+    }
+    let s = l.stats();
+    assert_eq!((s.timeouts, s.short_circuited, s.circuit_opened), (8, 0, 0));
+    server.resume();
+}
