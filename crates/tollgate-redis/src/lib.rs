@@ -33,7 +33,10 @@
 //!   [`UntilReady::within`] bounds the wait: a longer one is refused and reserves nothing.
 //! * **Faults are a policy.** Each call has a timeout; when Redis fails or is late, a check
 //!   fails open, fails closed, or is decided by a local `tollgate::Limiter` at `1/N` of the
-//!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. After 5 failed calls in a
+//!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. By default `N` is the fleet's
+//!   size as the nodes last counted it in Redis (each keeps a presence entry there,
+//!   [`FaultPolicy::LocalShare`]), so an outage does not multiply the limit by the number
+//!   of nodes; a node that never counted refuses. After 5 failed calls in a
 //!   row a circuit breaker stops sending calls for a cool-down (1 s), so the policy answers
 //!   at once instead of after a timeout each; one probe then closes it again
 //!   ([`FleetBuilder::circuit_breaker`]). The connection is a
@@ -102,6 +105,7 @@ mod cache;
 mod lease;
 mod limiter;
 mod offset;
+mod presence;
 mod rt;
 mod script;
 mod wait;

@@ -13,6 +13,7 @@ use crate::breaker::{Breaker, Change, Outcome, Pass};
 use crate::cache::{LocalCache, Lookup, ProbeGuard};
 use crate::lease::{Lease, LeaseStore, Spend};
 use crate::offset::ServerClock;
+use crate::presence::Presence;
 use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
 use crate::wait::UntilReady;
 
@@ -28,7 +29,8 @@ use crate::wait::UntilReady;
 /// let policy = FaultPolicy::Local { nodes: 10 };
 /// let closed = FaultPolicy::FailClosed { retry_after: Duration::from_secs(1) };
 /// assert_ne!(policy, closed);
-/// assert_eq!(FaultPolicy::default(), FaultPolicy::Local { nodes: 1 });
+/// // The default divides by the fleet's size as the nodes last counted it in Redis.
+/// assert_eq!(FaultPolicy::default(), FaultPolicy::LocalShare);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -49,12 +51,25 @@ pub enum FaultPolicy {
         /// How many nodes share the limit.
         nodes: u32,
     },
+    /// As [`Local`](Self::Local), with `nodes` the fleet's size as last counted in Redis:
+    /// each node's limiter keeps a presence entry there, refreshed every heartbeat
+    /// ([`FleetBuilder::heartbeat`], 1 s by default), and counts the entries younger than
+    /// three heartbeats ([`Stats::fleet_size`]). A node that has not counted yet (Redis
+    /// away since it started) refuses, rather than admit the whole limit alone.
+    ///
+    /// **The bound it gives**: while Redis is away, `k` nodes that last counted `N` admit
+    /// about `k/N` of the limit between them (each its share, interval `N × T`, burst
+    /// `max(1, b / N)`), so the whole limit if the fleet did not grow since the last
+    /// heartbeat before the outage; each node started or first counted after that adds its
+    /// own share on top. The default.
+    LocalShare,
 }
 
 impl Default for FaultPolicy {
-    /// `Local { nodes: 1 }`: the whole quota per node (set `nodes` to your fleet's size).
+    /// [`LocalShare`](Self::LocalShare): the limit divided by the fleet's size as last
+    /// counted, so that an outage never multiplies the limit by the number of nodes.
     fn default() -> FaultPolicy {
-        FaultPolicy::Local { nodes: 1 }
+        FaultPolicy::LocalShare
     }
 }
 
@@ -74,7 +89,8 @@ pub enum Source {
     Redis,
     /// Redis was unavailable and the policy is [`FaultPolicy::FailOpen`].
     FailOpen,
-    /// Redis was unavailable and the local fallback limiter admitted ([`FaultPolicy::Local`]).
+    /// Redis was unavailable and the local fallback limiter admitted ([`FaultPolicy::Local`],
+    /// [`FaultPolicy::LocalShare`]).
     Local,
 }
 
@@ -305,7 +321,8 @@ pub struct Stats {
     pub failed_open: u64,
     /// Checks refused by [`FaultPolicy::FailClosed`].
     pub failed_closed: u64,
-    /// Checks decided by the local fallback ([`FaultPolicy::Local`]), admitted or not.
+    /// Checks decided by the local fallback ([`FaultPolicy::Local`],
+    /// [`FaultPolicy::LocalShare`]), admitted or not.
     pub fell_back: u64,
     /// Keys in the fast path's cache now.
     pub cached_keys: u64,
@@ -330,6 +347,9 @@ pub struct Stats {
     /// Times the circuit breaker opened ([`FleetBuilder::circuit_breaker`]): that many calls
     /// in a row failed, or a probe after a cool-down did.
     pub circuit_opened: u64,
+    /// The fleet's size as this node last counted it in Redis
+    /// ([`FaultPolicy::LocalShare`]); 0 before the first count, or under another policy.
+    pub fleet_size: u64,
     /// Calls not sent because the breaker was open; their fault policy answered at once
     /// (counted there too: `failed_open`, `failed_closed`, `fell_back`).
     pub short_circuited: u64,
@@ -398,6 +418,8 @@ pub struct FleetBuilder {
     manager: Option<ConnectionManagerConfig>,
     /// Failures in a row that open the breaker (0: no breaker), and its cool-down.
     breaker: (u32, Duration),
+    /// How often a node refreshes its presence entry ([`FaultPolicy::LocalShare`]).
+    heartbeat: Duration,
 }
 
 impl FleetBuilder {
@@ -499,6 +521,26 @@ impl FleetBuilder {
     /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// How often this node refreshes its presence entry in Redis under
+    /// [`FaultPolicy::LocalShare`] (default 1 s): a node counts the entries younger than three
+    /// of these, so a stopped node drops out of the count within three heartbeats. Each
+    /// heartbeat is one small call (a sorted set's `ZADD`, trim and count), in the background.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let builder = FleetLimiter::builder(Quota::per_second(5)).heartbeat(Duration::from_millis(500));
+    /// # let _ = builder;
+    /// ```
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
         self
     }
 
@@ -632,7 +674,7 @@ impl FleetBuilder {
         });
         let conn = ConnectionManager::new_lazy_with_config(client, config)?;
         let fallback = match self.policy {
-            FaultPolicy::Local { .. } => Some(Limiter::keyed(self.quota)),
+            FaultPolicy::Local { .. } | FaultPolicy::LocalShare => Some(Limiter::keyed(self.quota)),
             _ => None,
         };
         let limiter = FleetLimiter {
@@ -654,8 +696,15 @@ impl FleetBuilder {
                 server_clock: ServerClock::new(),
                 counters: Counters::default(),
                 breaker: (self.breaker.0 > 0).then(|| Breaker::new(self.breaker.0, self.breaker.1)),
+                presence: (self.policy == FaultPolicy::LocalShare)
+                    .then(|| Presence::new(self.heartbeat)),
             }),
         };
+        if limiter.inner.presence.is_some() {
+            let mut key = limiter.inner.prefix.clone();
+            key.extend_from_slice(b"{fleet}");
+            crate::rt::spawn(crate::presence::beat(Arc::downgrade(&limiter.inner), key));
+        }
         // Say it once, at the start, if the server may forget keys (`MemoryPolicy`): in the
         // background, since the connection is lazy and a dead Redis must not fail `connect`.
         let probe = limiter.clone();
@@ -716,6 +765,8 @@ pub(crate) struct Inner {
     pub(crate) server_clock: ServerClock,
     pub(crate) counters: Counters,
     pub(crate) breaker: Option<Breaker>,
+    /// This node's presence entry, under [`FaultPolicy::LocalShare`].
+    pub(crate) presence: Option<Presence>,
 }
 
 /// Leasing's settings and store.
@@ -768,6 +819,7 @@ impl FleetLimiter {
             lease: None,
             manager: None,
             breaker: FleetBuilder::DEFAULT_BREAKER,
+            heartbeat: Duration::from_secs(1),
         }
     }
 
@@ -1175,6 +1227,11 @@ impl FleetLimiter {
             expired_unspent: c.expired_unspent.load(Relaxed),
             circuit_opened: c.circuit_opened.load(Relaxed),
             short_circuited: c.short_circuited.load(Relaxed),
+            fleet_size: self
+                .inner
+                .presence
+                .as_ref()
+                .map_or(0, |p| u64::from(p.seen())),
         }
     }
 
@@ -1483,7 +1540,12 @@ impl FleetLimiter {
                 bump(&c.failed_closed);
                 Err(self.limited(retry_after, quota.burst()))
             }
-            FaultPolicy::Local { nodes } => {
+            FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
+                let Some(nodes) = self.fallback_nodes() else {
+                    // No count of the fleet yet: refuse, rather than admit the whole limit.
+                    bump(&c.failed_closed);
+                    return Err(self.limited(quota.interval(), quota.burst()));
+                };
                 bump(&c.fell_back);
                 let Some(share) = share(quota, nodes) else {
                     // The share is not a valid quota (a window beyond 18 years): refuse.
@@ -1501,6 +1563,21 @@ impl FleetLimiter {
                     source: Source::Local,
                 })
             }
+        }
+    }
+
+    /// What the local fallback divides the limit by: the configured count, or the fleet's
+    /// size as last counted (`None` before any count, and under other policies).
+    pub(crate) fn fallback_nodes(&self) -> Option<u32> {
+        match self.inner.policy {
+            FaultPolicy::Local { nodes } => Some(nodes),
+            FaultPolicy::LocalShare => self
+                .inner
+                .presence
+                .as_ref()
+                .map(Presence::seen)
+                .filter(|&n| n > 0),
+            _ => None,
         }
     }
 

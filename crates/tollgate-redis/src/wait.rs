@@ -267,7 +267,12 @@ async fn on_fault(
 ) -> Result<Admitted, Error> {
     let c = &l.inner.counters;
     match l.inner.policy {
-        FaultPolicy::Local { nodes } => {
+        FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
+            let Some(nodes) = l.fallback_nodes() else {
+                // No count of the fleet yet: refuse, rather than admit the whole limit.
+                bump(&c.failed_closed);
+                return Err(l.limited(quota.interval(), quota.burst()));
+            };
             bump(&c.fell_back);
             let Some(share) = share(quota, nodes) else {
                 return Err(l.limited(quota.interval(), quota.burst()));

@@ -546,3 +546,75 @@ async fn bad_input() {
     let _ = limiter.check("list").await;
     assert_eq!(limiter.stats().faults, faults + 1);
 }
+
+/// The default fault policy divides the limit by the fleet's size as the nodes last counted
+/// it in Redis: three nodes that lose Redis admit the limit's burst between them, not three
+/// times it; a node that never counted (started while Redis was away) refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_under_the_default_policy_admits_the_limit_across_the_fleet() {
+    let mut server = RedisServer::start();
+    let quota = Quota::per_minute(6); // a burst of 6, one cell each 10 s
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let l = FleetLimiter::builder(quota)
+            .timeout(common::FAULT_TIMEOUT)
+            .heartbeat(Duration::from_millis(50))
+            .connect(server.client())
+            .await
+            .unwrap();
+        assert_eq!(
+            l.stats().fleet_size,
+            0,
+            "no count before the first heartbeat"
+        );
+        nodes.push(l);
+    }
+    let start = Instant::now();
+    while nodes.iter().any(|l| l.stats().fleet_size != 3) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the nodes did not count 3"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.kill();
+    let mut admitted = 0;
+    for l in &nodes {
+        for _ in 0..10 {
+            if let Ok(ok) = l.check("k").await {
+                assert_eq!(ok.source(), Source::Local);
+                admitted += 1;
+            }
+        }
+    }
+    assert_eq!(
+        admitted, 6,
+        "the fleet admitted the limit's burst between its nodes"
+    );
+    assert!(nodes.iter().all(|l| l.stats().fell_back > 0));
+
+    // A node that has never reached Redis has no count: it refuses.
+    let newcomer = FleetLimiter::builder(quota)
+        .timeout(common::FAULT_TIMEOUT)
+        .heartbeat(Duration::from_millis(50))
+        .connect(server.client())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        assert!(newcomer.check("k").await.unwrap_err().is_rate_limited());
+    }
+    let s = newcomer.stats();
+    assert_eq!((s.fleet_size, s.failed_closed, s.fell_back), (0, 3, 0));
+
+    // Back: the count resumes.
+    server.spawn();
+    let start = Instant::now();
+    while newcomer.stats().fleet_size == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            newcomer.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
