@@ -85,6 +85,7 @@ impl<E: KeyExtractor> Builder<E> {
                 extractor: key,
                 quota_for: None,
                 skip: None,
+                cost_for: None,
                 format: Format {
                     ietf: true,
                     legacy: false,
@@ -456,6 +457,48 @@ impl<E: KeyExtractor, M> Builder<E, M> {
         F: Fn(&E::Key) -> Quota + Send + Sync + 'static,
     {
         self.config.quota_for = Some(QuotaFor::Key(Arc::new(f)));
+        self
+    }
+
+    /// How many cells a request costs in the layer's own limit (1 by default): a batch
+    /// call, an expensive query, an upload by its size. The quota's burst is then the most
+    /// one request may cost: a request that costs more can never be admitted and is answered
+    /// `413 Content Too Large` without `Retry-After` (counted as `rejected`; gRPC status 11,
+    /// OUT_OF_RANGE). A cost of 0 is admitted and spends nothing. Delay mode waits for all
+    /// the cells at once. Stacked limits count each request as one cell.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// // 10 units a minute; a request says what it costs in `x-units` (default 1).
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(10)), Global)
+    ///     .cost_for(|parts| {
+    ///         parts.headers.get("x-units").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(1)
+    ///     })
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let costing = |units: &str| http::Request::get("/").header("x-units", units).body(()).unwrap();
+    /// futures_executor::block_on(async {
+    ///     assert_eq!(svc.clone().oneshot(costing("7")).await.unwrap().status(), 200);
+    ///     assert_eq!(svc.clone().oneshot(costing("4")).await.unwrap().status(), 429);
+    ///     assert_eq!(svc.clone().oneshot(costing("3")).await.unwrap().status(), 200);
+    ///     let too_big = svc.clone().oneshot(costing("11")).await.unwrap();
+    ///     assert_eq!(too_big.status(), 413);
+    ///     assert!(too_big.headers().get("retry-after").is_none());
+    /// });
+    /// ```
+    pub fn cost_for<F>(mut self, cost: F) -> Self
+    where
+        F: Fn(&Parts) -> u32 + Send + Sync + 'static,
+    {
+        self.config.cost_for = Some(Box::new(cost));
         self
     }
 

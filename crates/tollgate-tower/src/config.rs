@@ -19,6 +19,7 @@ type QuotaFn = dyn Fn(&Parts) -> Quota + Send + Sync;
 type KeyQuotaFn<K> = dyn Fn(&K) -> Quota + Send + Sync;
 type AllowFn<K> = dyn Fn(&K) -> bool + Send + Sync;
 type SkipFn = dyn Fn(&Parts) -> bool + Send + Sync;
+type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
 
 /// Where a request's quota comes from, when not the limiter's own.
 pub(crate) enum QuotaFor<K> {
@@ -36,6 +37,8 @@ pub(crate) struct Config<E: KeyExtractor> {
     pub(crate) quota_for: Option<QuotaFor<E::Key>>,
     /// Requests this says yes to pass unlimited ([`Builder::skip_if`](crate::Builder::skip_if)).
     pub(crate) skip: Option<Box<SkipFn>>,
+    /// The cells a request costs ([`Builder::cost_for`](crate::Builder::cost_for)).
+    pub(crate) cost_for: Option<Box<CostFn>>,
     pub(crate) format: Format,
     /// The policy's name as the fields write it, and its `RateLimit-Policy` items.
     pub(crate) policy: Policy,

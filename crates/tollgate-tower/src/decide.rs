@@ -26,9 +26,10 @@ pub(crate) enum Decision<K> {
     Respond(Rejection),
     /// Call the service, adding these fields; count it so.
     Call(Option<Fields>, Outcome),
-    /// Delay mode: wait for `key` under `quota`; the stacked limits admitted the request
-    /// with these fields, and are given back with these undos if the wait fails.
-    Wait(K, Option<Quota>, Option<Fields>, Vec<Undo>),
+    /// Delay mode: wait for `cost` cells of `key` under `quota`; the stacked limits
+    /// admitted the request with these fields, and are given back with these undos if the
+    /// wait fails.
+    Wait(K, Option<Quota>, u32, Option<Fields>, Vec<Undo>),
 }
 
 impl<E: KeyExtractor> Config<E> {
@@ -39,10 +40,15 @@ impl<E: KeyExtractor> Config<E> {
         }
     }
 
-    fn check(&self, key: &E::Key, quota: Option<Quota>) -> Result<Admitted, Error> {
+    /// The cells `parts` costs in this layer's own limit (1 without `cost_for`).
+    pub(crate) fn cost(&self, parts: &Parts) -> u32 {
+        self.cost_for.as_ref().map_or(1, |f| f(parts))
+    }
+
+    fn check(&self, key: &E::Key, quota: Option<Quota>, cost: u32) -> Result<Admitted, Error> {
         match quota {
-            Some(q) => self.limiter.check_with(key, q),
-            None => self.limiter.check(key),
+            Some(q) => self.limiter.check_n_with(key, cost, q),
+            None => self.limiter.check_n(key, cost),
         }
     }
 
@@ -73,8 +79,12 @@ impl<E: KeyExtractor> Config<E> {
                 fields.insert_into(&mut headers, self.format);
                 self.rejection(Kind::RateLimited, headers, Some(policy.name()), retry)
             }
-            // A full table that refuses new keys (or a request that can never pass): the
-            // server is out of room, not the client over its rate.
+            // More cells than the burst: never admissible, so no `Retry-After`.
+            Error::InsufficientCapacity { .. } => {
+                self.rejection(Kind::TooCostly, headers, Some(policy.name()), None)
+            }
+            // A full table that refuses new keys: the server is out of room, not the client
+            // over its rate.
             _ => {
                 headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
                 self.rejection(Kind::Unavailable, headers, None, Some(1))
@@ -124,11 +134,12 @@ impl<E: KeyExtractor> Config<E> {
             return Decision::Call(None, Outcome::Allowlisted);
         }
         let quota = self.quota(parts, &key);
+        let cost = self.cost(parts);
         if delay {
             // The wait cannot be given back (it returns no `Admitted`), so the stacked
             // limits go first, and are given back if the wait fails.
             return match self.check_extras(parts, false) {
-                Ok((fields, undos)) => Decision::Wait(key, quota, fields, undos),
+                Ok((fields, undos)) => Decision::Wait(key, quota, cost, fields, undos),
                 Err(rejection) => Decision::Respond(rejection),
             };
         }
@@ -136,7 +147,7 @@ impl<E: KeyExtractor> Config<E> {
         // admission itself is not needed, and the answer is built in place (not moved out of
         // locals: an `Option<Fields>` is 112 bytes, the admission 56).
         let lean = self.extras.is_empty() && !self.format.any();
-        let admitted = match self.check(&key, quota) {
+        let admitted = match self.check(&key, quota, cost) {
             Ok(_) if lean => return Decision::Call(None, Outcome::Admitted),
             Ok(admitted) => admitted,
             Err(error) => return Decision::Respond(self.refusal(quota, error)),
@@ -272,5 +283,6 @@ pub(crate) fn refused_outcome(kind: Kind) -> Outcome {
         Kind::RateLimited => Outcome::Rejected,
         Kind::MissingKey => Outcome::MissingKeyRejected,
         Kind::Unavailable => Outcome::Unavailable,
+        Kind::TooCostly => Outcome::Rejected,
     }
 }

@@ -22,7 +22,7 @@ use crate::stack::Undo;
 pub(crate) fn delayed<E: KeyExtractor>(
     config: Arc<Config<E>>,
     key: E::Key,
-    quota: Option<Quota>,
+    (quota, cost): (Option<Quota>, u32),
     max: Duration,
     extra_fields: Option<Fields>,
     undos: Vec<Undo>,
@@ -37,11 +37,11 @@ pub(crate) fn delayed<E: KeyExtractor>(
         let mut pended = false;
         let waited = match quota {
             Some(q) => {
-                let mut wait = pin!(limiter.until_ready_with(&key, q).within(max));
+                let mut wait = pin!(limiter.until_n_ready_with(&key, cost, q).within(max));
                 poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
             }
             None => {
-                let mut wait = pin!(limiter.until_ready(&key).within(max));
+                let mut wait = pin!(limiter.until_n_ready(&key, cost).within(max));
                 poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
             }
         };

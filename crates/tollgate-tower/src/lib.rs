@@ -27,6 +27,8 @@
 //!   before any key is looked for ([`Counts::skipped`]).
 //! * **Keys from an earlier layer**: [`ExtensionKey`] keys by what an authentication layer
 //!   put in the request's extensions; [`HeaderKey::new`] takes a `&'static str`.
+//! * **Request cost**: [`Builder::cost_for`] charges a request several cells (a batch, an
+//!   expensive query); one that costs more than the burst is a `413` (it never passes).
 //! * **Tiers by key**: [`Builder::quota_for_key`] picks the quota from the key the request is
 //!   limited by, so the two never disagree.
 //! * **Tiers**: [`Builder::quota_for`] picks a quota per request (per route, method, API

@@ -1,4 +1,4 @@
-//! Answers made without the inner service (`429`, `400`, `503`), and how they are rendered:
+//! Answers made without the inner service (`429`, `400`, `503`, `413`), and how they are rendered:
 //! plain HTTP with an empty body, with an RFC 9457 `application/problem+json` body, or, for
 //! a gRPC request, a trailers-only gRPC response.
 
@@ -18,6 +18,10 @@ pub(crate) enum Kind {
     MissingKey,
     /// `503`: a full table refused a new key.
     Unavailable,
+    /// `413`: the request costs more cells than the limit's burst
+    /// ([`Builder::cost_for`](crate::Builder::cost_for)): it can never be admitted, so
+    /// retrying never helps (no `Retry-After`).
+    TooCostly,
 }
 
 /// Makes a response body of type `B` from a problem+json text; stored type-erased as
@@ -69,15 +73,18 @@ impl Kind {
             Kind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Kind::MissingKey => StatusCode::BAD_REQUEST,
             Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Kind::TooCostly => StatusCode::PAYLOAD_TOO_LARGE,
         }
     }
 
-    /// The gRPC status code: RESOURCE_EXHAUSTED, INVALID_ARGUMENT, UNAVAILABLE.
+    /// The gRPC status code: RESOURCE_EXHAUSTED, INVALID_ARGUMENT, UNAVAILABLE,
+    /// OUT_OF_RANGE.
     fn grpc_status(self) -> &'static str {
         match self {
             Kind::RateLimited => "8",
             Kind::MissingKey => "3",
             Kind::Unavailable => "14",
+            Kind::TooCostly => "11",
         }
     }
 
@@ -88,6 +95,7 @@ impl Kind {
             Kind::RateLimited => "rate limit exceeded",
             Kind::MissingKey => "the request carries no rate-limit key",
             Kind::Unavailable => "the rate limiter has no room for a new client",
+            Kind::TooCostly => "the request costs more than the rate limit ever admits at once",
         }
     }
 }

@@ -226,14 +226,22 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let (parts, body) = req.into_parts();
         match self.config.decide(&parts, true) {
-            Decision::Wait(key, quota, extra_fields, undos) => {
+            Decision::Wait(key, quota, cost, extra_fields, undos) => {
                 let grpc = is_grpc(&parts);
                 // The service `poll_ready` readied goes with the request; this one gets a
                 // fresh clone, to be readied before its next call.
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
                 let config = Arc::clone(&self.config);
-                let wait = delayed(config, key, quota, self.mode.max, extra_fields, undos, grpc);
+                let wait = delayed(
+                    config,
+                    key,
+                    (quota, cost),
+                    self.mode.max,
+                    extra_fields,
+                    undos,
+                    grpc,
+                );
                 ResponseFuture::wait(
                     wait,
                     ready,

@@ -184,3 +184,57 @@ async fn dry_run_refusals_by_a_stacked_limit_consume_nothing() {
     assert_eq!(global.peek(&()).unwrap().remaining(), 8); // one used of ten
     assert_eq!(layer.counts().dry_run_refused, 3);
 }
+
+/// A request's cost in cells (`cost_for`), in reject and delay mode: what it costs is spent,
+/// a cost of 0 spends nothing, and a cost above the burst is a `413` without `Retry-After`
+/// (it could never be admitted), in either mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_costs_what_cost_for_says() {
+    let cost = |parts: &http::request::Parts| {
+        parts
+            .headers
+            .get("x-cost")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(1)
+    };
+    let limiter: Limiter<()> = Limiter::builder(Quota::per_minute(10))
+        .clock(ManualClock::new())
+        .build();
+    let layer = RateLimitLayer::builder(limiter.clone(), Global)
+        .cost_for(cost)
+        .build();
+    let addr = serve(layer.clone()).await;
+    let costing = |n: &'static [u8]| [("x-cost", n)];
+    let (status, h) = get_once(addr, &costing(b"7")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ratelimit(&h).1, 3, "7 of 10 spent");
+    assert_eq!(
+        get_once(addr, &costing(b"4")).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let (status, h) = get_once(addr, &costing(b"0")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ratelimit(&h).1, 3, "a cost of 0 spends nothing");
+    let (status, h) = get_once(addr, &costing(b"11")).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(h.get("retry-after").is_none());
+    assert_eq!(get_once(addr, &costing(b"3")).await.0, StatusCode::OK);
+    assert_eq!((layer.counts().admitted, layer.counts().rejected), (3, 2));
+
+    // Delay mode: a cost above the burst is refused at once, not waited for.
+    let limiter: Limiter<()> = Limiter::builder(Quota::per_minute(10))
+        .clock(ManualClock::new())
+        .build();
+    let delayed = RateLimitLayer::builder(limiter, Global)
+        .cost_for(cost)
+        .delay(Duration::from_secs(3600))
+        .build();
+    let addr = serve(delayed).await;
+    assert_eq!(
+        get_once(addr, &costing(b"11")).await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    let (status, h) = get_once(addr, &costing(b"10")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ratelimit(&h).1, 0, "all ten cells at once");
+}
