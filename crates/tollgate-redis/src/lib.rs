@@ -25,7 +25,9 @@
 //!   `b + floor(W / T)` plus the leased cells the nodes held unspent when the window
 //!   opened. Unspent cells are given back at expiry by compare and restore when no one has
 //!   written the key since, else lost (under-admission: at most `k` cells per lease, a lag
-//!   of at most `k·T` until the key goes idle). The derivation is in `src/lease.rs`.
+//!   of at most `k·T` until the key goes idle). The derivation is in `src/lease.rs`; both
+//!   bounds are checked over every window of seeded adversarial schedules run by the script
+//!   itself on a simulated server clock (`tests/lease_bound.rs`).
 //! * **Waiting.** [`FleetLimiter::until_ready`] reserves the cells on the server in one
 //!   round trip (the script moves the TAT and answers the wait), waits here on
 //!   [`tollgate::timer`] (no runtime timer), and when dropped before its instant gives the

@@ -38,7 +38,9 @@ use tollgate::Quota;
 /// until the reserved instant); `tat_ahead_us` is how far the key's stored TAT is ahead of
 /// the server's `now` after the call (0 if not ahead); `now_us` is the server's `TIME`, from
 /// which the node bounds its offset to the server (`offset.rs`). An admitted `reserve`
-/// appends `prev, new`: the TAT it replaced and the TAT it stored.
+/// appends `prev, new`: the TAT it replaced and the TAT it stored. An eighth argument, a
+/// `now` later than `TIME`, replaces `TIME`: only the tests pass it, to run schedules on a
+/// simulated clock (a clock only moved forward, so keys' expiries stay in the future).
 pub(crate) const GCRA_LUA: &str = r#"
 -- tollgate-redis: GCRA in integer microseconds (see src/script.rs for why it is exact).
 -- Replicated by effects (the default since Redis 5, the only mode since 7), so reading TIME
@@ -47,6 +49,9 @@ local MAX_AHEAD = 1125899906842624 -- 2^50 us: how far ahead a TAT may be stored
 local MAX_DELAY = 562949953421312  -- 2^49 us: the longest penalty or wait
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Tests only: ARGV[8], a `now` in us at or after TIME, runs the arithmetic on a simulated
+-- clock (tests/lease_bound.rs). The limiter never passes an eighth argument.
+if ARGV[8] and tonumber(ARGV[8]) > now then now = tonumber(ARGV[8]) end
 local op = ARGV[1]
 local T = tonumber(ARGV[2])
 local b = tonumber(ARGV[3])
