@@ -173,15 +173,13 @@
 //! (until the change below) a tombstone, a compaction per ~420–500 evictions. Reusing the
 //! hot path's walk under the lock would need a count of locked slot changes for the lock
 //! holder to validate it against, and a hot path that collects the least TAT on a miss; not
-//! done. Measured on 2026-11-23,
-//! old and new bench binaries alternately, four runs each, load 1.1–1.2 (BENCHMARKS.md,
-//! *Full table*): an evicting key 3.0–3.2 hits against 3.8–5.0 for the old code in the same
-//! session (a third less time; target still missed), a refused key 1.7–2.3 against 2.2–2.5;
-//! hits and scenario A unchanged. Loom: with the single-writer epoch, "undo vs reset" (keyed)
+//! done. Measured with the code before these cuts in the same run (BENCHMARKS.md, *Full
+//! table*): an evicting key 3.0–3.2 hits against 3.8–5.0 (a third less time; target still
+//! missed), a refused key 1.7–2.3 against 2.2–2.5; hits and scenario A unchanged. Loom: with the single-writer epoch, "undo vs reset" (keyed)
 //! fails when `begin_serial` makes both bumps before the removal and `end_serial` none (two
 //! bumps become one).
 //!
-//! *No tombstone from an eviction off the run* (issue 11, 2026-11-23). The one eviction in
+//! *No tombstone from an eviction off the run.* The one eviction in
 //! six whose victim is off the new key's run (a large shard's fallback, a small shard's
 //! whole-shard choice) used to leave a tombstone, and tombstones at the cap cost a
 //! whole-shard compaction every eighth of the slots and longer probes meanwhile. Now the
@@ -202,7 +200,7 @@
 //! write section; "eviction's backward shift vs update" fails if the moved key's word is read
 //! before its freeze rather than taken from the freeze.
 //!
-//! **The check's hot path** (`engine::check`, `Table::try_update_recording`, issue 11) is the
+//! **The check's hot path** (`engine::check`, `Table::try_update_recording`) is the
 //! lock-free attempt alone, inlined into the public method: hash, shard, the home slot (its
 //! segment's entry; segment 0's is kept beside the shard's length, since it never changes),
 //! the rest of the probe run only if the home slot does not settle it, the removal epoch,
@@ -220,7 +218,9 @@
 //! (`Limiter::check_n_at` and the key word's `try_update_recording` are
 //! `#[inline(always)]`): in a caller from another crate with a bigger body around it
 //! (tollgate-tower's `decide`), the inliner left both out of line, and the step's captures
-//! went to memory again (issue 8: 75 instructions a request).
+//! went to memory again (75 instructions a request in the tower layer). The table's own
+//! `try_update_recording` is `#[inline(always)]` for the same reason: left out of line in a
+//! caller's loop, its step spilled (24 stores a check, 12 inlined).
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
@@ -427,12 +427,11 @@
 //! under churn); with probes stepping a segment run at a time, C's insert time is 1.14–1.27x
 //! the old table's, churn's 1.0–1.5x and B's `check_at` 1.04x presized and about 1.2x growing
 //! (the denser table; BENCHMARKS.md, *Growth in place*). F: a refused new key is 1.3–1.7x a
-//! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*); after the cuts of
-//! 2026-11-23, in a session where the old code measured 2.2–2.5x and 3.8–5.0x, 1.7–2.3x and
-//! 3.0–3.2x; with no tombstone from an off-run eviction (§3), an evicting key 2.4–2.5x
+//! hit (met), an evicting one 2.9–3.2x (missed; §3, *The full table*); after the cuts of §3,
+//! measured beside the code before them (2.2–2.5x and 3.8–5.0x), 1.7–2.3x and 3.0–3.2x; with no tombstone from an off-run eviction (§3), an evicting key 2.4–2.5x
 //! against 3.2x for the code before in the same session.
 //!
-//! Waiting, on 2026-11-27 (quiet machine, CPU per admission against the waiting ideal,
+//! Waiting (quiet machine, CPU per admission against the waiting ideal,
 //! paired per round): with the runtime driver (§4) F1 0.58x and F2 1.50x, p99 beyond the
 //! fair share 1.9 ms; with the timer thread alone F1 1.58x and F2 1.88x, p99 under 1 ms
 //! (earlier runs: driver F1 0.65–0.9x, F2 1.5–1.8x; thread F1 1.6–1.9x, F2 1.9–2.4x). F2's
@@ -442,6 +441,19 @@
 //! timed park and the syscalls that wake tokio's parked workers from outside, about 32 µs,
 //! 1.6 µs an admission, which the runtime driver does not pay. G, the lockout and the
 //! timer's lateness are met.
+//!
+//! On a million live keys in random order (B, E) a check's cost is set by two things the
+//! code barely touches (BENCHMARKS.md, *A million live clients*): a clock read per check
+//! keeps the CPU from overlapping one check's cache miss with the next, so each check pays a
+//! whole memory latency; and that latency follows the table's footprint against the cache
+//! (not the TLB: huge pages did not help). Exact keys need a 64-bit fingerprint beside the
+//! 64-bit state, 16 bytes a key at best, where the ideal holds 8 and shares slots between
+//! colliding keys, so the ratio to the ideal on B has a floor that depends on the machine's
+//! cache (1.4x or more on the Intel guest measured). What a caller can do: presize
+//! (a denser table) and read the clock once per batch (`check_at`). A home at the first slot
+//! of a line-aligned group of four (one line per lookup, matched without branches) was
+//! measured and not kept: faster on random keys with the clock hoisted, slower on the hot
+//! key (A) by an eighth, unchanged on B with the clock read per check.
 //!
 //! The HTTP layer (`crates/tollgate-tower/benches/http.rs`; target: >= 98 % of a
 //! hello-world hyper server's throughput, ahead of tower_governor) is measured as each
