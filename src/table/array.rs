@@ -30,7 +30,7 @@
 //! segment's first index, so slot `i` is at `dir[segment_of(i)] + i`. Probes and scans
 //! look a segment up once per *run* (`run`: its entry and where it ends) and step within
 //! it like a plain array: a lookup per slot made the probe loop 2.5 times as long, and
-//! was most of the slowdown growth in place first cost (BENCHMARKS.md, *Growth in place*).
+//! was most of the slowdown growth in place first cost (scenario C, measured when growth in place was built).
 //!
 //! # Publication
 //!

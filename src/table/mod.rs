@@ -141,7 +141,7 @@ impl Table {
     /// refuse it), its slot was frozen (the lock holder is at work on it) or its slot changed
     /// hands under the probe (a rare race), and a second probe would find the same in all but
     /// the last. A new key at a full shard walked its probe run three times with it, twice
-    /// lock-free (BENCHMARKS.md, *Full table*). The locked path is correct for a held key too
+    /// lock-free (BENCHMARKS.md, scenario F). The locked path is correct for a held key too
     /// (it re-probes under the lock), only slower; `RefuseNewKeys` still refuses lock-free at
     /// a closed gate (`Shard::update_locked`).
     #[inline]

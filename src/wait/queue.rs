@@ -37,7 +37,7 @@
 //! read of its own, `Sleep::poll_at`), the settled wakers are collected without allocating
 //! (`woken.rs`), and an arrival behind a head whose sleep the timer holds only appends
 //! itself (`head_sleeps`): it need not read the head's node or entry, which the timer's
-//! thread wrote last. Measured in BENCHMARKS.md ("Waiting: the hand-over's cost").
+//! thread wrote last. Measured in BENCHMARKS.md, scenario F2.
 //!
 //! # Cancellation costs nothing
 //!
