@@ -58,13 +58,6 @@
 //! reused is described in the table's source (`src/table/slot.rs`) and model-checked with loom
 //! (`loom-tests/models.rs`).
 
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
-
 pub mod design;
 
 mod clock;

@@ -44,12 +44,7 @@
 //! assert_eq!(host.requests, 1);
 //! ```
 
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
+#![forbid(unsafe_code)]
 
 mod hosts;
 mod layer;
