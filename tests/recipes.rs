@@ -8,7 +8,6 @@
 //! request is delayed by `excess/rate`.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -110,7 +109,7 @@ fn nginx_delayed_is_rate_10_burst_1_waiting_at_most_2s() {
         let mut cx = Context::from_waker(Waker::noop());
         let mut now = 0i64;
         // (the request's index, nginx's send instant, our wait)
-        let mut waiting: Vec<(usize, i64, Pin<Box<dyn Future<Output = _> + '_>>)> = Vec::new();
+        let mut waiting = Vec::new();
         let mut arrivals = Vec::new();
         for _ in 0..2_000 {
             now += gaps.next_ms();
