@@ -71,6 +71,7 @@ mod outcome;
 mod quota;
 mod quota_cell;
 mod seq;
+mod sharded;
 mod stack;
 mod stats;
 pub mod stripe;

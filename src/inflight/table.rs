@@ -45,12 +45,10 @@
 //! * `out == 0` implies the queue is empty (its front would have been granted), so "idle" is
 //!   `out == 0`.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::task::{Context, Waker};
 
-use crossbeam_utils::CachePadded;
-
+use crate::sharded::{HashKeyed, Sharded};
 use crate::sync::{Arc, AtomicUsize, AtomicWaker, Mutex, Ordering, lock};
 
 /// Node states.
@@ -196,29 +194,25 @@ pub(crate) enum Arrival {
 /// The sharded table of busy keys.
 #[derive(Debug)]
 pub(crate) struct Table {
-    shards: Box<[CachePadded<Shard>]>,
+    shards: Sharded<Shard>,
 }
 
 #[derive(Debug, Default)]
 struct Shard {
-    keys: Mutex<HashMap<u64, KeyState, BuildHasherDefault<IdentityHasher>>>,
+    keys: Mutex<HashKeyed<KeyState>>,
 }
 
 impl Table {
     pub(crate) fn new() -> Table {
         Table {
-            shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Shard::default()))
-                .collect(),
+            shards: Sharded::new(SHARDS),
         }
     }
 
     fn shard(&self, key: u64) -> &Shard {
         // The map inside a shard indexes by the hash's low bits: route by a multiply's top
         // bits, so the two choices are unrelated.
-        let mixed = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let i = ((u128::from(mixed) * self.shards.len() as u128) >> 64) as usize;
-        &self.shards[i]
+        self.shards.get(key.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
     /// Runs `f` on `key`'s state under the lock (making it if `make`), removes the state if
@@ -327,25 +321,5 @@ impl Table {
             .iter()
             .map(|shard| lock(&shard.keys).len())
             .sum()
-    }
-}
-
-/// The maps' keys are already random 64-bit hashes: use them as they are.
-#[derive(Debug, Default)]
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key;
     }
 }

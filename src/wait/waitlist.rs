@@ -13,15 +13,11 @@
 //! shard try its cells lock-free (one CAS) before taking the lock; the hint being stale in
 //! either direction is harmless (see `Waiter::poll_wait`).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use crossbeam_utils::CachePadded;
-
 use super::cells::Cells;
 use super::node::{Node, Outcome};
 use super::queue::Queue;
 use super::woken::Woken;
+use crate::sharded::{HashKeyed, Sharded};
 use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, lock};
 
 /// Waitlist shards of a keyed limiter: enough that waiters on different keys rarely share a
@@ -31,37 +27,31 @@ pub(crate) const KEYED_SHARDS: usize = 16;
 /// The queues of one limiter, sharded by the key's route hash.
 #[derive(Debug)]
 pub(crate) struct Waitlists {
-    shards: Box<[CachePadded<WaitShard>]>,
+    shards: Sharded<WaitShard>,
 }
 
 impl Waitlists {
     pub(crate) fn new(shards: usize) -> Waitlists {
         Waitlists {
-            shards: (0..shards.max(1))
-                .map(|_| CachePadded::new(WaitShard::default()))
-                .collect(),
+            shards: Sharded::new(shards),
         }
     }
 
     /// The shard of a key with this route hash.
     pub(crate) fn shard(&self, route: u64) -> &WaitShard {
-        let i = ((u128::from(route) * self.shards.len() as u128) >> 64) as usize;
-        &self.shards[i]
+        self.shards.get(route)
     }
 
     /// Bytes held, for the limiter's statistics (locks each shard briefly).
     pub(crate) fn bytes(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| std::mem::size_of_val(shard) + shard.heap_bytes())
-            .sum()
+        self.shards.shallow_bytes() + self.shards.iter().map(WaitShard::heap_bytes).sum::<usize>()
     }
 }
 
 /// One shard: a mutex over its queues.
 #[derive(Debug, Default)]
 pub(crate) struct WaitShard {
-    queues: Mutex<HashMap<u64, Queue, BuildHasherDefault<FingerprintHasher>>>,
+    queues: Mutex<HashKeyed<Queue>>,
     /// How many queues the map holds (a hint; module docs).
     busy: AtomicUsize,
 }
@@ -153,25 +143,5 @@ impl WaitShard {
         let queues = lock(&self.queues);
         let nodes: usize = queues.values().map(Queue::bytes).sum();
         queues.capacity() * (std::mem::size_of::<(u64, Queue)>() + 1) + nodes
-    }
-}
-
-/// Keys of the waitlist maps are already random 64-bit fingerprints: use them as they are.
-#[derive(Debug, Default)]
-pub(crate) struct FingerprintHasher(u64);
-
-impl Hasher for FingerprintHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key;
     }
 }
