@@ -60,13 +60,14 @@
 
 pub mod design;
 
-mod clock;
+mod clock_source;
 mod direct;
 mod engine;
 mod error;
 mod gcra;
 pub mod hash;
 mod limiter;
+mod manual_clock;
 mod outcome;
 mod quota;
 mod quota_cell;
@@ -81,11 +82,11 @@ mod time;
 pub mod timer;
 mod wait;
 
-pub use clock::ManualClock;
 pub use direct::{DirectLimiter, DirectUntilReady, Paced};
 pub use error::Error;
 pub use limiter::LimiterBuilder;
 pub use limiter::{Limiter, UntilReady};
+pub use manual_clock::ManualClock;
 pub use outcome::Admitted;
 pub use quota::{Quota, QuotaError};
 pub use stack::{Gate, Refused, check_all};

@@ -8,7 +8,7 @@
 //! This is the bottom of the time layer: it imports nothing of ours, so the timer (which
 //! counts its deadlines in these nanoseconds) and the limiters can both build on it. What
 //! binds a clock to a timer (the [`ManualClock`](crate::ManualClock), a limiter's
-//! `ClockSource`) lives above the timer, in `clock.rs`.
+//! `ClockSource`) lives above the timer, in `manual_clock.rs` and `clock_source.rs`.
 
 use std::fmt;
 use std::ops::{Add, Sub};

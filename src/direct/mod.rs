@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::ClockSource;
+use crate::clock_source::ClockSource;
 use crate::engine::{self, Word};
 use crate::error::Error;
 use crate::gcra::Gcra;

@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 
 use super::Limiter;
-use crate::clock::ClockSource;
+use crate::clock_source::ClockSource;
 use crate::hash::RandomState;
 use crate::quota::Quota;
 use crate::table::{FullPolicy, Table, TableConfig};

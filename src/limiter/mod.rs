@@ -14,7 +14,7 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::clock::ClockSource;
+use crate::clock_source::ClockSource;
 use crate::engine::{self, Word};
 use crate::error::Error;
 use crate::gcra::Gcra;

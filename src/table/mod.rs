@@ -9,14 +9,15 @@
 //! and `array.rs` for the segments that let a shard grow in place, retiring nothing.
 
 mod array;
+mod full_policy;
 mod gate;
 mod shard;
 mod slot;
 
 use crossbeam_utils::CachePadded;
 
+pub use full_policy::FullPolicy;
 pub(crate) use shard::Full;
-pub use shard::FullPolicy;
 pub(crate) use slot::Step;
 
 use shard::{MIN_LEN, Shard, len_for_keys};

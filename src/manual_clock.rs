@@ -1,19 +1,13 @@
-//! Clocks bound to timers: the [`ManualClock`], which *is* a manual timer, and
-//! `ClockSource`, a limiter's clock together with the timer its waits sleep on.
+//! [`ManualClock`]: a clock that is also its own timer, for deterministic tests.
 //!
-//! This sits above both `time.rs` (the pure time values and the [`Clock`] trait, which know
-//! nothing of timers) and the timer (which knows nothing of clocks), and is the only place
-//! that binds the two: the limiters take their clock from here, and the waiting engine asks
-//! it for the sleep that ends at a timestamp of that clock.
+//! It sits above both `time.rs` (time values and the [`Clock`] trait, which know nothing of
+//! timers) and the timer (which knows nothing of clocks); `clock_source.rs` binds a
+//! limiter's clock, this one or another, to the timer its waits sleep on.
 
-use std::any::Any;
-// `ClockSource` holds a foreign clock in std's `Arc` even under loom: the models pass time
-// in explicitly or use a `ManualClock`, and loom's `Arc` cannot hold a `dyn Clock`.
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::time::{Clock, MonotonicClock, Timestamp, nanos_since_origin, saturating_nanos};
-use crate::timer::{Sleep, TimerCore, TimerRef};
+use crate::time::{Clock, Timestamp, saturating_nanos};
+use crate::timer::{TimerCore, TimerRef};
 
 /// A clock that moves only when told to: for deterministic tests.
 ///
@@ -130,66 +124,5 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
         Timestamp::from_nanos(self.timer.now())
-    }
-}
-
-/// The limiter's clock: the monotonic default without dynamic dispatch, or any [`Clock`].
-#[derive(Debug, Clone)]
-pub(crate) enum ClockSource {
-    Monotonic(MonotonicClock),
-    /// Waits sleep on the clock's own timer, fired by `advance`/`set`.
-    Manual(ManualClock),
-    /// Waits sleep on the real timer, for as long as this clock says is left.
-    Custom(Arc<dyn Clock>),
-}
-
-impl ClockSource {
-    /// Recognises tollgate's own clocks, so checks avoid dynamic dispatch and waits on a
-    /// `ManualClock` use its timer.
-    pub(crate) fn from_clock<C: Clock>(clock: C) -> ClockSource {
-        let any: Box<dyn Any> = Box::new(clock);
-        let any = match any.downcast::<MonotonicClock>() {
-            Ok(c) => return ClockSource::Monotonic(*c),
-            Err(any) => any,
-        };
-        let any = match any.downcast::<ManualClock>() {
-            Ok(c) => return ClockSource::Manual(*c),
-            Err(any) => any,
-        };
-        match any.downcast::<C>() {
-            Ok(c) => ClockSource::Custom(Arc::new(*c)),
-            Err(_) => unreachable!("the box holds a C"),
-        }
-    }
-
-    #[inline]
-    pub(crate) fn now(&self) -> Timestamp {
-        match self {
-            ClockSource::Monotonic(c) => c.now(),
-            ClockSource::Manual(c) => c.now(),
-            ClockSource::Custom(c) => c.now(),
-        }
-    }
-
-    /// This clock's readings are the time of the timer its sleeps register with (tollgate's
-    /// own clocks), so one reading serves as the other (`Sleep::poll_at`).
-    pub(crate) fn is_timer_time(&self) -> bool {
-        !matches!(self, ClockSource::Custom(_))
-    }
-
-    /// A sleep that ends when this clock reaches `at` (never before).
-    pub(crate) fn sleep_until(&self, at: u64) -> Sleep {
-        match self {
-            // MonotonicClock counts from the timer's origin: its timestamps are timer time.
-            ClockSource::Monotonic(_) => Sleep::new(TimerRef::Global, at),
-            ClockSource::Manual(c) => Sleep::new(c.timer(), at),
-            // A foreign clock: wait in real time for as long as it says is left. Exact for
-            // clocks that run at real time's rate; documented on `Clock`.
-            ClockSource::Custom(c) => {
-                let left = at.saturating_sub(c.now().as_nanos());
-                let real_now = nanos_since_origin(Instant::now());
-                Sleep::new(TimerRef::Global, real_now.saturating_add(left))
-            }
-        }
     }
 }
