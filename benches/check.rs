@@ -29,7 +29,7 @@ use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
 use common::proc::{peak_rss_bytes, rss_bytes};
 use common::subjects::{
     DENY, ExplicitTime, Governor, Ideal, IdealSparse, LIVE, Naive, Subject, Tollgate,
-    TollgatePresized, tollgate_quota,
+    TollgatePresized, TollgateTsc, tollgate_quota,
 };
 use common::{Config, Rng, Summary, run_threads};
 
@@ -884,6 +884,7 @@ fn main() {
         if cfg.runs('X') {
             entries.push((TOLLGATE_AT, scenario_a_at::<Tollgate>(&cfg)));
             entries.push((IDEAL_AT, scenario_a_at::<Ideal>(&cfg)));
+            entries.push((TollgateTsc::NAME, scenario_a::<TollgateTsc>(&cfg)));
         }
         let results = interleave("A", cfg.rounds, entries);
         breakdown.push(Breakdown {
@@ -922,6 +923,7 @@ fn main() {
                 scenario_b::<TollgatePresized>(&keys, &order),
             ));
             entries.push((IdealSparse::NAME, scenario_b::<IdealSparse>(&keys, &order)));
+            entries.push((TollgateTsc::NAME, scenario_b::<TollgateTsc>(&keys, &order)));
         }
         let results = interleave("B", cfg.rounds, entries);
         breakdown.push(Breakdown {
@@ -967,16 +969,23 @@ fn main() {
         let mut rng = Rng::new(0xE);
         let keys = rng.keys(cfg.e_keys);
         let orders = [rng.shuffled(&keys), rng.shuffled(&keys)];
-        let results = interleave(
-            "E",
-            cfg.rounds,
-            vec![
-                (Tollgate::NAME, scenario_e::<Tollgate>(&keys, &orders)),
-                (Governor::NAME, scenario_e::<Governor>(&keys, &orders)),
-                (Naive::NAME, scenario_e::<Naive>(&keys, &orders)),
-                (Ideal::NAME, scenario_e::<Ideal>(&keys, &orders)),
-            ],
-        );
+        let mut entries: Vec<(&'static str, RoundFn<'_>)> = vec![
+            (Tollgate::NAME, scenario_e::<Tollgate>(&keys, &orders)),
+            (Governor::NAME, scenario_e::<Governor>(&keys, &orders)),
+            (Naive::NAME, scenario_e::<Naive>(&keys, &orders)),
+            (Ideal::NAME, scenario_e::<Ideal>(&keys, &orders)),
+        ];
+        if cfg.runs('X') {
+            entries.push((TollgateTsc::NAME, scenario_e::<TollgateTsc>(&keys, &orders)));
+        }
+        let results = interleave("E", cfg.rounds, entries);
+        if cfg.runs('X') {
+            breakdown.push(Breakdown {
+                scenario: "E",
+                note: "the TSC clock's row reads `TscClock`".to_owned(),
+                results: results.clone(),
+            });
+        }
         rows.push(Row {
             scenario: format!("E. 2 threads, {} shared live keys", thousands(cfg.e_keys)),
             results,

@@ -13,6 +13,7 @@ use std::time::Instant;
 use crate::manual_clock::ManualClock;
 use crate::time::{Clock, MonotonicClock, Timestamp, nanos_since_origin};
 use crate::timer::{Sleep, TimerRef};
+use crate::tsc_clock::TscClock;
 
 /// The limiter's clock: the monotonic default without dynamic dispatch, or any [`Clock`].
 #[derive(Debug, Clone)]
@@ -20,6 +21,9 @@ pub(crate) enum ClockSource {
     Monotonic(MonotonicClock),
     /// Waits sleep on the clock's own timer, fired by `advance`/`set`.
     Manual(ManualClock),
+    /// The time-stamp counter, without dynamic dispatch; waits sleep as a custom clock's do
+    /// (its readings drift from the timer's by the calibration's error).
+    Tsc(TscClock),
     /// Waits sleep on the real timer, for as long as this clock says is left.
     Custom(Arc<dyn Clock>),
 }
@@ -37,6 +41,15 @@ impl ClockSource {
             Ok(c) => return ClockSource::Manual(*c),
             Err(any) => any,
         };
+        let any = match any.downcast::<TscClock>() {
+            Ok(c) => {
+                return match c.fallback() {
+                    Some(monotonic) => ClockSource::Monotonic(monotonic),
+                    None => ClockSource::Tsc(*c),
+                };
+            }
+            Err(any) => any,
+        };
         match any.downcast::<C>() {
             Ok(c) => ClockSource::Custom(Arc::new(*c)),
             Err(_) => unreachable!("the box holds a C"),
@@ -48,6 +61,7 @@ impl ClockSource {
         match self {
             ClockSource::Monotonic(c) => c.now(),
             ClockSource::Manual(c) => c.now(),
+            ClockSource::Tsc(c) => c.now(),
             ClockSource::Custom(c) => c.now(),
         }
     }
@@ -55,7 +69,7 @@ impl ClockSource {
     /// This clock's readings are the time of the timer its sleeps register with (tollgate's
     /// own clocks), so one reading serves as the other (`Sleep::poll_at`).
     pub(crate) fn is_timer_time(&self) -> bool {
-        !matches!(self, ClockSource::Custom(_))
+        !matches!(self, ClockSource::Custom(_) | ClockSource::Tsc(_))
     }
 
     /// A sleep that ends when this clock reaches `at` (never before).
@@ -66,11 +80,15 @@ impl ClockSource {
             ClockSource::Manual(c) => Sleep::new(c.timer(), at),
             // A foreign clock: wait in real time for as long as it says is left. Exact for
             // clocks that run at real time's rate; documented on `Clock`.
-            ClockSource::Custom(c) => {
-                let left = at.saturating_sub(c.now().as_nanos());
-                let real_now = nanos_since_origin(Instant::now());
-                Sleep::new(TimerRef::Global, real_now.saturating_add(left))
-            }
+            ClockSource::Tsc(c) => real_time_sleep(c, at),
+            ClockSource::Custom(c) => real_time_sleep(&**c, at),
         }
     }
+}
+
+/// A sleep in real time for as long as `clock` says is left until `at`.
+fn real_time_sleep(clock: &dyn Clock, at: u64) -> Sleep {
+    let left = at.saturating_sub(clock.now().as_nanos());
+    let real_now = nanos_since_origin(Instant::now());
+    Sleep::new(TimerRef::Global, real_now.saturating_add(left))
 }

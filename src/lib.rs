@@ -80,6 +80,7 @@ mod sync;
 mod table;
 mod time;
 pub mod timer;
+mod tsc_clock;
 mod wait;
 
 pub use direct::{DirectLimiter, DirectUntilReady, Paced};
@@ -93,6 +94,7 @@ pub use stack::{Gate, Refused, check_all};
 pub use stats::Stats;
 pub use table::FullPolicy;
 pub use time::{Clock, MonotonicClock, Timestamp};
+pub use tsc_clock::TscClock;
 pub use wait::Throttled;
 
 #[cfg(tollgate_loom)]

@@ -178,6 +178,32 @@ impl Subject for TollgatePresized {
     }
 }
 
+/// tollgate on its time-stamp counter clock (`TscClock`), default configuration otherwise.
+#[derive(Debug)]
+pub(crate) struct TollgateTsc(Tollgate);
+
+impl Subject for TollgateTsc {
+    const NAME: &'static str = "tollgate, TSC clock";
+
+    fn build(spec: Spec, _keys: usize) -> Self {
+        TollgateTsc(Tollgate {
+            limiter: tollgate::Limiter::builder(tollgate_quota(spec))
+                .clock(tollgate::TscClock::new())
+                .build(),
+            burst: spec.burst,
+        })
+    }
+
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.check(key)
+    }
+
+    fn keys_held(&self) -> usize {
+        self.0.keys_held()
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // governor
 
