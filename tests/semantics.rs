@@ -1,6 +1,7 @@
-//! DESIGN §2, rule by rule, through the public API on a manual clock.
+//! The design record's semantics (`src/design.rs`, §1), rule by rule, through the public API
+//! on a manual clock.
 //!
-//! Notation as in the design notes: interval `T`, burst `b`, tolerance `tau = (b-1)·T`.
+//! Notation as in the design record: interval `T`, burst `b`, tolerance `tau = (b-1)·T`.
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! tollgate against a plain reference GCRA model, and the window guarantee, by proptest.
 //!
-//! The model is DESIGN §2 written out with `u64` arithmetic and no cleverness:
+//! The model is the design record's semantics (`src/design.rs`, §1) written out with `u64`
+//! arithmetic and no cleverness:
 //!
 //! ```text
 //! tat0 = max(tat, now)                       (absent key: tat = 0, so tat0 = now)
