@@ -8,8 +8,10 @@
 //! * [`SeqCount`], a sequence lock's count: a reader loads it, reads the protected data, and
 //!   *validates*: the read is good only if the count was even and has not moved, else it
 //!   retries (or distrusts what it saw). Used by the quota cell (`quota_cell.rs`: the two
-//!   halves of a quota) and by a table shard around compaction (`Shard::moves`: a lock-free
-//!   probe that overlapped one may miss a key).
+//!   halves of a quota), by a table shard around whatever moves keys (`Shard::moves`:
+//!   compaction and an eviction's backward shift; a lock-free probe that overlapped one may
+//!   miss a key), and by the full table's gate (`table/gate.rs`: "open" is its write
+//!   section).
 //! * [`Epoch`], a removal epoch: a writer *records* it before its CAS and a later undo compares
 //!   it (`engine.rs`). Used per table shard (`Shard::removals`) and per direct limiter
 //!   (`direct::Shared::resets`).

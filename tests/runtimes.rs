@@ -410,7 +410,7 @@ async fn cancelled_waiters_cost_nothing(rt: Spawner) {
     assert_eq!(l.stats().admitted, 4);
 }
 
-/// The user's loop that used to livelock the key: 50 tasks on a 200/s, burst-1 key, each
+/// A user's loop that must not livelock the key: 50 tasks on a 200/s, burst-1 key, each
 /// waiting for a cell under a 100 ms timeout (tollgate's own `sleep`, so that no runtime
 /// timer is needed) and trying again when it fires. The queue is 50 deep (250 ms), so most
 /// waits time out; those drops must cost nothing. Over 1 s the key admits at least half its

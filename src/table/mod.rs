@@ -141,8 +141,8 @@ impl Table {
     /// failed because the key was missing (a new key: the lock is needed to insert it, or to
     /// refuse it), its slot was frozen (the lock holder is at work on it) or its slot changed
     /// hands under the probe (a rare race), and a second probe would find the same in all but
-    /// the last. A new key at a full shard walked its probe run three times with it, twice
-    /// lock-free (BENCHMARKS.md, scenario F). The locked path is correct for a held key too
+    /// the last; a second probe would be a third walk of a new key's run at a full shard
+    /// (BENCHMARKS.md, scenario F). The locked path is correct for a held key too
     /// (it re-probes under the lock), only slower; `RefuseNewKeys` still refuses lock-free at
     /// a closed gate (`Shard::update_locked`).
     #[inline]
