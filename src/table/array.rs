@@ -29,7 +29,7 @@
 //! near the shard as the old array pointer was; each directory entry is biased by its
 //! segment's first index, so slot `i` is at `dir[segment_of(i)] + i`. Probes and scans
 //! look a segment up once per *run* (`run`: its entry and where it ends) and step within
-//! it like a plain array: a lookup per slot makes the probe loop about 2.5 times as long
+//! it like a plain array: a lookup per slot would make the probe loop about 2.5 times as long
 //! (scenario C's inserts).
 //!
 //! # Publication
