@@ -110,6 +110,7 @@ mod offset;
 mod presence;
 mod rt;
 mod script;
+mod sharded;
 mod wait;
 
 pub use limiter::{
