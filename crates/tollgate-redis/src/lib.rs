@@ -102,19 +102,25 @@
 //! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
 //!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
 
+mod admitted;
 mod breaker;
 mod cache;
+mod fault;
 mod lease;
 mod limiter;
+mod memory;
 mod offset;
 mod presence;
 mod rt;
 mod script;
 mod sharded;
+mod stats;
 mod wait;
 
-pub use limiter::{
-    Admitted, FaultPolicy, FleetBuilder, FleetLimiter, MemoryPolicy, Source, Stats, Unavailable,
-};
+pub use admitted::{Admitted, Source};
+pub use fault::{FaultPolicy, Unavailable};
+pub use limiter::{FleetBuilder, FleetLimiter};
+pub use memory::MemoryPolicy;
 pub use script::interval_micros;
+pub use stats::Stats;
 pub use wait::UntilReady;

@@ -2,390 +2,23 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
 
+use crate::admitted::{Admitted, Source};
 use crate::breaker::{Breaker, Change, Outcome, Pass};
 use crate::cache::{LocalCache, Lookup, ProbeGuard};
+use crate::fault::{FaultPolicy, Unavailable, share, unreachable};
 use crate::lease::{Lease, LeaseStore, Spend};
+use crate::memory::MemoryPolicy;
 use crate::offset::ServerClock;
 use crate::presence::Presence;
 use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
+use crate::stats::{Counters, Stats, add, bump};
 use crate::wait::UntilReady;
-
-/// What to do when Redis does not answer in time, or answers with an error.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate_redis::FaultPolicy;
-///
-/// // Ten nodes share the limit: each admits a tenth of it on its own while Redis is away.
-/// let policy = FaultPolicy::Local { nodes: 10 };
-/// let closed = FaultPolicy::FailClosed { retry_after: Duration::from_secs(1) };
-/// assert_ne!(policy, closed);
-/// // The default divides by the fleet's size as the nodes last counted it in Redis.
-/// assert_eq!(FaultPolicy::default(), FaultPolicy::LocalShare);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FaultPolicy {
-    /// Admit: availability first. [`Admitted::source`] is [`Source::FailOpen`].
-    FailOpen,
-    /// Refuse with [`Error::RateLimited`] and this `wait` as the retry hint.
-    FailClosed {
-        /// What to put in the refusal's `wait` (`Retry-After`).
-        retry_after: Duration,
-    },
-    /// Decide with a local `tollgate::Limiter` at `1/nodes` of the fleet's rate: interval
-    /// `nodes × T`, burst `max(1, b / nodes)`. With `nodes` set to the fleet's size (and a
-    /// burst of at least `nodes`) the fleet as a whole stays within the quota's bound while
-    /// Redis is away; the local state is not merged into Redis when it comes back. Its
-    /// admissions report the share's `limit`, `remaining` and `reset_after`.
-    Local {
-        /// How many nodes share the limit.
-        nodes: u32,
-    },
-    /// As [`Local`](Self::Local), with `nodes` the fleet's size as last counted in Redis:
-    /// each node's limiter keeps a presence entry there, refreshed every heartbeat
-    /// ([`FleetBuilder::heartbeat`], 1 s by default), and counts the entries younger than
-    /// three heartbeats ([`Stats::fleet_size`]). A node that has not counted yet (Redis
-    /// away since it started) refuses, rather than admit the whole limit alone.
-    ///
-    /// **The bound it gives**: while Redis is away, `k` nodes that last counted `N` admit
-    /// about `k/N` of the limit between them (each its share, interval `N × T`, burst
-    /// `max(1, b / N)`), so the whole limit if the fleet did not grow since the last
-    /// heartbeat before the outage; each node started or first counted after that adds its
-    /// own share on top. The default.
-    LocalShare,
-}
-
-impl Default for FaultPolicy {
-    /// [`LocalShare`](Self::LocalShare): the limit divided by the fleet's size as last
-    /// counted, so that an outage never multiplies the limit by the number of nodes.
-    fn default() -> FaultPolicy {
-        FaultPolicy::LocalShare
-    }
-}
-
-/// Who decided an admission.
-///
-/// # Examples
-///
-/// ```
-/// use tollgate_redis::Source;
-///
-/// assert_ne!(Source::Redis, Source::FailOpen);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Source {
-    /// The script on the server: the fleet-wide decision.
-    Redis,
-    /// Redis was unavailable and the policy is [`FaultPolicy::FailOpen`].
-    FailOpen,
-    /// Redis was unavailable and the local fallback limiter admitted ([`FaultPolicy::Local`],
-    /// [`FaultPolicy::LocalShare`]).
-    Local,
-}
-
-/// An admitted check, with the values for rate-limit headers: the core's
-/// [`tollgate::Admitted`] plus [`source`](Admitted::source) (who decided, Redis or a fault
-/// policy). It converts into a [`tollgate::Admitted`] (`.into()`), so code written for the
-/// core's admissions serves the fleet's too; that conversion cannot be undone on a core
-/// limiter (nothing to give back).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate_redis::{Admitted, Source};
-///
-/// fn headers(ok: &Admitted) -> [(&'static str, String); 3] {
-///     [
-///         ("RateLimit-Limit", ok.limit().to_string()),
-///         ("RateLimit-Remaining", ok.remaining().to_string()),
-///         ("RateLimit-Reset", ok.reset_after().as_secs().to_string()),
-///     ]
-/// }
-/// # let _ = headers;
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admitted {
-    pub(crate) limit: u32,
-    pub(crate) remaining: u32,
-    pub(crate) reset_after: Duration,
-    pub(crate) source: Source,
-}
-
-impl Admitted {
-    /// The burst: how many cells the key may use at once (the `limit` header).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// assert_eq!(ok.limit(), limiter.quota().burst());
-    /// # }
-    /// ```
-    pub fn limit(&self) -> u32 {
-        self.limit
-    }
-
-    /// Single cells still admissible right now (the `remaining` header).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// println!("{} left", ok.remaining());
-    /// # }
-    /// ```
-    pub fn remaining(&self) -> u32 {
-        self.remaining
-    }
-
-    /// How long until the key is back to a full burst (the `reset` header); also the key's
-    /// TTL in Redis after an admission.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// assert!(ok.reset_after() <= limiter.quota().interval() * limiter.quota().burst());
-    /// # }
-    /// ```
-    pub fn reset_after(&self) -> Duration {
-        self.reset_after
-    }
-
-    /// Who decided: Redis, or a fault policy.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// use tollgate_redis::Source;
-    ///
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// if ok.source() != Source::Redis {
-    ///     eprintln!("degraded: Redis is unavailable");
-    /// }
-    /// # }
-    /// ```
-    pub fn source(&self) -> Source {
-        self.source
-    }
-}
-
-impl From<Admitted> for tollgate::Admitted {
-    /// The same limit, remaining cells and reset time, as the core's type.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// fn headers(ok: tollgate::Admitted) -> String {
-    ///     format!("limit={}, remaining={}", ok.limit(), ok.remaining())
-    /// }
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// println!("{}", headers(ok.into()));
-    /// # }
-    /// ```
-    fn from(ok: Admitted) -> tollgate::Admitted {
-        tollgate::Admitted::from_parts(ok.limit, ok.remaining, ok.reset_after)
-    }
-}
-
-/// Why an operation without a fault policy (`reset`, `penalize`) did not reach Redis.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-/// use tollgate_redis::Unavailable;
-///
-/// match limiter.reset("alice").await {
-///     Ok(forgot) => println!("forgot state: {forgot}"),
-///     Err(Unavailable::Timeout(t)) => eprintln!("no answer within {t:?}"),
-///     Err(e) => eprintln!("{e}"),
-/// }
-/// # }
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Unavailable {
-    /// No answer within the per-call timeout.
-    Timeout(Duration),
-    /// The connection or the server failed.
-    Redis(RedisError),
-    /// Not sent: the circuit breaker is open after calls in a row failed, for about this
-    /// much longer ([`FleetBuilder::circuit_breaker`]).
-    CircuitOpen(Duration),
-}
-
-impl fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Unavailable::Timeout(t) => write!(f, "Redis did not answer within {t:?}"),
-            Unavailable::Redis(e) => write!(f, "Redis failed: {e}"),
-            Unavailable::CircuitOpen(t) => write!(
-                f,
-                "not sent: Redis failed repeatedly, the circuit breaker is open for {t:?} more"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for Unavailable {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Unavailable::Redis(e) => Some(e),
-            Unavailable::Timeout(_) | Unavailable::CircuitOpen(_) => None,
-        }
-    }
-}
-
-/// The server's `maxmemory-policy`, as it bears on the limit's exactness
-/// ([`FleetLimiter::memory_policy`]).
-///
-/// A key's state is its TAT; a server that forgets the key forgets what the key spent, and
-/// the fleet admits it afresh: up to a whole burst more than the limit, per forgotten key.
-/// tollgate's keys carry TTLs (their reset time), so every evicting policy can take them,
-/// `volatile-*` as well as `allkeys-*`. Run the limiter on a Redis of its own, or one set to
-/// `maxmemory-policy noeviction` (a write at the memory limit then fails, and the fault
-/// policy answers, which is bounded and counted, where an eviction is silent).
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-/// use tollgate_redis::MemoryPolicy;
-///
-/// match limiter.memory_policy().await {
-///     Ok(MemoryPolicy::Evicting(policy)) => eprintln!("Redis may forget keys ({policy})"),
-///     Ok(_) => {}
-///     Err(e) => eprintln!("{e}"),
-/// }
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MemoryPolicy {
-    /// `noeviction`: keys are never evicted.
-    NoEviction,
-    /// A policy that evicts keys (its name: `allkeys-lru`, `volatile-ttl`, ...).
-    Evicting(String),
-    /// The server would not say (`CONFIG` refused, as managed services and ACLs do).
-    Unknown,
-}
-
-/// Counters of one [`FleetLimiter`] (and its clones) since it was built.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-/// let s = limiter.stats();
-/// println!(
-///     "{} round trips, {} refused locally, {} faults",
-///     s.round_trips, s.local_refusals, s.faults
-/// );
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Calls sent to Redis, answered or not: the script's (refunds included), and `reset`'s
-    /// `DEL`.
-    pub round_trips: u64,
-    /// Checks (and waits) admitted by Redis.
-    pub admitted: u64,
-    /// Checks refused by Redis, and bounded waits it found too long.
-    pub limited: u64,
-    /// Checks (and bounded waits) refused by the local fast path, without a round trip.
-    pub local_refusals: u64,
-    /// Calls that failed: errors and timeouts together.
-    pub faults: u64,
-    /// Of the faults, timeouts.
-    pub timeouts: u64,
-    /// Checks admitted by [`FaultPolicy::FailOpen`].
-    pub failed_open: u64,
-    /// Checks refused by [`FaultPolicy::FailClosed`].
-    pub failed_closed: u64,
-    /// Checks decided by the local fallback ([`FaultPolicy::Local`],
-    /// [`FaultPolicy::LocalShare`]), admitted or not.
-    pub fell_back: u64,
-    /// Keys in the fast path's cache now.
-    pub cached_keys: u64,
-    /// Waits ([`FleetLimiter::until_ready`]) that reserved cells on the server.
-    pub reserved: u64,
-    /// Reservations given back on the server after their wait was cancelled.
-    pub refunded: u64,
-    /// Cancelled reservations that could not be given back (the key had moved on, or
-    /// Redis did not answer): their cells stay spent.
-    pub refunds_declined: u64,
-    /// Cells granted to this node by leases ([`FleetBuilder::lease`]), including those the
-    /// leasing check spent at once.
-    pub leased: u64,
-    /// Leased cells spent here without a round trip.
-    pub spent_locally: u64,
-    /// Unspent leased cells given back on the server.
-    pub returned: u64,
-    /// Leased cells neither spent nor given back (the key had moved on, Redis was away, or
-    /// the lease was dropped by `reset`, `penalize` or the store's bound): spent on the
-    /// server for nothing.
-    pub expired_unspent: u64,
-    /// Times the circuit breaker opened ([`FleetBuilder::circuit_breaker`]): that many calls
-    /// in a row failed, or a probe after a cool-down did.
-    pub circuit_opened: u64,
-    /// The fleet's size as this node last counted it in Redis
-    /// ([`FaultPolicy::LocalShare`]); 0 before the first count, or under another policy.
-    pub fleet_size: u64,
-    /// Calls not sent because the breaker was open; their fault policy answered at once
-    /// (counted there too: `failed_open`, `failed_closed`, `fell_back`).
-    pub short_circuited: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) round_trips: AtomicU64,
-    pub(crate) admitted: AtomicU64,
-    pub(crate) limited: AtomicU64,
-    pub(crate) local_refusals: AtomicU64,
-    pub(crate) faults: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) failed_open: AtomicU64,
-    pub(crate) failed_closed: AtomicU64,
-    pub(crate) fell_back: AtomicU64,
-    pub(crate) reserved: AtomicU64,
-    pub(crate) refunded: AtomicU64,
-    pub(crate) refunds_declined: AtomicU64,
-    pub(crate) leased: AtomicU64,
-    pub(crate) spent_locally: AtomicU64,
-    pub(crate) returned: AtomicU64,
-    pub(crate) expired_unspent: AtomicU64,
-    pub(crate) circuit_opened: AtomicU64,
-    pub(crate) short_circuited: AtomicU64,
-}
-
-pub(crate) fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Relaxed);
-}
-
-/// Adds `n` to a counter.
-pub(crate) fn add(c: &AtomicU64, n: u64) {
-    // ordering: a statistic; nothing is published through it, so Relaxed.
-    c.fetch_add(n, Relaxed);
-}
 
 /// Builds a [`FleetLimiter`].
 ///
@@ -1080,22 +713,7 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn memory_policy(&self) -> Result<MemoryPolicy, Unavailable> {
-        let mut conn = self.inner.conn.clone();
-        let mut cmd = redis::cmd("CONFIG");
-        cmd.arg("GET").arg("maxmemory-policy");
-        let asked = cmd.query_async::<Vec<String>>(&mut conn);
-        // Not through `call`: this is no limit decision, and its faults are not the limit's.
-        match crate::rt::timeout(self.inner.timeout, asked).await {
-            Err(()) => Err(Unavailable::Timeout(self.inner.timeout)),
-            Ok(Ok(reply)) => Ok(match reply.get(1).map(String::as_str) {
-                Some("noeviction") => MemoryPolicy::NoEviction,
-                Some(policy) => MemoryPolicy::Evicting(policy.to_owned()),
-                None => MemoryPolicy::Unknown,
-            }),
-            Ok(Err(e)) if unreachable(&e) => Err(Unavailable::Redis(e)),
-            // An error reply: the server refuses `CONFIG` (an ACL, a renamed command).
-            Ok(Err(_)) => Ok(MemoryPolicy::Unknown),
-        }
+        crate::memory::ask(&self.inner.conn, self.inner.timeout).await
     }
 
     /// Forgets `key` in Redis (its next request is its first), in this node's fast path and
@@ -1206,33 +824,13 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        let c = &self.inner.counters;
-        Stats {
-            round_trips: c.round_trips.load(Relaxed),
-            admitted: c.admitted.load(Relaxed),
-            limited: c.limited.load(Relaxed),
-            local_refusals: c.local_refusals.load(Relaxed),
-            faults: c.faults.load(Relaxed),
-            timeouts: c.timeouts.load(Relaxed),
-            failed_open: c.failed_open.load(Relaxed),
-            failed_closed: c.failed_closed.load(Relaxed),
-            fell_back: c.fell_back.load(Relaxed),
-            cached_keys: self.inner.cache.as_ref().map_or(0, |c| c.len() as u64),
-            reserved: c.reserved.load(Relaxed),
-            refunded: c.refunded.load(Relaxed),
-            refunds_declined: c.refunds_declined.load(Relaxed),
-            leased: c.leased.load(Relaxed),
-            spent_locally: c.spent_locally.load(Relaxed),
-            returned: c.returned.load(Relaxed),
-            expired_unspent: c.expired_unspent.load(Relaxed),
-            circuit_opened: c.circuit_opened.load(Relaxed),
-            short_circuited: c.short_circuited.load(Relaxed),
-            fleet_size: self
-                .inner
+        self.inner.counters.snapshot(
+            self.inner.cache.as_ref().map_or(0, |c| c.len() as u64),
+            self.inner
                 .presence
                 .as_ref()
                 .map_or(0, |p| u64::from(p.seen())),
-        }
+        )
     }
 
     /// Gives back every leased cell this node holds ([`FleetBuilder::lease`]), expired or
@@ -1728,11 +1326,6 @@ impl Drop for BreakerPass<'_> {
     }
 }
 
-/// Whether `e` says Redis was not reached (rather than that it answered with an error).
-fn unreachable(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
-}
-
 /// An admission from a lease held here: `left` cells remain in it.
 fn lease_admission(lease: &Lease, left: u32, burst: u32) -> Admitted {
     let reset_at = lease.recv + Duration::from_micros(lease.tat_ahead_us);
@@ -1749,14 +1342,4 @@ fn lease_admission(lease: &Lease, left: u32, burst: u32) -> Admitted {
 enum Arg {
     Op(&'static str),
     Num(u64),
-}
-
-/// The fallback's share of `quota` for one of `nodes` nodes.
-pub(crate) fn share(quota: Quota, nodes: u32) -> Option<Quota> {
-    let nodes = nodes.max(1);
-    let interval = quota.interval().checked_mul(nodes)?;
-    Quota::try_with_period(interval)
-        .ok()?
-        .try_allow_burst((quota.burst() / nodes).max(1))
-        .ok()
 }

@@ -34,8 +34,11 @@ use std::time::{Duration, Instant};
 
 use tollgate::{Error, Quota};
 
-use crate::limiter::{Admitted, FaultPolicy, FleetLimiter, Source, bump, share};
+use crate::admitted::{Admitted, Source};
+use crate::fault::{FaultPolicy, share};
+use crate::limiter::FleetLimiter;
 use crate::script::interval_micros;
+use crate::stats::bump;
 
 type Waiting = Pin<Box<dyn Future<Output = Result<Admitted, Error>> + Send>>;
 
