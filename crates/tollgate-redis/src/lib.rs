@@ -113,6 +113,7 @@ mod offset;
 mod presence;
 mod rt;
 mod script;
+mod server;
 mod sharded;
 mod stats;
 mod wait;

@@ -5,18 +5,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError, Script};
+use redis::{Client, RedisError};
 use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
 
 use crate::admitted::{Admitted, Source};
-use crate::breaker::{Breaker, Change, Outcome, Pass};
+use crate::breaker::Breaker;
 use crate::cache::{LocalCache, Lookup, ProbeGuard};
-use crate::fault::{FaultPolicy, Unavailable, share, unreachable};
+use crate::fault::{FaultPolicy, Unavailable, share};
 use crate::lease::{Lease, LeaseStore, Spend};
 use crate::memory::MemoryPolicy;
-use crate::offset::ServerClock;
 use crate::presence::Presence;
-use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
+use crate::script::{Reply, interval_micros, micros_ceil};
+use crate::server::{Arg, Server};
 use crate::stats::{Counters, Stats, add, bump};
 use crate::wait::UntilReady;
 
@@ -312,11 +312,13 @@ impl FleetBuilder {
         };
         let limiter = FleetLimiter {
             inner: Arc::new(Inner {
-                conn,
-                script: Script::new(GCRA_LUA),
+                server: Server::new(
+                    conn,
+                    self.timeout,
+                    (self.breaker.0 > 0).then(|| Breaker::new(self.breaker.0, self.breaker.1)),
+                ),
                 quota: self.quota,
                 prefix: self.prefix,
-                timeout: self.timeout,
                 policy: self.policy,
                 cache: (self.cache > 0).then(|| LocalCache::new(self.cache)),
                 lease: self.lease.map(|(cells, max_hold)| Leasing {
@@ -326,9 +328,7 @@ impl FleetBuilder {
                 }),
                 fallback,
                 clock: MonotonicClock::new(),
-                server_clock: ServerClock::new(),
                 counters: Counters::default(),
-                breaker: (self.breaker.0 > 0).then(|| Breaker::new(self.breaker.0, self.breaker.1)),
                 presence: (self.policy == FaultPolicy::LocalShare)
                     .then(|| Presence::new(self.heartbeat)),
             }),
@@ -385,19 +385,15 @@ pub struct FleetLimiter {
 }
 
 pub(crate) struct Inner {
-    pub(crate) conn: ConnectionManager,
-    pub(crate) script: Script,
+    pub(crate) server: Server,
     pub(crate) quota: Quota,
     pub(crate) prefix: Vec<u8>,
-    pub(crate) timeout: Duration,
     pub(crate) policy: FaultPolicy,
     pub(crate) cache: Option<LocalCache>,
     pub(crate) lease: Option<Leasing>,
     pub(crate) fallback: Option<Limiter<[u8]>>,
     pub(crate) clock: MonotonicClock,
-    pub(crate) server_clock: ServerClock,
     pub(crate) counters: Counters,
-    pub(crate) breaker: Option<Breaker>,
     /// This node's presence entry, under [`FaultPolicy::LocalShare`].
     pub(crate) presence: Option<Presence>,
 }
@@ -414,7 +410,7 @@ impl fmt::Debug for Inner {
         f.debug_struct("FleetLimiter")
             .field("quota", &self.quota)
             .field("prefix", &String::from_utf8_lossy(&self.prefix))
-            .field("timeout", &self.timeout)
+            .field("timeout", &self.server.timeout)
             .field("policy", &self.policy)
             .field("cache", &self.cache.is_some())
             .field("lease", &self.lease.as_ref().map(|l| (l.cells, l.max_hold)))
@@ -713,7 +709,7 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn memory_policy(&self) -> Result<MemoryPolicy, Unavailable> {
-        crate::memory::ask(&self.inner.conn, self.inner.timeout).await
+        crate::memory::ask(&self.inner.server.conn, self.inner.server.timeout).await
     }
 
     /// Forgets `key` in Redis (its next request is its first), in this node's fast path and
@@ -742,10 +738,13 @@ impl FleetLimiter {
         if let Some(fallback) = &self.inner.fallback {
             fallback.reset(&key);
         }
-        let mut conn = self.inner.conn.clone();
+        let mut conn = self.inner.server.conn.clone();
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&key);
-        let deleted: i64 = self.call(cmd.query_async(&mut conn)).await?;
+        let server = &self.inner.server;
+        let deleted: i64 = server
+            .call(&self.inner.counters, cmd.query_async(&mut conn))
+            .await?;
         Ok(deleted > 0)
     }
 
@@ -873,7 +872,7 @@ impl FleetLimiter {
                 Arg::Num(l.written),
                 Arg::Num(u64::from(l.unspent())),
             ];
-            match self.invoke(&key, args).await {
+            match self.inner.server.invoke(c, &key, args).await {
                 Ok(r) if r.admitted => {
                     add(&c.returned, u64::from(l.unspent()));
                     given += u64::from(l.unspent());
@@ -967,10 +966,10 @@ impl FleetLimiter {
         if let Some(cache) = &self.inner.cache
             && n > 0
         {
-            let give_up = Instant::now() + self.inner.timeout;
+            let give_up = Instant::now() + self.inner.server.timeout;
             loop {
                 let now = Instant::now();
-                let Some(server_now) = self.inner.server_clock.upper(now) else {
+                let Some(server_now) = self.inner.server.clock.upper(now) else {
                     break; // no reply yet, so nothing cached
                 };
                 match cache.lookup(key, server_now, n, interval_us, burst) {
@@ -1028,7 +1027,10 @@ impl FleetLimiter {
         let give = expired.map_or((0, 0), |e| (e.written, e.unspent()));
         let sent = Instant::now();
         let reply = self
+            .inner
+            .server
             .invoke(
+                c,
                 key,
                 [
                     Arg::Op("lease"),
@@ -1215,114 +1217,10 @@ impl FleetLimiter {
             Arg::Num(arg_us),
             Arg::Num(written),
         ];
-        self.invoke(key, args).await
-    }
-
-    /// Runs the script with `args` as ARGV.
-    async fn invoke<const N: usize>(
-        &self,
-        key: &[u8],
-        args: [Arg; N],
-    ) -> Result<Reply, Unavailable> {
-        let mut conn = self.inner.conn.clone();
-        let mut invocation = self.inner.script.key(key);
-        for a in args {
-            match a {
-                Arg::Op(op) => invocation.arg(op),
-                Arg::Num(x) => invocation.arg(x),
-            };
-        }
-        let sent = Instant::now();
-        let values: Vec<i64> = self.call(invocation.invoke_async(&mut conn)).await?;
-        let reply = Reply::from_values(&values);
-        if let Some(r) = &reply {
-            self.inner
-                .server_clock
-                .observe(sent, Instant::now(), r.now_us);
-        }
-        reply.ok_or_else(|| {
-            bump(&self.inner.counters.faults);
-            Unavailable::Redis(RedisError::from((
-                redis::ErrorKind::Parse,
-                "unexpected reply from the tollgate script",
-            )))
-        })
-    }
-
-    async fn call<T>(
-        &self,
-        fut: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, Unavailable> {
-        let c = &self.inner.counters;
-        let now = || self.inner.clock.now().as_nanos();
-        // The breaker first: while it is open the call is not sent, and the caller's fault
-        // policy answers at once (`breaker.rs`).
-        let pass = match &self.inner.breaker {
-            Some(breaker) => match breaker.pass(now()) {
-                Pass::ShortCircuit => {
-                    bump(&c.short_circuited);
-                    return Err(Unavailable::CircuitOpen(breaker.remaining(now())));
-                }
-                pass => Some(BreakerPass {
-                    breaker,
-                    pass: Some(pass),
-                }),
-            },
-            None => None,
-        };
-        bump(&c.round_trips);
-        let result = match crate::rt::timeout(self.inner.timeout, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                bump(&c.faults);
-                if e.is_timeout() {
-                    bump(&c.timeouts);
-                }
-                Err(Unavailable::Redis(e))
-            }
-            Err(_) => {
-                bump(&c.faults);
-                bump(&c.timeouts);
-                Err(Unavailable::Timeout(self.inner.timeout))
-            }
-        };
-        if let Some(mut guard) = pass {
-            let outcome = match &result {
-                Ok(_) => Outcome::Answered,
-                // An error reply is an answer: the server is there.
-                Err(Unavailable::Redis(e)) if !unreachable(e) => Outcome::Answered,
-                Err(_) => Outcome::Failed,
-            };
-            let pass = guard.pass.take().expect("recorded once");
-            match guard.breaker.record(&pass, outcome, now()) {
-                Change::Opened => {
-                    bump(&c.circuit_opened);
-                    tracing::warn!(
-                        "tollgate-redis: {} calls in a row failed; for {:?} calls are not sent \
-                         and the fault policy answers at once",
-                        guard.breaker.failures(),
-                        guard.breaker.remaining(now())
-                    );
-                }
-                Change::Closed | Change::None => {}
-            }
-        }
-        result
-    }
-}
-
-/// The breaker's pass for one call; a probe dropped before its outcome (the caller's
-/// future dropped mid-call) is abandoned, so that the next caller probes.
-struct BreakerPass<'a> {
-    breaker: &'a Breaker,
-    pass: Option<Pass>,
-}
-
-impl Drop for BreakerPass<'_> {
-    fn drop(&mut self) {
-        if let Some(pass) = &self.pass {
-            self.breaker.abandon(pass);
-        }
+        self.inner
+            .server
+            .invoke(&self.inner.counters, key, args)
+            .await
     }
 }
 
@@ -1335,11 +1233,4 @@ fn lease_admission(lease: &Lease, left: u32, burst: u32) -> Admitted {
         reset_after: reset_at.saturating_duration_since(Instant::now()),
         source: Source::Redis,
     }
-}
-
-/// One ARGV entry of the script.
-#[derive(Clone, Copy)]
-enum Arg {
-    Op(&'static str),
-    Num(u64),
 }

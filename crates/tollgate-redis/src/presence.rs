@@ -68,7 +68,7 @@ pub(crate) async fn beat(limiter: Weak<Inner>, key: Vec<u8>) {
         };
         let every = presence.every;
         let window = (every * 3).as_millis().max(1) as u64;
-        let mut conn = inner.conn.clone();
+        let mut conn = inner.server.conn.clone();
         // `EVAL` with the text, not `EVALSHA`: a few hundred bytes a second, and the
         // limiter's own script calls (`EVALSHA`) stay countable apart from the beats.
         let mut cmd = redis::cmd("EVAL");
@@ -78,7 +78,7 @@ pub(crate) async fn beat(limiter: Weak<Inner>, key: Vec<u8>) {
             .arg(presence.id)
             .arg(window);
         let asked = cmd.query_async::<u32>(&mut conn);
-        if let Ok(Ok(count)) = crate::rt::timeout(inner.timeout, asked).await {
+        if let Ok(Ok(count)) = crate::rt::timeout(inner.server.timeout, asked).await {
             // ordering: as in `seen`.
             presence.seen.store(count, Relaxed);
         }

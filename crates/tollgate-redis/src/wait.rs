@@ -206,7 +206,7 @@ async fn wait(
     if let (Some(max), Some(cache), Some(now)) = (
         max,
         &l.inner.cache,
-        l.inner.server_clock.upper(Instant::now()),
+        l.inner.server.clock.upper(Instant::now()),
     ) && let Some(wait) = cache.wait(&key, now, n.max(1), interval_us, burst)
         && wait > max
     {
