@@ -105,6 +105,7 @@
 mod admitted;
 mod breaker;
 mod cache;
+mod engine;
 mod fault;
 mod lease;
 mod limiter;
