@@ -104,6 +104,7 @@
 
 mod admitted;
 mod breaker;
+mod builder;
 mod cache;
 mod engine;
 mod fault;
@@ -120,8 +121,9 @@ mod stats;
 mod wait;
 
 pub use admitted::{Admitted, Source};
+pub use builder::FleetBuilder;
 pub use fault::{FaultPolicy, Unavailable};
-pub use limiter::{FleetBuilder, FleetLimiter};
+pub use limiter::FleetLimiter;
 pub use memory::MemoryPolicy;
 pub use script::interval_micros;
 pub use stats::Stats;

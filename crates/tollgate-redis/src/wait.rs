@@ -44,7 +44,8 @@ use crate::stats::bump;
 type Waiting = Pin<Box<dyn Future<Output = Result<Admitted, Error>> + Send>>;
 
 /// Waits until `n` cells of a key are admitted by the fleet, or fails at once. Built by
-/// [`FleetLimiter::until_ready`](crate::FleetLimiter::until_ready) and its variants; bounded by [`within`](UntilReady::within).
+/// [`FleetLimiter::until_ready`](crate::FleetLimiter::until_ready) and its variants; bounded by
+/// [`within`](UntilReady::within).
 ///
 /// # Cancel safety
 ///
