@@ -333,17 +333,7 @@ impl Engine {
                 Err(self.limited(retry_after, quota.burst()))
             }
             FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
-                let Some(nodes) = self.fallback_nodes() else {
-                    // No count of the fleet yet: refuse, rather than admit the whole limit.
-                    bump(&c.failed_closed);
-                    return Err(self.limited(quota.interval(), quota.burst()));
-                };
-                bump(&c.fell_back);
-                let Some(share) = share(quota, nodes) else {
-                    // The share is not a valid quota (a window beyond 18 years): refuse.
-                    return Err(self.limited(quota.interval(), quota.burst()));
-                };
-                let fallback = self.fallback.as_ref().expect("built with the policy");
+                let (fallback, share) = self.fallback_share(quota)?;
                 let r = match op {
                     Op::Check => fallback.check_n_with(key, n, share),
                     Op::Peek => fallback.peek_with(key, share),
@@ -358,9 +348,28 @@ impl Engine {
         }
     }
 
+    /// The local fallback and this node's share of `quota`, under [`FaultPolicy::Local`] and
+    /// [`FaultPolicy::LocalShare`], counted as fallen back; or the refusal when there is no
+    /// share to take. A check and a wait take their share here.
+    pub(crate) fn fallback_share(&self, quota: Quota) -> Result<(&Limiter<[u8]>, Quota), Error> {
+        let c = &self.counters;
+        let Some(nodes) = self.fallback_nodes() else {
+            // No count of the fleet yet: refuse, rather than admit the whole limit.
+            bump(&c.failed_closed);
+            return Err(self.limited(quota.interval(), quota.burst()));
+        };
+        bump(&c.fell_back);
+        let Some(share) = share(quota, nodes) else {
+            // The share is not a valid quota (a window beyond 18 years): refuse.
+            return Err(self.limited(quota.interval(), quota.burst()));
+        };
+        let fallback = self.fallback.as_ref().expect("built with the policy");
+        Ok((fallback, share))
+    }
+
     /// What the local fallback divides the limit by: the configured count, or the fleet's
     /// size as last counted (`None` before any count, and under other policies).
-    pub(crate) fn fallback_nodes(&self) -> Option<u32> {
+    fn fallback_nodes(&self) -> Option<u32> {
         match self.policy {
             FaultPolicy::Local { nodes } => Some(nodes),
             FaultPolicy::LocalShare => self.presence.as_ref().map(|p| p.seen()).filter(|&n| n > 0),

@@ -37,7 +37,7 @@ use tollgate::{Error, Quota};
 
 use crate::admitted::{Admitted, Source};
 use crate::engine::{Engine, Op};
-use crate::fault::{FaultPolicy, share};
+use crate::fault::FaultPolicy;
 use crate::script::interval_micros;
 use crate::stats::bump;
 
@@ -268,19 +268,9 @@ async fn on_fault(
     quota: Quota,
     max: Option<Duration>,
 ) -> Result<Admitted, Error> {
-    let c = &l.counters;
     match l.policy {
         FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
-            let Some(nodes) = l.fallback_nodes() else {
-                // No count of the fleet yet: refuse, rather than admit the whole limit.
-                bump(&c.failed_closed);
-                return Err(l.limited(quota.interval(), quota.burst()));
-            };
-            bump(&c.fell_back);
-            let Some(share) = share(quota, nodes) else {
-                return Err(l.limited(quota.interval(), quota.burst()));
-            };
-            let fallback = l.fallback.as_ref().expect("built with the policy");
+            let (fallback, share) = l.fallback_share(quota)?;
             let waiting = fallback.until_n_ready_with(key, n, share);
             match max {
                 Some(max) => waiting.within(max).await?,
