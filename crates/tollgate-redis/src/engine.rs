@@ -86,13 +86,7 @@ impl Engine {
         quota: Quota,
         op: Op,
     ) -> Result<Admitted, Error> {
-        let burst = quota.burst();
-        if n > burst {
-            return Err(Error::InsufficientCapacity {
-                requested: n,
-                burst,
-            });
-        }
+        let burst = within_burst(n, quota)?;
         let key = self.redis_key(key);
         let interval_us = interval_micros(quota);
         let name = if op == Op::Check { "check" } else { "peek" };
@@ -509,6 +503,19 @@ impl Engine {
             self.presence.as_ref().map_or(0, |p| u64::from(p.seen())),
         )
     }
+}
+
+/// `quota`'s burst, or the refusal of a request of `n` cells that exceeds it (never admitted,
+/// so refused without a round trip).
+pub(crate) fn within_burst(n: u32, quota: Quota) -> Result<u32, Error> {
+    let burst = quota.burst();
+    if n > burst {
+        return Err(Error::InsufficientCapacity {
+            requested: n,
+            burst,
+        });
+    }
+    Ok(burst)
 }
 
 /// An admission from a lease held here: `left` cells remain in it.

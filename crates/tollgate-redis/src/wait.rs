@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use tollgate::{Error, Quota};
 
 use crate::admitted::{Admitted, Source};
-use crate::engine::{Engine, Op};
+use crate::engine::{Engine, Op, within_burst};
 use crate::fault::FaultPolicy;
 use crate::script::interval_micros;
 use crate::stats::bump;
@@ -189,13 +189,7 @@ async fn wait(
     quota: Quota,
     max: Option<Duration>,
 ) -> Result<Admitted, Error> {
-    let burst = quota.burst();
-    if n > burst {
-        return Err(Error::InsufficientCapacity {
-            requested: n,
-            burst,
-        });
-    }
+    let burst = within_burst(n, quota)?;
     // No cells: nothing to wait for, whatever the key's state, as in the core. Answered as
     // `check_n(key, 0)` is (the key's state, nothing spent), never by the script's
     // `reserve`, whose wait would be the distance to the key's TAT.
