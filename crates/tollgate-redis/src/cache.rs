@@ -35,15 +35,13 @@
 //! an admission with cells to spare removes the key. A probe dropped before its answer
 //! (cancelled) clears the flag and wakes the waiters.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
 
-const SHARDS: usize = 16;
+use crate::sharded::ShardedMap;
 
 /// A held key: its TAT's lower bound, and the probe in flight, if any.
 #[derive(Debug)]
@@ -52,9 +50,6 @@ struct Entry {
     tat_us: u64,
     probe: Option<Arc<Notify>>,
 }
-
-/// One shard: a key's full Redis name to its entry.
-type Shard = HashMap<Box<[u8]>, Entry>;
 
 /// What the cache says of a request.
 #[derive(Debug)]
@@ -79,7 +74,7 @@ pub(crate) struct ProbeGuard<'a> {
 
 impl Drop for ProbeGuard<'_> {
     fn drop(&mut self) {
-        if let Some(entry) = self.cache.shard(&self.key).get_mut(&self.key)
+        if let Some(entry) = self.cache.map.lock(&self.key).get_mut(&self.key)
             && entry
                 .probe
                 .as_ref()
@@ -93,23 +88,15 @@ impl Drop for ProbeGuard<'_> {
 
 #[derive(Debug)]
 pub(crate) struct LocalCache {
-    shards: Box<[Mutex<Shard>]>,
-    per_shard: usize,
-    hasher: RandomState,
+    /// A key's full Redis name to its entry.
+    map: ShardedMap<Entry>,
 }
 
 impl LocalCache {
     pub(crate) fn new(capacity: usize) -> LocalCache {
         LocalCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            per_shard: capacity.div_ceil(SHARDS).max(1),
-            hasher: RandomState::new(),
+            map: ShardedMap::new(capacity),
         }
-    }
-
-    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
-        let i = (self.hasher.hash_one(key) as usize) % SHARDS;
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// What to do with a request of `n` cells under `(interval_us, burst)` when the server's
@@ -122,7 +109,7 @@ impl LocalCache {
         interval_us: u64,
         burst: u32,
     ) -> Lookup<'_> {
-        let mut shard = self.shard(key);
+        let mut shard = self.map.lock(key);
         let Some(entry) = shard.get_mut(key) else {
             return Lookup::Miss;
         };
@@ -153,46 +140,35 @@ impl LocalCache {
         interval_us: u64,
         burst: u32,
     ) -> Option<Duration> {
-        let shard = self.shard(key);
+        let shard = self.map.lock(key);
         refusal(shard.get(key)?.tat_us, now, n, interval_us, burst)
     }
 
     /// Raises the key's bound to `tat_us` (keeps a later one); `now` is the server's clock
     /// in ns, to find entries that have passed.
     pub(crate) fn raise(&self, key: &[u8], tat_us: u64, now: i128) {
-        let mut shard = self.shard(key);
+        let mut shard = self.map.lock(key);
         if let Some(old) = shard.get_mut(key) {
             old.tat_us = old.tat_us.max(tat_us);
             return;
         }
-        if shard.len() >= self.per_shard {
-            // Keep entries with a probe in flight: their probe will settle them.
-            shard.retain(|_, e| i128::from(e.tat_us) * 1_000 > now || e.probe.is_some());
-            if shard.len() >= self.per_shard {
-                let victim = shard.keys().next().cloned();
-                if let Some(victim) = victim {
-                    shard.remove(&victim);
-                }
-            }
-        }
-        shard.insert(
-            key.into(),
-            Entry {
-                tat_us,
-                probe: None,
-            },
-        );
+        let entry = Entry {
+            tat_us,
+            probe: None,
+        };
+        // A full shard forgets the entries whose bound has passed, but keeps those with a
+        // probe in flight: their probe will settle them. Dropping one costs a round trip.
+        let keep = |e: &Entry| i128::from(e.tat_us) * 1_000 > now || e.probe.is_some();
+        self.map
+            .insert_bounded(&mut shard, key, entry, keep, |_| {});
     }
 
     pub(crate) fn remove(&self, key: &[u8]) {
-        self.shard(key).remove(key);
+        self.map.lock(key).remove(key);
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
+        self.map.len()
     }
 }
 

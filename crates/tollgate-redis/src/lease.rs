@@ -54,12 +54,9 @@
 //! The store is bounded like the fast path's cache: a full shard drops expired leases first
 //! (their cells counted lost), then any lease.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
 use std::time::Instant;
 
-const SHARDS: usize = 16;
+use crate::sharded::ShardedMap;
 
 /// A key's leased cells on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,9 +84,6 @@ impl Lease {
     }
 }
 
-/// One shard: a key's full Redis name to its lease.
-type Shard = HashMap<Box<[u8]>, Lease>;
-
 /// What spending found.
 #[derive(Debug)]
 pub(crate) enum Spend {
@@ -101,29 +95,21 @@ pub(crate) enum Spend {
 
 #[derive(Debug)]
 pub(crate) struct LeaseStore {
-    shards: Box<[Mutex<Shard>]>,
-    per_shard: usize,
-    hasher: RandomState,
+    /// A key's full Redis name to its lease.
+    map: ShardedMap<Lease>,
 }
 
 impl LeaseStore {
     pub(crate) fn new(capacity: usize) -> LeaseStore {
         LeaseStore {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            per_shard: capacity.div_ceil(SHARDS).max(1),
-            hasher: RandomState::new(),
+            map: ShardedMap::new(capacity),
         }
-    }
-
-    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
-        let i = (self.hasher.hash_one(key) as usize) % SHARDS;
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Spends `n` leased cells of `key` taken under `quota`, if held and not expired at
     /// `now`. An expired lease is taken out and handed back for its give-back.
     pub(crate) fn spend(&self, key: &[u8], n: u32, quota: (u64, u32), now: Instant) -> Spend {
-        let mut shard = self.shard(key);
+        let mut shard = self.map.lock(key);
         let Some(lease) = shard.get_mut(key) else {
             return Spend::Empty { expired: None };
         };
@@ -143,7 +129,7 @@ impl LeaseStore {
 
     /// `key`'s lease under `quota` if it holds a cell at `now` (spending nothing).
     pub(crate) fn held(&self, key: &[u8], quota: (u64, u32), now: Instant) -> Option<Lease> {
-        let shard = self.shard(key);
+        let shard = self.map.lock(key);
         let l = shard.get(key)?;
         (l.quota == quota && now < l.expires && l.cells > 0).then_some(*l)
     }
@@ -151,7 +137,7 @@ impl LeaseStore {
     /// Keeps `lease` for `key`, merging with one already held. Returns the cells dropped
     /// (lost) to make room or because a held lease under another quota was replaced.
     pub(crate) fn put(&self, key: &[u8], lease: Lease, now: Instant) -> u64 {
-        let mut shard = self.shard(key);
+        let mut shard = self.map.lock(key);
         let mut lost = 0u64;
         if let Some(old) = shard.get_mut(key) {
             if old.quota == lease.quota && now < old.expires {
@@ -167,36 +153,22 @@ impl LeaseStore {
             *old = lease;
             return lost;
         }
-        if shard.len() >= self.per_shard {
-            shard.retain(|_, l| {
-                let keep = now < l.expires && l.cells > 0;
-                if !keep {
-                    lost += u64::from(l.cells);
-                }
-                keep
-            });
-            if shard.len() >= self.per_shard
-                && let Some(victim) = shard.keys().next().cloned()
-            {
-                lost += shard.remove(&victim).map_or(0, |l| u64::from(l.cells));
-            }
-        }
-        shard.insert(key.into(), lease);
+        // A full shard drops expired (or empty) leases first, then any; their cells are lost.
+        let keep = |l: &Lease| now < l.expires && l.cells > 0;
+        let dropped = |l: &Lease| lost += u64::from(l.cells);
+        self.map
+            .insert_bounded(&mut shard, key, lease, keep, dropped);
         lost
     }
 
     /// Takes `key`'s lease out (reset, penalty).
     pub(crate) fn take(&self, key: &[u8]) -> Option<Lease> {
-        self.shard(key).remove(key)
+        self.map.lock(key).remove(key)
     }
 
     /// Takes every lease out.
     pub(crate) fn drain(&self) -> Vec<(Box<[u8]>, Lease)> {
-        let mut all = Vec::new();
-        for s in self.shards.iter() {
-            all.extend(s.lock().unwrap_or_else(|e| e.into_inner()).drain());
-        }
-        all
+        self.map.drain()
     }
 }
 

@@ -102,18 +102,41 @@
 //! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
 //!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
 
+// The files, in layers; each imports only from layers below it.
+//
+// * Leaves. Values: `admitted` (Admitted, Source), `fault` (FaultPolicy, Unavailable, the
+//   fallback's share), `stats` (Stats and its counters). Mechanisms: `script` (the Lua
+//   script and its reply), `offset` (the bound on the server's clock), `breaker`, `rt` (a
+//   timeout and a background task without a runtime), `sharded` (the bounded sharded map).
+// * On the leaves: `cache` (the fast path) and `lease` (leased cells), both on `sharded`;
+//   `server` (one call to Redis: breaker, timeout, faults); `presence` (the fleet's size,
+//   counted in Redis); `memory` (MemoryPolicy and the question that finds it).
+// * `engine`: one limiter's state and the decision that checks and waits share.
+// * `wait` (UntilReady), then `limiter` (FleetLimiter, delegating to the engine), then
+//   `builder` (FleetBuilder, which assembles an engine and returns a FleetLimiter).
+mod admitted;
 mod breaker;
+mod builder;
 mod cache;
+mod engine;
+mod fault;
 mod lease;
 mod limiter;
+mod memory;
 mod offset;
 mod presence;
 mod rt;
 mod script;
+mod server;
+mod sharded;
+mod stats;
 mod wait;
 
-pub use limiter::{
-    Admitted, FaultPolicy, FleetBuilder, FleetLimiter, MemoryPolicy, Source, Stats, Unavailable,
-};
+pub use admitted::{Admitted, Source};
+pub use builder::FleetBuilder;
+pub use fault::{FaultPolicy, Unavailable};
+pub use limiter::FleetLimiter;
+pub use memory::MemoryPolicy;
 pub use script::interval_micros;
+pub use stats::Stats;
 pub use wait::UntilReady;

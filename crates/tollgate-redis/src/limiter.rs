@@ -1,726 +1,19 @@
-//! [`FleetLimiter`], its builder, the fault policy and what a check answers.
+//! The public face: [`FleetLimiter`] and its methods, with their documentation. Each method
+//! delegates to the engine (`engine.rs`), which a wait ([`UntilReady`]) holds too; the
+//! constructor, [`FleetLimiter::builder`], is in `builder.rs`, which builds a `FleetLimiter`
+//! and so sits above this file.
 
-use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError, Script};
-use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
+use tollgate::{Error, Quota};
 
-use crate::breaker::{Breaker, Change, Outcome, Pass};
-use crate::cache::{LocalCache, Lookup, ProbeGuard};
-use crate::lease::{Lease, LeaseStore, Spend};
-use crate::offset::ServerClock;
-use crate::presence::Presence;
-use crate::script::{GCRA_LUA, Reply, interval_micros, micros_ceil};
+use crate::admitted::Admitted;
+use crate::engine::{Engine, Op};
+use crate::fault::Unavailable;
+use crate::memory::MemoryPolicy;
+use crate::stats::Stats;
 use crate::wait::UntilReady;
-
-/// What to do when Redis does not answer in time, or answers with an error.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate_redis::FaultPolicy;
-///
-/// // Ten nodes share the limit: each admits a tenth of it on its own while Redis is away.
-/// let policy = FaultPolicy::Local { nodes: 10 };
-/// let closed = FaultPolicy::FailClosed { retry_after: Duration::from_secs(1) };
-/// assert_ne!(policy, closed);
-/// // The default divides by the fleet's size as the nodes last counted it in Redis.
-/// assert_eq!(FaultPolicy::default(), FaultPolicy::LocalShare);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FaultPolicy {
-    /// Admit: availability first. [`Admitted::source`] is [`Source::FailOpen`].
-    FailOpen,
-    /// Refuse with [`Error::RateLimited`] and this `wait` as the retry hint.
-    FailClosed {
-        /// What to put in the refusal's `wait` (`Retry-After`).
-        retry_after: Duration,
-    },
-    /// Decide with a local `tollgate::Limiter` at `1/nodes` of the fleet's rate: interval
-    /// `nodes × T`, burst `max(1, b / nodes)`. With `nodes` set to the fleet's size (and a
-    /// burst of at least `nodes`) the fleet as a whole stays within the quota's bound while
-    /// Redis is away; the local state is not merged into Redis when it comes back. Its
-    /// admissions report the share's `limit`, `remaining` and `reset_after`.
-    Local {
-        /// How many nodes share the limit.
-        nodes: u32,
-    },
-    /// As [`Local`](Self::Local), with `nodes` the fleet's size as last counted in Redis:
-    /// each node's limiter keeps a presence entry there, refreshed every heartbeat
-    /// ([`FleetBuilder::heartbeat`], 1 s by default), and counts the entries younger than
-    /// three heartbeats ([`Stats::fleet_size`]). A node that has not counted yet (Redis
-    /// away since it started) refuses, rather than admit the whole limit alone.
-    ///
-    /// **The bound it gives**: while Redis is away, `k` nodes that last counted `N` admit
-    /// about `k/N` of the limit between them (each its share, interval `N × T`, burst
-    /// `max(1, b / N)`), so the whole limit if the fleet did not grow since the last
-    /// heartbeat before the outage; each node started or first counted after that adds its
-    /// own share on top. The default.
-    LocalShare,
-}
-
-impl Default for FaultPolicy {
-    /// [`LocalShare`](Self::LocalShare): the limit divided by the fleet's size as last
-    /// counted, so that an outage never multiplies the limit by the number of nodes.
-    fn default() -> FaultPolicy {
-        FaultPolicy::LocalShare
-    }
-}
-
-/// Who decided an admission.
-///
-/// # Examples
-///
-/// ```
-/// use tollgate_redis::Source;
-///
-/// assert_ne!(Source::Redis, Source::FailOpen);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Source {
-    /// The script on the server: the fleet-wide decision.
-    Redis,
-    /// Redis was unavailable and the policy is [`FaultPolicy::FailOpen`].
-    FailOpen,
-    /// Redis was unavailable and the local fallback limiter admitted ([`FaultPolicy::Local`],
-    /// [`FaultPolicy::LocalShare`]).
-    Local,
-}
-
-/// An admitted check, with the values for rate-limit headers: the core's
-/// [`tollgate::Admitted`] plus [`source`](Admitted::source) (who decided, Redis or a fault
-/// policy). It converts into a [`tollgate::Admitted`] (`.into()`), so code written for the
-/// core's admissions serves the fleet's too; that conversion cannot be undone on a core
-/// limiter (nothing to give back).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate_redis::{Admitted, Source};
-///
-/// fn headers(ok: &Admitted) -> [(&'static str, String); 3] {
-///     [
-///         ("RateLimit-Limit", ok.limit().to_string()),
-///         ("RateLimit-Remaining", ok.remaining().to_string()),
-///         ("RateLimit-Reset", ok.reset_after().as_secs().to_string()),
-///     ]
-/// }
-/// # let _ = headers;
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admitted {
-    pub(crate) limit: u32,
-    pub(crate) remaining: u32,
-    pub(crate) reset_after: Duration,
-    pub(crate) source: Source,
-}
-
-impl Admitted {
-    /// The burst: how many cells the key may use at once (the `limit` header).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// assert_eq!(ok.limit(), limiter.quota().burst());
-    /// # }
-    /// ```
-    pub fn limit(&self) -> u32 {
-        self.limit
-    }
-
-    /// Single cells still admissible right now (the `remaining` header).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// println!("{} left", ok.remaining());
-    /// # }
-    /// ```
-    pub fn remaining(&self) -> u32 {
-        self.remaining
-    }
-
-    /// How long until the key is back to a full burst (the `reset` header); also the key's
-    /// TTL in Redis after an admission.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// assert!(ok.reset_after() <= limiter.quota().interval() * limiter.quota().burst());
-    /// # }
-    /// ```
-    pub fn reset_after(&self) -> Duration {
-        self.reset_after
-    }
-
-    /// Who decided: Redis, or a fault policy.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// use tollgate_redis::Source;
-    ///
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// if ok.source() != Source::Redis {
-    ///     eprintln!("degraded: Redis is unavailable");
-    /// }
-    /// # }
-    /// ```
-    pub fn source(&self) -> Source {
-        self.source
-    }
-}
-
-impl From<Admitted> for tollgate::Admitted {
-    /// The same limit, remaining cells and reset time, as the core's type.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// fn headers(ok: tollgate::Admitted) -> String {
-    ///     format!("limit={}, remaining={}", ok.limit(), ok.remaining())
-    /// }
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// println!("{}", headers(ok.into()));
-    /// # }
-    /// ```
-    fn from(ok: Admitted) -> tollgate::Admitted {
-        tollgate::Admitted::from_parts(ok.limit, ok.remaining, ok.reset_after)
-    }
-}
-
-/// Why an operation without a fault policy (`reset`, `penalize`) did not reach Redis.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-/// use tollgate_redis::Unavailable;
-///
-/// match limiter.reset("alice").await {
-///     Ok(forgot) => println!("forgot state: {forgot}"),
-///     Err(Unavailable::Timeout(t)) => eprintln!("no answer within {t:?}"),
-///     Err(e) => eprintln!("{e}"),
-/// }
-/// # }
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Unavailable {
-    /// No answer within the per-call timeout.
-    Timeout(Duration),
-    /// The connection or the server failed.
-    Redis(RedisError),
-    /// Not sent: the circuit breaker is open after calls in a row failed, for about this
-    /// much longer ([`FleetBuilder::circuit_breaker`]).
-    CircuitOpen(Duration),
-}
-
-impl fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Unavailable::Timeout(t) => write!(f, "Redis did not answer within {t:?}"),
-            Unavailable::Redis(e) => write!(f, "Redis failed: {e}"),
-            Unavailable::CircuitOpen(t) => write!(
-                f,
-                "not sent: Redis failed repeatedly, the circuit breaker is open for {t:?} more"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for Unavailable {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Unavailable::Redis(e) => Some(e),
-            Unavailable::Timeout(_) | Unavailable::CircuitOpen(_) => None,
-        }
-    }
-}
-
-/// The server's `maxmemory-policy`, as it bears on the limit's exactness
-/// ([`FleetLimiter::memory_policy`]).
-///
-/// A key's state is its TAT; a server that forgets the key forgets what the key spent, and
-/// the fleet admits it afresh: up to a whole burst more than the limit, per forgotten key.
-/// tollgate's keys carry TTLs (their reset time), so every evicting policy can take them,
-/// `volatile-*` as well as `allkeys-*`. Run the limiter on a Redis of its own, or one set to
-/// `maxmemory-policy noeviction` (a write at the memory limit then fails, and the fault
-/// policy answers, which is bounded and counted, where an eviction is silent).
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-/// use tollgate_redis::MemoryPolicy;
-///
-/// match limiter.memory_policy().await {
-///     Ok(MemoryPolicy::Evicting(policy)) => eprintln!("Redis may forget keys ({policy})"),
-///     Ok(_) => {}
-///     Err(e) => eprintln!("{e}"),
-/// }
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MemoryPolicy {
-    /// `noeviction`: keys are never evicted.
-    NoEviction,
-    /// A policy that evicts keys (its name: `allkeys-lru`, `volatile-ttl`, ...).
-    Evicting(String),
-    /// The server would not say (`CONFIG` refused, as managed services and ACLs do).
-    Unknown,
-}
-
-/// Counters of one [`FleetLimiter`] (and its clones) since it was built.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-/// let s = limiter.stats();
-/// println!(
-///     "{} round trips, {} refused locally, {} faults",
-///     s.round_trips, s.local_refusals, s.faults
-/// );
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Calls sent to Redis, answered or not: the script's (refunds included), and `reset`'s
-    /// `DEL`.
-    pub round_trips: u64,
-    /// Checks (and waits) admitted by Redis.
-    pub admitted: u64,
-    /// Checks refused by Redis, and bounded waits it found too long.
-    pub limited: u64,
-    /// Checks (and bounded waits) refused by the local fast path, without a round trip.
-    pub local_refusals: u64,
-    /// Calls that failed: errors and timeouts together.
-    pub faults: u64,
-    /// Of the faults, timeouts.
-    pub timeouts: u64,
-    /// Checks admitted by [`FaultPolicy::FailOpen`].
-    pub failed_open: u64,
-    /// Checks refused by [`FaultPolicy::FailClosed`].
-    pub failed_closed: u64,
-    /// Checks decided by the local fallback ([`FaultPolicy::Local`],
-    /// [`FaultPolicy::LocalShare`]), admitted or not.
-    pub fell_back: u64,
-    /// Keys in the fast path's cache now.
-    pub cached_keys: u64,
-    /// Waits ([`FleetLimiter::until_ready`]) that reserved cells on the server.
-    pub reserved: u64,
-    /// Reservations given back on the server after their wait was cancelled.
-    pub refunded: u64,
-    /// Cancelled reservations that could not be given back (the key had moved on, or
-    /// Redis did not answer): their cells stay spent.
-    pub refunds_declined: u64,
-    /// Cells granted to this node by leases ([`FleetBuilder::lease`]), including those the
-    /// leasing check spent at once.
-    pub leased: u64,
-    /// Leased cells spent here without a round trip.
-    pub spent_locally: u64,
-    /// Unspent leased cells given back on the server.
-    pub returned: u64,
-    /// Leased cells neither spent nor given back (the key had moved on, Redis was away, or
-    /// the lease was dropped by `reset`, `penalize` or the store's bound): spent on the
-    /// server for nothing.
-    pub expired_unspent: u64,
-    /// Times the circuit breaker opened ([`FleetBuilder::circuit_breaker`]): that many calls
-    /// in a row failed, or a probe after a cool-down did.
-    pub circuit_opened: u64,
-    /// The fleet's size as this node last counted it in Redis
-    /// ([`FaultPolicy::LocalShare`]); 0 before the first count, or under another policy.
-    pub fleet_size: u64,
-    /// Calls not sent because the breaker was open; their fault policy answered at once
-    /// (counted there too: `failed_open`, `failed_closed`, `fell_back`).
-    pub short_circuited: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) round_trips: AtomicU64,
-    pub(crate) admitted: AtomicU64,
-    pub(crate) limited: AtomicU64,
-    pub(crate) local_refusals: AtomicU64,
-    pub(crate) faults: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) failed_open: AtomicU64,
-    pub(crate) failed_closed: AtomicU64,
-    pub(crate) fell_back: AtomicU64,
-    pub(crate) reserved: AtomicU64,
-    pub(crate) refunded: AtomicU64,
-    pub(crate) refunds_declined: AtomicU64,
-    pub(crate) leased: AtomicU64,
-    pub(crate) spent_locally: AtomicU64,
-    pub(crate) returned: AtomicU64,
-    pub(crate) expired_unspent: AtomicU64,
-    pub(crate) circuit_opened: AtomicU64,
-    pub(crate) short_circuited: AtomicU64,
-}
-
-pub(crate) fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Relaxed);
-}
-
-/// Adds `n` to a counter.
-pub(crate) fn add(c: &AtomicU64, n: u64) {
-    // ordering: a statistic; nothing is published through it, so Relaxed.
-    c.fetch_add(n, Relaxed);
-}
-
-/// Builds a [`FleetLimiter`].
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn f() -> redis::RedisResult<()> {
-/// use std::time::Duration;
-/// use tollgate::Quota;
-/// use tollgate_redis::{FaultPolicy, FleetLimiter};
-///
-/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
-/// let limiter = FleetLimiter::builder(Quota::per_second(100))
-///     .prefix("api:rl:")
-///     .timeout(Duration::from_millis(50))
-///     .fault_policy(FaultPolicy::Local { nodes: 8 })
-///     .local_cache(10_000)
-///     .connect(client)
-///     .await?;
-/// # let _ = limiter; Ok(()) }
-/// ```
-#[derive(Debug, Clone)]
-pub struct FleetBuilder {
-    quota: Quota,
-    prefix: Vec<u8>,
-    timeout: Duration,
-    policy: FaultPolicy,
-    cache: usize,
-    lease: Option<(u32, Duration)>,
-    manager: Option<ConnectionManagerConfig>,
-    /// Failures in a row that open the breaker (0: no breaker), and its cool-down.
-    breaker: (u32, Duration),
-    /// How often a node refreshes its presence entry ([`FaultPolicy::LocalShare`]).
-    heartbeat: Duration,
-}
-
-impl FleetBuilder {
-    /// The per-call timeout if none is set: 100 ms.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate_redis::FleetBuilder;
-    ///
-    /// assert_eq!(FleetBuilder::DEFAULT_TIMEOUT, Duration::from_millis(100));
-    /// ```
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
-
-    /// The fast path's capacity in keys if none is set.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(tollgate_redis::FleetBuilder::DEFAULT_CACHE, 65_536);
-    /// ```
-    pub const DEFAULT_CACHE: usize = 65_536;
-
-    /// The prefix of every Redis key (default `"tollgate:"`). A key `k` is stored as
-    /// `prefix + k`, bytes as given. On Redis Cluster, each call touches one key, so any
-    /// prefix works; put a hash tag in the *key* (`"{tenant}:user"`) to keep keys together.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f() -> redis::RedisResult<()> {
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
-    /// let limiter = FleetLimiter::builder(Quota::per_second(5)).prefix("rl:").connect(client).await?;
-    /// assert_eq!(limiter.redis_key("alice"), b"rl:alice".to_vec());
-    /// # Ok(()) }
-    /// ```
-    pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
-        self.prefix = prefix.as_ref().to_vec();
-        self
-    }
-
-    /// The circuit breaker if none is set: open after 5 failed calls in a row, for 1 s.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate_redis::FleetBuilder;
-    ///
-    /// assert_eq!(FleetBuilder::DEFAULT_BREAKER, (5, Duration::from_secs(1)));
-    /// ```
-    pub const DEFAULT_BREAKER: (u32, Duration) = (5, Duration::from_secs(1));
-
-    /// The circuit breaker in front of Redis (default
-    /// [`DEFAULT_BREAKER`](Self::DEFAULT_BREAKER)): after `failures` calls in a row fail
-    /// (errors or timeouts), calls are not sent for `cool_down` and each is answered at once
-    /// by the fault policy (as [`Unavailable::CircuitOpen`] where there is none); then one
-    /// call probes Redis, and its answer closes the breaker, its failure opens it for
-    /// another `cool_down`. Without it, while Redis does not answer every check waits out
-    /// the timeout first. Counted in [`Stats::circuit_opened`] and
-    /// [`Stats::short_circuited`]; a `tracing` warning when it opens. `failures = 0` turns
-    /// it off.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let builder = FleetLimiter::builder(Quota::per_second(5))
-    ///     .circuit_breaker(3, Duration::from_millis(500));
-    /// # let _ = builder;
-    /// ```
-    pub fn circuit_breaker(mut self, failures: u32, cool_down: Duration) -> Self {
-        self.breaker = (failures, cool_down);
-        self
-    }
-
-    /// The timeout of each call to Redis (default [`DEFAULT_TIMEOUT`](Self::DEFAULT_TIMEOUT)).
-    /// A call that times out is a fault; it may still have run on the server. A check of a
-    /// key the fast path holds may first wait up to this long for another task's call on the
-    /// same key (single flight), so while Redis does not answer, such a check can take up to
-    /// twice the timeout before its fault policy decides.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let builder = FleetLimiter::builder(Quota::per_second(5)).timeout(Duration::from_millis(20));
-    /// # let _ = builder;
-    /// ```
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// How often this node refreshes its presence entry in Redis under
-    /// [`FaultPolicy::LocalShare`] (default 1 s): a node counts the entries younger than three
-    /// of these, so a stopped node drops out of the count within three heartbeats. Each
-    /// heartbeat is one small call (a sorted set's `ZADD`, trim and count), in the background.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let builder = FleetLimiter::builder(Quota::per_second(5)).heartbeat(Duration::from_millis(500));
-    /// # let _ = builder;
-    /// ```
-    pub fn heartbeat(mut self, every: Duration) -> Self {
-        self.heartbeat = every;
-        self
-    }
-
-    /// What a check does when Redis is unavailable (default [`FaultPolicy::default`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::Quota;
-    /// use tollgate_redis::{FaultPolicy, FleetLimiter};
-    ///
-    /// let builder = FleetLimiter::builder(Quota::per_second(5)).fault_policy(FaultPolicy::FailOpen);
-    /// # let _ = builder;
-    /// ```
-    pub fn fault_policy(mut self, policy: FaultPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// The fast path's capacity in keys (default [`DEFAULT_CACHE`](Self::DEFAULT_CACHE)); 0
-    /// turns the fast path off, so every check is a round trip.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let every_check_asks_redis = FleetLimiter::builder(Quota::per_second(5)).local_cache(0);
-    /// # let _ = every_check_asks_redis;
-    /// ```
-    pub fn local_cache(mut self, keys: usize) -> Self {
-        self.cache = keys;
-        self
-    }
-
-    /// Batching for hot keys (off by default): a check under the default quota that finds no
-    /// leased cells here takes a *lease* of up to `cells` cells of its key from Redis in its
-    /// one round trip (only cells available now, never a wait), spends one, and keeps the
-    /// rest for later checks on this node, which need no round trip, until `max_hold` after
-    /// the lease was sent. Unspent cells are then given back on the server if no one has
-    /// written the key since (compare and restore), else lost. Per-call quotas (`*_with`)
-    /// and waits do not use leases.
-    ///
-    /// **The bound it buys.** Over any window `W`, per key, fleet-wide, however many nodes
-    /// lease: at most `b + floor((W + max_hold) / T)` cells are spent (instead of
-    /// `b + floor(W / T)`): a cell is admitted by the server at its lease's instant and spent
-    /// within `max_hold` of it. Also at most `b + floor(W / T) + H`, where `H` is the leased
-    /// cells the nodes hold unspent when the window opens (at most `cells - 1` per node and
-    /// key, as the check that takes a lease spends from it at once, unless several tasks of
-    /// a node take leases of a key at the same moment). The other way, while leases hold
-    /// unspent cells the fleet may refuse: at most `cells` per node per key at any instant,
-    /// and a lease whose give-back is declined leaves the key at most `cells·T` late until
-    /// it goes idle. With Redis away, leased cells are still spent until they expire (they
-    /// were admitted), then the fault policy decides; they cannot be given back. `cells` is
-    /// capped at the burst; `cells` of 0 or 1, or a zero `max_hold`, turn leasing off.
-    /// [`peek`](FleetLimiter::peek) answers from a lease held here without a round trip;
-    /// `remaining` counts this node's leased cells (plus, on the check that took the lease,
-    /// what the server had left). The
-    /// store holds leases for at most [`local_cache`](Self::local_cache) keys (at least
-    /// 1,024). Derivation: `src/lease.rs`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// // 1,000/s; a node takes 10 cells at a time and spends them within 20 ms: over any
-    /// // window W, at most b + floor((W + 20 ms) / 1 ms) per key.
-    /// let builder = FleetLimiter::builder(Quota::per_second(1_000).allow_burst(50))
-    ///     .lease(10, Duration::from_millis(20));
-    /// # let _ = builder;
-    /// ```
-    pub fn lease(mut self, cells: u32, max_hold: Duration) -> Self {
-        self.lease = (cells > 1 && !max_hold.is_zero()).then_some((cells, max_hold));
-        self
-    }
-
-    /// The connection manager's configuration (reconnection back-off and so on). By default
-    /// its response and connection timeouts are the per-call timeout, and it retries a
-    /// reconnection a few times with a back-off capped at one second; later calls start a new
-    /// reconnection.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redis::aio::ConnectionManagerConfig;
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let config = ConnectionManagerConfig::new().set_max_delay(Duration::from_millis(200));
-    /// let builder = FleetLimiter::builder(Quota::per_second(5)).connection_manager(config);
-    /// # let _ = builder;
-    /// ```
-    pub fn connection_manager(mut self, config: ConnectionManagerConfig) -> Self {
-        self.manager = Some(config);
-        self
-    }
-
-    /// Builds the limiter on `client`, with a connection of its own (clones of the limiter
-    /// share it). Connects lazily: Redis need not be up yet, and until it is, checks follow
-    /// the fault policy. Built inside a Tokio runtime, the connection runs on it; elsewhere
-    /// it needs the `smol-comp` feature, and runs on smol's reactor.
-    ///
-    /// # Errors
-    ///
-    /// A [`RedisError`] if the client's configuration is refused.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f() -> redis::RedisResult<()> {
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
-    /// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
-    /// # let _ = limiter; Ok(()) }
-    /// ```
-    pub async fn connect(self, client: Client) -> Result<FleetLimiter, RedisError> {
-        let config = self.manager.unwrap_or_else(|| {
-            ConnectionManagerConfig::new()
-                .set_response_timeout(Some(self.timeout))
-                .set_connection_timeout(Some(self.timeout))
-                .set_number_of_retries(3)
-                .set_min_delay(Duration::from_millis(10))
-                .set_max_delay(Duration::from_secs(1))
-        });
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
-        let fallback = match self.policy {
-            FaultPolicy::Local { .. } | FaultPolicy::LocalShare => Some(Limiter::keyed(self.quota)),
-            _ => None,
-        };
-        let limiter = FleetLimiter {
-            inner: Arc::new(Inner {
-                conn,
-                script: Script::new(GCRA_LUA),
-                quota: self.quota,
-                prefix: self.prefix,
-                timeout: self.timeout,
-                policy: self.policy,
-                cache: (self.cache > 0).then(|| LocalCache::new(self.cache)),
-                lease: self.lease.map(|(cells, max_hold)| Leasing {
-                    cells: cells.min(self.quota.burst()),
-                    max_hold,
-                    store: LeaseStore::new(self.cache.max(1_024)),
-                }),
-                fallback,
-                clock: MonotonicClock::new(),
-                server_clock: ServerClock::new(),
-                counters: Counters::default(),
-                breaker: (self.breaker.0 > 0).then(|| Breaker::new(self.breaker.0, self.breaker.1)),
-                presence: (self.policy == FaultPolicy::LocalShare)
-                    .then(|| Presence::new(self.heartbeat)),
-            }),
-        };
-        if limiter.inner.presence.is_some() {
-            let mut key = limiter.inner.prefix.clone();
-            key.extend_from_slice(b"{fleet}");
-            crate::rt::spawn(crate::presence::beat(Arc::downgrade(&limiter.inner), key));
-        }
-        // Say it once, at the start, if the server may forget keys (`MemoryPolicy`): in the
-        // background, since the connection is lazy and a dead Redis must not fail `connect`.
-        let probe = limiter.clone();
-        crate::rt::spawn(async move {
-            if let Ok(MemoryPolicy::Evicting(policy)) = probe.memory_policy().await {
-                tracing::warn!(
-                    "tollgate-redis: the server's maxmemory-policy is {policy}, which can evict \
-                     the limiter's keys (they carry TTLs): an evicted key is admitted afresh, \
-                     up to a burst over the limit. Use a Redis of its own or set \
-                     maxmemory-policy noeviction (see tollgate_redis::MemoryPolicy)."
-                );
-            }
-        });
-        Ok(limiter)
-    }
-}
 
 /// One rate limit shared by a fleet: exact GCRA in a Lua script on Redis (or Valkey), with
 /// a local fast path for keys Redis has refused, and a policy for when Redis is away.
@@ -748,81 +41,10 @@ impl FleetBuilder {
 /// ```
 #[derive(Debug, Clone)]
 pub struct FleetLimiter {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) conn: ConnectionManager,
-    pub(crate) script: Script,
-    pub(crate) quota: Quota,
-    pub(crate) prefix: Vec<u8>,
-    pub(crate) timeout: Duration,
-    pub(crate) policy: FaultPolicy,
-    pub(crate) cache: Option<LocalCache>,
-    pub(crate) lease: Option<Leasing>,
-    pub(crate) fallback: Option<Limiter<[u8]>>,
-    pub(crate) clock: MonotonicClock,
-    pub(crate) server_clock: ServerClock,
-    pub(crate) counters: Counters,
-    pub(crate) breaker: Option<Breaker>,
-    /// This node's presence entry, under [`FaultPolicy::LocalShare`].
-    pub(crate) presence: Option<Presence>,
-}
-
-/// Leasing's settings and store.
-pub(crate) struct Leasing {
-    pub(crate) cells: u32,
-    pub(crate) max_hold: Duration,
-    pub(crate) store: LeaseStore,
-}
-
-impl fmt::Debug for Inner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FleetLimiter")
-            .field("quota", &self.quota)
-            .field("prefix", &String::from_utf8_lossy(&self.prefix))
-            .field("timeout", &self.timeout)
-            .field("policy", &self.policy)
-            .field("cache", &self.cache.is_some())
-            .field("lease", &self.lease.as_ref().map(|l| (l.cells, l.max_hold)))
-            .finish_non_exhaustive()
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    Check,
-    Peek,
+    pub(crate) inner: Arc<Engine>,
 }
 
 impl FleetLimiter {
-    /// A builder for a limiter with `quota` as its default quota.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn f() -> redis::RedisResult<()> {
-    /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
-    ///
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
-    /// let limiter = FleetLimiter::builder(Quota::per_minute(60)).connect(client).await?;
-    /// # let _ = limiter; Ok(()) }
-    /// ```
-    pub fn builder(quota: Quota) -> FleetBuilder {
-        FleetBuilder {
-            quota,
-            prefix: b"tollgate:".to_vec(),
-            timeout: FleetBuilder::DEFAULT_TIMEOUT,
-            policy: FaultPolicy::default(),
-            cache: FleetBuilder::DEFAULT_CACHE,
-            lease: None,
-            manager: None,
-            breaker: FleetBuilder::DEFAULT_BREAKER,
-            heartbeat: Duration::from_secs(1),
-        }
-    }
-
     /// The default quota.
     ///
     /// # Examples
@@ -846,19 +68,17 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub fn redis_key(&self, key: impl AsRef<[u8]>) -> Vec<u8> {
-        let mut k = Vec::with_capacity(self.inner.prefix.len() + key.as_ref().len());
-        k.extend_from_slice(&self.inner.prefix);
-        k.extend_from_slice(key.as_ref());
-        k
+        self.inner.redis_key(key.as_ref())
     }
 
     /// Admits one cell for `key` under the default quota, or refuses.
     ///
     /// # Errors
     ///
-    /// [`Error::RateLimited`] when the fleet is over the key's rate (or the local fast path
-    /// knows it is, or Redis is away under [`FaultPolicy::FailClosed`] or an exhausted
-    /// [`FaultPolicy::Local`]). `earliest` is on [`tollgate::MonotonicClock`]'s timeline.
+    /// [`Error::RateLimited`] when the fleet is over the key's rate (or the local fast path knows
+    /// it is, or Redis is away under [`FaultPolicy::FailClosed`](crate::FaultPolicy::FailClosed) or
+    /// an exhausted [`FaultPolicy::Local`](crate::FaultPolicy::Local)). `earliest` is on
+    /// [`tollgate::MonotonicClock`]'s timeline.
     ///
     /// # Examples
     ///
@@ -871,7 +91,8 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn check(&self, key: impl AsRef<[u8]>) -> Result<Admitted, Error> {
-        self.decide(key.as_ref(), 1, self.inner.quota, Op::Check)
+        self.inner
+            .decide(key.as_ref(), 1, self.inner.quota, Op::Check)
             .await
     }
 
@@ -879,10 +100,11 @@ impl FleetLimiter {
     ///
     /// # Errors
     ///
-    /// As [`check`](Self::check), and [`Error::InsufficientCapacity`] (without a round trip)
-    /// if `n` exceeds the burst. `n = 0` is admitted and spends nothing, whatever the key's
-    /// state (never refused by the local fast path, never served from a lease); while Redis
-    /// is away the fault policy answers it, and [`FaultPolicy::FailClosed`] refuses it.
+    /// As [`check`](Self::check), and [`Error::InsufficientCapacity`] (without a round trip) if `n`
+    /// exceeds the burst. `n = 0` is admitted and spends nothing, whatever the key's state (never
+    /// refused by the local fast path, never served from a lease); while Redis is away the fault
+    /// policy answers it, and [`FaultPolicy::FailClosed`](crate::FaultPolicy::FailClosed) refuses
+    /// it.
     ///
     /// # Examples
     ///
@@ -893,7 +115,8 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn check_n(&self, key: impl AsRef<[u8]>, n: u32) -> Result<Admitted, Error> {
-        self.decide(key.as_ref(), n, self.inner.quota, Op::Check)
+        self.inner
+            .decide(key.as_ref(), n, self.inner.quota, Op::Check)
             .await
     }
 
@@ -916,7 +139,7 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn check_with(&self, key: impl AsRef<[u8]>, quota: Quota) -> Result<Admitted, Error> {
-        self.decide(key.as_ref(), 1, quota, Op::Check).await
+        self.inner.decide(key.as_ref(), 1, quota, Op::Check).await
     }
 
     /// [`check_n`](Self::check_n) under `quota` for this call.
@@ -941,7 +164,7 @@ impl FleetLimiter {
         n: u32,
         quota: Quota,
     ) -> Result<Admitted, Error> {
-        self.decide(key.as_ref(), n, quota, Op::Check).await
+        self.inner.decide(key.as_ref(), n, quota, Op::Check).await
     }
 
     /// Waits until the fleet admits one cell for `key` under the default quota: the cell is
@@ -951,9 +174,10 @@ impl FleetLimiter {
     ///
     /// # Errors
     ///
-    /// [`Error::RateLimited`] if bounded and the cell is further off than the bound (nothing
-    /// is reserved), or Redis is away under [`FaultPolicy::FailClosed`] (or the local
-    /// fallback's bounded wait is too long).
+    /// [`Error::RateLimited`] if bounded and the cell is further off than the bound (nothing is
+    /// reserved), or Redis is away under
+    /// [`FaultPolicy::FailClosed`](crate::FaultPolicy::FailClosed) (or the local fallback's bounded
+    /// wait is too long).
     ///
     /// # Cancel safety
     ///
@@ -969,17 +193,23 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub fn until_ready(&self, key: impl AsRef<[u8]>) -> UntilReady {
-        UntilReady::new(self.clone(), key.as_ref().to_vec(), 1, self.inner.quota)
+        UntilReady::new(
+            Arc::clone(&self.inner),
+            key.as_ref().to_vec(),
+            1,
+            self.inner.quota,
+        )
     }
 
     /// [`until_ready`](Self::until_ready) for `n` cells at once.
     ///
     /// # Errors
     ///
-    /// As [`until_ready`](Self::until_ready), and [`Error::InsufficientCapacity`] (without a
-    /// round trip) if `n` exceeds the burst. `n = 0` never waits: it is answered at once as
-    /// [`check_n`](Self::check_n) answers it (admitted, spending nothing; while Redis is
-    /// away, by the fault policy, which under [`FaultPolicy::FailClosed`] refuses it).
+    /// As [`until_ready`](Self::until_ready), and [`Error::InsufficientCapacity`] (without a round
+    /// trip) if `n` exceeds the burst. `n = 0` never waits: it is answered at once as
+    /// [`check_n`](Self::check_n) answers it (admitted, spending nothing; while Redis is away, by
+    /// the fault policy, which under [`FaultPolicy::FailClosed`](crate::FaultPolicy::FailClosed)
+    /// refuses it).
     ///
     /// # Cancel safety
     ///
@@ -996,7 +226,12 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub fn until_n_ready(&self, key: impl AsRef<[u8]>, n: u32) -> UntilReady {
-        UntilReady::new(self.clone(), key.as_ref().to_vec(), n, self.inner.quota)
+        UntilReady::new(
+            Arc::clone(&self.inner),
+            key.as_ref().to_vec(),
+            n,
+            self.inner.quota,
+        )
     }
 
     /// [`until_n_ready`](Self::until_n_ready) under `quota` for this call.
@@ -1019,7 +254,7 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub fn until_n_ready_with(&self, key: impl AsRef<[u8]>, n: u32, quota: Quota) -> UntilReady {
-        UntilReady::new(self.clone(), key.as_ref().to_vec(), n, quota)
+        UntilReady::new(Arc::clone(&self.inner), key.as_ref().to_vec(), n, quota)
     }
 
     /// Answers as [`check`](Self::check) would, spending nothing.
@@ -1037,7 +272,8 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn peek(&self, key: impl AsRef<[u8]>) -> Result<Admitted, Error> {
-        self.decide(key.as_ref(), 1, self.inner.quota, Op::Peek)
+        self.inner
+            .decide(key.as_ref(), 1, self.inner.quota, Op::Peek)
             .await
     }
 
@@ -1058,12 +294,12 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn peek_with(&self, key: impl AsRef<[u8]>, quota: Quota) -> Result<Admitted, Error> {
-        self.decide(key.as_ref(), 1, quota, Op::Peek).await
+        self.inner.decide(key.as_ref(), 1, quota, Op::Peek).await
     }
 
-    /// The server's `maxmemory-policy` (`CONFIG GET`), and so whether it may forget the
-    /// limiter's keys ([`MemoryPolicy`]). [`FleetBuilder::connect`] asks once, in the
-    /// background, and logs a `tracing` warning for an evicting policy.
+    /// The server's `maxmemory-policy` (`CONFIG GET`), and so whether it may forget the limiter's
+    /// keys ([`MemoryPolicy`]). [`FleetBuilder::connect`](crate::FleetBuilder::connect) asks once,
+    /// in the background, and logs a `tracing` warning for an evicting policy.
     ///
     /// # Errors
     ///
@@ -1080,22 +316,7 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn memory_policy(&self) -> Result<MemoryPolicy, Unavailable> {
-        let mut conn = self.inner.conn.clone();
-        let mut cmd = redis::cmd("CONFIG");
-        cmd.arg("GET").arg("maxmemory-policy");
-        let asked = cmd.query_async::<Vec<String>>(&mut conn);
-        // Not through `call`: this is no limit decision, and its faults are not the limit's.
-        match crate::rt::timeout(self.inner.timeout, asked).await {
-            Err(()) => Err(Unavailable::Timeout(self.inner.timeout)),
-            Ok(Ok(reply)) => Ok(match reply.get(1).map(String::as_str) {
-                Some("noeviction") => MemoryPolicy::NoEviction,
-                Some(policy) => MemoryPolicy::Evicting(policy.to_owned()),
-                None => MemoryPolicy::Unknown,
-            }),
-            Ok(Err(e)) if unreachable(&e) => Err(Unavailable::Redis(e)),
-            // An error reply: the server refuses `CONFIG` (an ACL, a renamed command).
-            Ok(Err(_)) => Ok(MemoryPolicy::Unknown),
-        }
+        crate::memory::ask(&self.inner.server.conn, self.inner.server.timeout).await
     }
 
     /// Forgets `key` in Redis (its next request is its first), in this node's fast path and
@@ -1116,19 +337,7 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<bool, Unavailable> {
-        let key = self.redis_key(key);
-        if let Some(cache) = &self.inner.cache {
-            cache.remove(&key);
-        }
-        self.drop_lease(&key);
-        if let Some(fallback) = &self.inner.fallback {
-            fallback.reset(&key);
-        }
-        let mut conn = self.inner.conn.clone();
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(&key);
-        let deleted: i64 = self.call(cmd.query_async(&mut conn)).await?;
-        Ok(deleted > 0)
+        self.inner.reset(key.as_ref()).await
     }
 
     /// Pushes `key`'s next admission at least `delay` from now (on the server's clock),
@@ -1182,16 +391,7 @@ impl FleetLimiter {
         delay: Duration,
         quota: Quota,
     ) -> Result<(), Unavailable> {
-        let key = self.redis_key(key);
-        self.drop_lease(&key);
-        if let Some(fallback) = &self.inner.fallback {
-            let _ = fallback.penalize(&key, delay);
-        }
-        let reply = self
-            .run_script(&key, "penalize", quota, 1, micros_ceil(delay), 0)
-            .await?;
-        self.remember(&key, &reply);
-        Ok(())
+        self.inner.penalize(key.as_ref(), delay, quota).await
     }
 
     /// The counters since the limiter was built.
@@ -1206,39 +406,14 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        let c = &self.inner.counters;
-        Stats {
-            round_trips: c.round_trips.load(Relaxed),
-            admitted: c.admitted.load(Relaxed),
-            limited: c.limited.load(Relaxed),
-            local_refusals: c.local_refusals.load(Relaxed),
-            faults: c.faults.load(Relaxed),
-            timeouts: c.timeouts.load(Relaxed),
-            failed_open: c.failed_open.load(Relaxed),
-            failed_closed: c.failed_closed.load(Relaxed),
-            fell_back: c.fell_back.load(Relaxed),
-            cached_keys: self.inner.cache.as_ref().map_or(0, |c| c.len() as u64),
-            reserved: c.reserved.load(Relaxed),
-            refunded: c.refunded.load(Relaxed),
-            refunds_declined: c.refunds_declined.load(Relaxed),
-            leased: c.leased.load(Relaxed),
-            spent_locally: c.spent_locally.load(Relaxed),
-            returned: c.returned.load(Relaxed),
-            expired_unspent: c.expired_unspent.load(Relaxed),
-            circuit_opened: c.circuit_opened.load(Relaxed),
-            short_circuited: c.short_circuited.load(Relaxed),
-            fleet_size: self
-                .inner
-                .presence
-                .as_ref()
-                .map_or(0, |p| u64::from(p.seen())),
-        }
+        self.inner.stats()
     }
 
-    /// Gives back every leased cell this node holds ([`FleetBuilder::lease`]), expired or
-    /// not: for a node shutting down, or a key going quiet. Each lease is given back only if
-    /// its key still holds exactly the TAT the lease stored (compare and restore); the rest
-    /// are lost. Returns how many cells were given back. Without leasing, returns 0 at once.
+    /// Gives back every leased cell this node holds
+    /// ([`FleetBuilder::lease`](crate::FleetBuilder::lease)), expired or not: for a node shutting
+    /// down, or a key going quiet. Each lease is given back only if its key still holds exactly the
+    /// TAT the lease stored (compare and restore); the rest are lost. Returns how many cells were
+    /// given back. Without leasing, returns 0 at once.
     ///
     /// # Errors
     ///
@@ -1254,509 +429,6 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn return_leases(&self) -> Result<u64, Unavailable> {
-        let Some(leasing) = &self.inner.lease else {
-            return Ok(0);
-        };
-        let c = &self.inner.counters;
-        let mut leases = leasing.store.drain().into_iter();
-        let mut given = 0;
-        while let Some((key, l)) = leases.next() {
-            add(&c.expired_unspent, u64::from(l.cells - l.unspent()));
-            if l.unspent() == 0 {
-                continue;
-            }
-            let (interval_us, burst) = l.quota;
-            let args = [
-                Arg::Op("giveback"),
-                Arg::Num(interval_us),
-                Arg::Num(u64::from(burst)),
-                Arg::Num(0),
-                Arg::Num(0),
-                Arg::Num(l.written),
-                Arg::Num(u64::from(l.unspent())),
-            ];
-            match self.invoke(&key, args).await {
-                Ok(r) if r.admitted => {
-                    add(&c.returned, u64::from(l.unspent()));
-                    given += u64::from(l.unspent());
-                    if let Some(cache) = &self.inner.cache {
-                        cache.remove(&key);
-                    }
-                }
-                Ok(_) => {
-                    add(&c.expired_unspent, u64::from(l.unspent()));
-                }
-                Err(e) => {
-                    let rest: u64 = leases.map(|(_, l)| u64::from(l.cells)).sum();
-                    add(&c.expired_unspent, u64::from(l.unspent()) + rest);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(given)
+        self.inner.return_leases().await
     }
-
-    async fn decide(&self, key: &[u8], n: u32, quota: Quota, op: Op) -> Result<Admitted, Error> {
-        let burst = quota.burst();
-        if n > burst {
-            return Err(Error::InsufficientCapacity {
-                requested: n,
-                burst,
-            });
-        }
-        let key = self.redis_key(key);
-        let interval_us = interval_micros(quota);
-        let name = if op == Op::Check { "check" } else { "peek" };
-        if let Some(leasing) = &self.inner.lease
-            && n > 0
-            && quota == self.inner.quota
-        {
-            let qt = (interval_us, burst);
-            match op {
-                Op::Check => return self.decide_leased(leasing, &key, n, quota).await,
-                Op::Peek => {
-                    if let Some(l) = leasing.store.held(&key, qt, Instant::now()) {
-                        return Ok(lease_admission(&l, l.cells, burst));
-                    }
-                }
-            }
-        }
-        let _probe = self.fast_path(&key, n, interval_us, burst).await?;
-        match self.run_script(&key, name, quota, n, 0, 0).await {
-            Ok(reply) => {
-                let c = &self.inner.counters;
-                if reply.admitted {
-                    if op == Op::Check {
-                        bump(&c.admitted);
-                        // The key's burst is spent: the next check would be refused, so it
-                        // may as well be refused here (the TAT is a bound like a refusal's).
-                        // With cells to spare, the key needs no fast path (nor a probe).
-                        match (reply.remaining, &self.inner.cache) {
-                            (0, _) => self.remember(&key, &reply),
-                            (_, Some(cache)) => cache.remove(&key),
-                            (_, None) => {}
-                        }
-                    }
-                    Ok(Admitted {
-                        limit: burst,
-                        remaining: reply.remaining,
-                        reset_after: Duration::from_micros(reply.after_us),
-                        source: Source::Redis,
-                    })
-                } else {
-                    if op == Op::Check {
-                        bump(&c.limited);
-                    }
-                    self.remember(&key, &reply);
-                    Err(self.limited(Duration::from_micros(reply.after_us), burst))
-                }
-            }
-            Err(_) => self.on_fault(&key, n, quota, op),
-        }
-    }
-
-    /// The fast path: refuse here, or be the key's one probe, or wait for the probe in
-    /// flight and look again (`cache.rs`); after waiting the call's timeout in all, ask
-    /// Redis anyway.
-    async fn fast_path(
-        &self,
-        key: &[u8],
-        n: u32,
-        interval_us: u64,
-        burst: u32,
-    ) -> Result<Option<ProbeGuard<'_>>, Error> {
-        let mut probe = None;
-        if let Some(cache) = &self.inner.cache
-            && n > 0
-        {
-            let give_up = Instant::now() + self.inner.timeout;
-            loop {
-                let now = Instant::now();
-                let Some(server_now) = self.inner.server_clock.upper(now) else {
-                    break; // no reply yet, so nothing cached
-                };
-                match cache.lookup(key, server_now, n, interval_us, burst) {
-                    Lookup::Refuse(wait) => {
-                        bump(&self.inner.counters.local_refusals);
-                        return Err(self.limited(wait, burst));
-                    }
-                    Lookup::Probe(guard) => {
-                        probe = Some(guard);
-                        break;
-                    }
-                    Lookup::Wait(probe) if now < give_up => {
-                        let _ = crate::rt::timeout(give_up - now, probe).await;
-                    }
-                    Lookup::Wait(_) | Lookup::Miss => break,
-                }
-            }
-        }
-        Ok(probe)
-    }
-
-    /// A check under the default quota with leasing on: spend a leased cell here, or take a
-    /// lease (giving back an expired one's cells in the same round trip).
-    async fn decide_leased(
-        &self,
-        leasing: &Leasing,
-        key: &[u8],
-        n: u32,
-        quota: Quota,
-    ) -> Result<Admitted, Error> {
-        let c = &self.inner.counters;
-        let (interval_us, burst) = (interval_micros(quota), quota.burst());
-        let expired = match leasing
-            .store
-            .spend(key, n, (interval_us, burst), Instant::now())
-        {
-            Spend::Spent { left, lease } => {
-                add(&c.spent_locally, u64::from(n));
-                return Ok(lease_admission(&lease, left, burst));
-            }
-            Spend::Empty { expired } => expired,
-        };
-        // Cells of older merged leases cannot be given back: lost now.
-        if let Some(e) = &expired {
-            add(&c.expired_unspent, u64::from(e.cells - e.unspent()));
-        }
-        // The fast path's bound counts the expired lease's cells as spent: with cells to give
-        // back, ask Redis (the give-back rides on this call) rather than refuse on them.
-        let probe = if expired.is_some_and(|e| e.unspent() > 0) {
-            None
-        } else {
-            self.fast_path(key, n, interval_us, burst).await?
-        };
-        let want = leasing.cells.max(n).min(burst);
-        let give = expired.map_or((0, 0), |e| (e.written, e.unspent()));
-        let sent = Instant::now();
-        let reply = self
-            .invoke(
-                key,
-                [
-                    Arg::Op("lease"),
-                    Arg::Num(interval_us),
-                    Arg::Num(u64::from(burst)),
-                    Arg::Num(u64::from(want)),
-                    Arg::Num(u64::from(n)),
-                    Arg::Num(give.0),
-                    Arg::Num(u64::from(give.1)),
-                ],
-            )
-            .await;
-        drop(probe);
-        let reply = match reply {
-            Ok(r) => r,
-            Err(_) => {
-                self.keep_expired(leasing, key, expired);
-                return self.on_fault(key, n, quota, Op::Check);
-            }
-        };
-        let (granted, back) = reply.lease.unwrap_or((0, false));
-        if give.1 > 0 {
-            if back {
-                add(&c.returned, u64::from(give.1));
-                if let Some(cache) = &self.inner.cache {
-                    cache.remove(key); // the TAT moved earlier
-                }
-            } else {
-                add(&c.expired_unspent, u64::from(give.1));
-            }
-        }
-        if !reply.admitted {
-            bump(&c.limited);
-            self.remember(key, &reply);
-            return Err(self.limited(Duration::from_micros(reply.after_us), burst));
-        }
-        bump(&c.admitted);
-        add(&c.leased, u64::from(granted));
-        let recv = Instant::now();
-        let left = granted.saturating_sub(n);
-        if left > 0 {
-            let lease = Lease {
-                cells: left,
-                expires: sent + leasing.max_hold,
-                quota: (interval_us, burst),
-                written: reply.reserved.map_or(0, |(_, new)| new),
-                returnable: left,
-                recv,
-                tat_ahead_us: reply.tat_ahead_us,
-            };
-            let lost = leasing.store.put(key, lease, recv);
-            add(&c.expired_unspent, lost);
-        }
-        match (reply.remaining, &self.inner.cache) {
-            (0, _) => self.remember(key, &reply),
-            (_, Some(cache)) => cache.remove(key),
-            (_, None) => {}
-        }
-        Ok(Admitted {
-            limit: burst,
-            remaining: left.saturating_add(reply.remaining),
-            reset_after: Duration::from_micros(reply.after_us),
-            source: Source::Redis,
-        })
-    }
-
-    /// An expired lease whose give-back did not happen goes back into the store, to be
-    /// given back by a later call (counted lost if the store drops it).
-    fn keep_expired(&self, leasing: &Leasing, key: &[u8], expired: Option<Lease>) {
-        if let Some(mut e) = expired
-            && e.unspent() > 0
-        {
-            e.cells = e.unspent();
-            let lost = leasing.store.put(key, e, Instant::now());
-            add(&self.inner.counters.expired_unspent, lost);
-        }
-    }
-
-    /// Forgets this node's lease of `key` (reset, penalty): its cells are lost.
-    fn drop_lease(&self, key: &[u8]) {
-        if let Some(leasing) = &self.inner.lease
-            && let Some(l) = leasing.store.take(key)
-        {
-            add(&self.inner.counters.expired_unspent, u64::from(l.cells));
-        }
-    }
-
-    pub(crate) fn on_fault(
-        &self,
-        key: &[u8],
-        n: u32,
-        quota: Quota,
-        op: Op,
-    ) -> Result<Admitted, Error> {
-        let c = &self.inner.counters;
-        match self.inner.policy {
-            FaultPolicy::FailOpen => {
-                bump(&c.failed_open);
-                Ok(Admitted {
-                    limit: quota.burst(),
-                    remaining: quota.burst() - n,
-                    reset_after: quota.interval().saturating_mul(n),
-                    source: Source::FailOpen,
-                })
-            }
-            FaultPolicy::FailClosed { retry_after } => {
-                bump(&c.failed_closed);
-                Err(self.limited(retry_after, quota.burst()))
-            }
-            FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
-                let Some(nodes) = self.fallback_nodes() else {
-                    // No count of the fleet yet: refuse, rather than admit the whole limit.
-                    bump(&c.failed_closed);
-                    return Err(self.limited(quota.interval(), quota.burst()));
-                };
-                bump(&c.fell_back);
-                let Some(share) = share(quota, nodes) else {
-                    // The share is not a valid quota (a window beyond 18 years): refuse.
-                    return Err(self.limited(quota.interval(), quota.burst()));
-                };
-                let fallback = self.inner.fallback.as_ref().expect("built with the policy");
-                let r = match op {
-                    Op::Check => fallback.check_n_with(key, n, share),
-                    Op::Peek => fallback.peek_with(key, share),
-                };
-                r.map(|ok| Admitted {
-                    limit: ok.limit(),
-                    remaining: ok.remaining(),
-                    reset_after: ok.reset_after(),
-                    source: Source::Local,
-                })
-            }
-        }
-    }
-
-    /// What the local fallback divides the limit by: the configured count, or the fleet's
-    /// size as last counted (`None` before any count, and under other policies).
-    pub(crate) fn fallback_nodes(&self) -> Option<u32> {
-        match self.inner.policy {
-            FaultPolicy::Local { nodes } => Some(nodes),
-            FaultPolicy::LocalShare => self
-                .inner
-                .presence
-                .as_ref()
-                .map(Presence::seen)
-                .filter(|&n| n > 0),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn limited(&self, wait: Duration, limit: u32) -> Error {
-        Error::RateLimited {
-            earliest: self.inner.clock.now() + wait,
-            wait,
-            limit,
-        }
-    }
-
-    /// Keeps the key's TAT from `reply` in the fast path.
-    pub(crate) fn remember(&self, key: &[u8], reply: &Reply) {
-        if let Some(cache) = &self.inner.cache
-            && reply.tat_ahead_us > 0
-        {
-            let now = i128::from(reply.now_us) * 1_000;
-            cache.raise(key, reply.tat_us(), now);
-        }
-    }
-
-    /// Runs the script; every answer also tightens the bound on the server's clock.
-    pub(crate) async fn run_script(
-        &self,
-        key: &[u8],
-        op: &'static str,
-        quota: Quota,
-        n: u32,
-        arg_us: u64,
-        written: u64,
-    ) -> Result<Reply, Unavailable> {
-        let args = [
-            Arg::Op(op),
-            Arg::Num(interval_micros(quota)),
-            Arg::Num(u64::from(quota.burst())),
-            Arg::Num(u64::from(n)),
-            Arg::Num(arg_us),
-            Arg::Num(written),
-        ];
-        self.invoke(key, args).await
-    }
-
-    /// Runs the script with `args` as ARGV.
-    async fn invoke<const N: usize>(
-        &self,
-        key: &[u8],
-        args: [Arg; N],
-    ) -> Result<Reply, Unavailable> {
-        let mut conn = self.inner.conn.clone();
-        let mut invocation = self.inner.script.key(key);
-        for a in args {
-            match a {
-                Arg::Op(op) => invocation.arg(op),
-                Arg::Num(x) => invocation.arg(x),
-            };
-        }
-        let sent = Instant::now();
-        let values: Vec<i64> = self.call(invocation.invoke_async(&mut conn)).await?;
-        let reply = Reply::from_values(&values);
-        if let Some(r) = &reply {
-            self.inner
-                .server_clock
-                .observe(sent, Instant::now(), r.now_us);
-        }
-        reply.ok_or_else(|| {
-            bump(&self.inner.counters.faults);
-            Unavailable::Redis(RedisError::from((
-                redis::ErrorKind::Parse,
-                "unexpected reply from the tollgate script",
-            )))
-        })
-    }
-
-    async fn call<T>(
-        &self,
-        fut: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, Unavailable> {
-        let c = &self.inner.counters;
-        let now = || self.inner.clock.now().as_nanos();
-        // The breaker first: while it is open the call is not sent, and the caller's fault
-        // policy answers at once (`breaker.rs`).
-        let pass = match &self.inner.breaker {
-            Some(breaker) => match breaker.pass(now()) {
-                Pass::ShortCircuit => {
-                    bump(&c.short_circuited);
-                    return Err(Unavailable::CircuitOpen(breaker.remaining(now())));
-                }
-                pass => Some(BreakerPass {
-                    breaker,
-                    pass: Some(pass),
-                }),
-            },
-            None => None,
-        };
-        bump(&c.round_trips);
-        let result = match crate::rt::timeout(self.inner.timeout, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                bump(&c.faults);
-                if e.is_timeout() {
-                    bump(&c.timeouts);
-                }
-                Err(Unavailable::Redis(e))
-            }
-            Err(_) => {
-                bump(&c.faults);
-                bump(&c.timeouts);
-                Err(Unavailable::Timeout(self.inner.timeout))
-            }
-        };
-        if let Some(mut guard) = pass {
-            let outcome = match &result {
-                Ok(_) => Outcome::Answered,
-                // An error reply is an answer: the server is there.
-                Err(Unavailable::Redis(e)) if !unreachable(e) => Outcome::Answered,
-                Err(_) => Outcome::Failed,
-            };
-            let pass = guard.pass.take().expect("recorded once");
-            match guard.breaker.record(&pass, outcome, now()) {
-                Change::Opened => {
-                    bump(&c.circuit_opened);
-                    tracing::warn!(
-                        "tollgate-redis: {} calls in a row failed; for {:?} calls are not sent \
-                         and the fault policy answers at once",
-                        guard.breaker.failures(),
-                        guard.breaker.remaining(now())
-                    );
-                }
-                Change::Closed | Change::None => {}
-            }
-        }
-        result
-    }
-}
-
-/// The breaker's pass for one call; a probe dropped before its outcome (the caller's
-/// future dropped mid-call) is abandoned, so that the next caller probes.
-struct BreakerPass<'a> {
-    breaker: &'a Breaker,
-    pass: Option<Pass>,
-}
-
-impl Drop for BreakerPass<'_> {
-    fn drop(&mut self) {
-        if let Some(pass) = &self.pass {
-            self.breaker.abandon(pass);
-        }
-    }
-}
-
-/// Whether `e` says Redis was not reached (rather than that it answered with an error).
-fn unreachable(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
-}
-
-/// An admission from a lease held here: `left` cells remain in it.
-fn lease_admission(lease: &Lease, left: u32, burst: u32) -> Admitted {
-    let reset_at = lease.recv + Duration::from_micros(lease.tat_ahead_us);
-    Admitted {
-        limit: burst,
-        remaining: left,
-        reset_after: reset_at.saturating_duration_since(Instant::now()),
-        source: Source::Redis,
-    }
-}
-
-/// One ARGV entry of the script.
-#[derive(Clone, Copy)]
-enum Arg {
-    Op(&'static str),
-    Num(u64),
-}
-
-/// The fallback's share of `quota` for one of `nodes` nodes.
-pub(crate) fn share(quota: Quota, nodes: u32) -> Option<Quota> {
-    let nodes = nodes.max(1);
-    let interval = quota.interval().checked_mul(nodes)?;
-    Quota::try_with_period(interval)
-        .ok()?
-        .try_allow_burst((quota.burst() / nodes).max(1))
-        .ok()
 }

@@ -8,14 +8,16 @@
 //! The beat is a small script (the server's `TIME`, so the nodes' clocks never matter):
 //! add or refresh this node, drop entries older than the window, give the set a TTL of the
 //! window (a fleet that stops leaves nothing behind), and answer the count. It runs in the
-//! background, on tollgate's timer between beats, holding only a weak reference to the
-//! limiter: the task ends at the first beat after the limiter (every clone) is dropped.
+//! background, on tollgate's timer between beats, holding only a weak reference to this
+//! node's [`Presence`], which the limiter owns: the task ends at the first beat after the
+//! limiter (every clone) is dropped. A presence holds what a beat needs (the connection, the
+//! set's key, the per-call timeout) and knows nothing else of the limiter.
 
 use std::sync::Weak;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::limiter::Inner;
+use redis::aio::ConnectionManager;
 
 const BEAT_LUA: &str = r#"
 local t = redis.call('TIME')
@@ -28,16 +30,24 @@ return redis.call('ZCARD', KEYS[1])
 "#;
 
 /// This node's part in the count: its id, and the count it last read.
-#[derive(Debug)]
 pub(crate) struct Presence {
     id: u64,
-    pub(crate) every: Duration,
+    every: Duration,
     /// The fleet's size at the last beat Redis answered; 0 before any.
     seen: AtomicU32,
+    /// The limiter's connection, the sorted set's key, and the limiter's per-call timeout.
+    conn: ConnectionManager,
+    key: Vec<u8>,
+    timeout: Duration,
 }
 
 impl Presence {
-    pub(crate) fn new(every: Duration) -> Presence {
+    pub(crate) fn new(
+        every: Duration,
+        conn: ConnectionManager,
+        key: Vec<u8>,
+        timeout: Duration,
+    ) -> Presence {
         // An id no other node picks: a randomly seeded hash of what is unique here.
         let id = std::hash::BuildHasher::hash_one(
             &std::collections::hash_map::RandomState::new(),
@@ -47,6 +57,9 @@ impl Presence {
             id,
             every: every.max(Duration::from_millis(1)),
             seen: AtomicU32::new(0),
+            conn,
+            key,
+            timeout,
         }
     }
 
@@ -57,32 +70,30 @@ impl Presence {
     }
 }
 
-/// Beats until the limiter is gone: the background task `connect` starts.
-pub(crate) async fn beat(limiter: Weak<Inner>, key: Vec<u8>) {
+/// Beats until the presence (and so the limiter that owns it) is gone: the background task
+/// `connect` starts.
+pub(crate) async fn beat(presence: Weak<Presence>) {
     loop {
-        let Some(inner) = limiter.upgrade() else {
-            return;
-        };
-        let Some(presence) = &inner.presence else {
+        let Some(presence) = presence.upgrade() else {
             return;
         };
         let every = presence.every;
         let window = (every * 3).as_millis().max(1) as u64;
-        let mut conn = inner.conn.clone();
+        let mut conn = presence.conn.clone();
         // `EVAL` with the text, not `EVALSHA`: a few hundred bytes a second, and the
         // limiter's own script calls (`EVALSHA`) stay countable apart from the beats.
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(BEAT_LUA)
             .arg(1)
-            .arg(&key)
+            .arg(&presence.key)
             .arg(presence.id)
             .arg(window);
         let asked = cmd.query_async::<u32>(&mut conn);
-        if let Ok(Ok(count)) = crate::rt::timeout(inner.timeout, asked).await {
+        if let Ok(Ok(count)) = crate::rt::timeout(presence.timeout, asked).await {
             // ordering: as in `seen`.
             presence.seen.store(count, Relaxed);
         }
-        drop(inner);
+        drop(presence);
         tollgate::timer::sleep_until(Instant::now() + every).await;
     }
 }

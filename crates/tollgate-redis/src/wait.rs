@@ -29,18 +29,23 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tollgate::{Error, Quota};
 
-use crate::limiter::{Admitted, FaultPolicy, FleetLimiter, Source, bump, share};
+use crate::admitted::{Admitted, Source};
+use crate::engine::{Engine, Op, within_burst};
+use crate::fault::FaultPolicy;
 use crate::script::interval_micros;
+use crate::stats::bump;
 
 type Waiting = Pin<Box<dyn Future<Output = Result<Admitted, Error>> + Send>>;
 
 /// Waits until `n` cells of a key are admitted by the fleet, or fails at once. Built by
-/// [`FleetLimiter::until_ready`] and its variants; bounded by [`within`](UntilReady::within).
+/// [`FleetLimiter::until_ready`](crate::FleetLimiter::until_ready) and its variants; bounded by
+/// [`within`](UntilReady::within).
 ///
 /// # Cancel safety
 ///
@@ -63,7 +68,7 @@ type Waiting = Pin<Box<dyn Future<Output = Result<Admitted, Error>> + Send>>;
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct UntilReady {
-    limiter: FleetLimiter,
+    engine: Arc<Engine>,
     key: Vec<u8>,
     n: u32,
     quota: Quota,
@@ -84,9 +89,9 @@ impl fmt::Debug for UntilReady {
 }
 
 impl UntilReady {
-    pub(crate) fn new(limiter: FleetLimiter, key: Vec<u8>, n: u32, quota: Quota) -> UntilReady {
+    pub(crate) fn new(engine: Arc<Engine>, key: Vec<u8>, n: u32, quota: Quota) -> UntilReady {
         UntilReady {
-            limiter,
+            engine,
             key,
             n,
             quota,
@@ -126,7 +131,7 @@ impl Future for UntilReady {
         let this = self.get_mut();
         let running = this.running.get_or_insert_with(|| {
             Box::pin(wait(
-                this.limiter.clone(),
+                Arc::clone(&this.engine),
                 std::mem::take(&mut this.key),
                 this.n,
                 this.quota,
@@ -139,7 +144,7 @@ impl Future for UntilReady {
 
 /// Gives a reservation back when dropped armed.
 struct Refund {
-    limiter: FleetLimiter,
+    engine: Arc<Engine>,
     key: Vec<u8>,
     quota: Quota,
     n: u32,
@@ -154,7 +159,7 @@ impl Drop for Refund {
             return;
         }
         let (l, key, quota, n) = (
-            self.limiter.clone(),
+            Arc::clone(&self.engine),
             std::mem::take(&mut self.key),
             self.quota,
             self.n,
@@ -162,12 +167,12 @@ impl Drop for Refund {
         let (prev, written) = (self.prev, self.written);
         crate::rt::spawn(async move {
             let r = l.run_script(&key, "refund", quota, n, prev, written).await;
-            let c = &l.inner.counters;
+            let c = &l.counters;
             match r {
                 Ok(reply) if reply.admitted => {
                     bump(&c.refunded);
                     // The TAT moved earlier: the cached bound may be too late now.
-                    if let Some(cache) = &l.inner.cache {
+                    if let Some(cache) = &l.cache {
                         cache.remove(&key);
                     }
                 }
@@ -178,36 +183,28 @@ impl Drop for Refund {
 }
 
 async fn wait(
-    l: FleetLimiter,
+    l: Arc<Engine>,
     key: Vec<u8>,
     n: u32,
     quota: Quota,
     max: Option<Duration>,
 ) -> Result<Admitted, Error> {
-    let burst = quota.burst();
-    if n > burst {
-        return Err(Error::InsufficientCapacity {
-            requested: n,
-            burst,
-        });
-    }
+    let burst = within_burst(n, quota)?;
     // No cells: nothing to wait for, whatever the key's state, as in the core. Answered as
     // `check_n(key, 0)` is (the key's state, nothing spent), never by the script's
     // `reserve`, whose wait would be the distance to the key's TAT.
     if n == 0 {
-        return l.check_n_with(&key, 0, quota).await;
+        return l.decide(&key, 0, quota, Op::Check).await;
     }
     let key = l.redis_key(&key);
     let interval_us = interval_micros(quota);
     // A bounded wait the fast path already knows to be too long is refused here.
-    if let (Some(max), Some(cache), Some(now)) = (
-        max,
-        &l.inner.cache,
-        l.inner.server_clock.upper(Instant::now()),
-    ) && let Some(wait) = cache.wait(&key, now, n.max(1), interval_us, burst)
+    if let (Some(max), Some(cache), Some(now)) =
+        (max, &l.cache, l.server.clock.upper(Instant::now()))
+        && let Some(wait) = cache.wait(&key, now, n.max(1), interval_us, burst)
         && wait > max
     {
-        bump(&l.inner.counters.local_refusals);
+        bump(&l.counters.local_refusals);
         return Err(l.limited(wait, burst));
     }
     // The longest wait in whole µs, rounded down so the server never exceeds it.
@@ -215,14 +212,14 @@ async fn wait(
         u64::try_from(m.as_micros()).unwrap_or(u64::MAX)
     });
     let max_us = max_us.min(1 << 52);
-    let c = &l.inner.counters;
+    let c = &l.counters;
     match l.run_script(&key, "reserve", quota, n, max_us, 0).await {
         Ok(reply) if reply.admitted => {
             let recv = Instant::now();
             bump(&c.admitted);
             let wait = Duration::from_micros(reply.after_us);
             let mut refund = Refund {
-                limiter: l.clone(),
+                engine: Arc::clone(&l),
                 key: key.clone(),
                 quota,
                 n,
@@ -259,25 +256,15 @@ async fn wait(
 }
 
 async fn on_fault(
-    l: &FleetLimiter,
+    l: &Engine,
     key: &[u8],
     n: u32,
     quota: Quota,
     max: Option<Duration>,
 ) -> Result<Admitted, Error> {
-    let c = &l.inner.counters;
-    match l.inner.policy {
+    match l.policy {
         FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
-            let Some(nodes) = l.fallback_nodes() else {
-                // No count of the fleet yet: refuse, rather than admit the whole limit.
-                bump(&c.failed_closed);
-                return Err(l.limited(quota.interval(), quota.burst()));
-            };
-            bump(&c.fell_back);
-            let Some(share) = share(quota, nodes) else {
-                return Err(l.limited(quota.interval(), quota.burst()));
-            };
-            let fallback = l.inner.fallback.as_ref().expect("built with the policy");
+            let (fallback, share) = l.fallback_share(quota)?;
             let waiting = fallback.until_n_ready_with(key, n, share);
             match max {
                 Some(max) => waiting.within(max).await?,
@@ -295,6 +282,6 @@ async fn on_fault(
             })
         }
         // Fail open or closed, as a check would.
-        _ => l.on_fault(key, n, quota, crate::limiter::Op::Check),
+        _ => l.on_fault(key, n, quota, Op::Check),
     }
 }

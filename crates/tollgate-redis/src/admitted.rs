@@ -1,0 +1,139 @@
+//! What an admitted check answers: [`Admitted`] (the values for rate-limit headers) and its
+//! [`Source`] (Redis, or which fault policy). A leaf: plain values that the engine, waits and
+//! the public API all hand out, so they sit below all three.
+
+use std::time::Duration;
+
+/// Who decided an admission.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_redis::Source;
+///
+/// assert_ne!(Source::Redis, Source::FailOpen);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Source {
+    /// The script on the server: the fleet-wide decision.
+    Redis,
+    /// Redis was unavailable and the policy is
+    /// [`FaultPolicy::FailOpen`](crate::FaultPolicy::FailOpen).
+    FailOpen,
+    /// Redis was unavailable and the local fallback limiter admitted
+    /// ([`FaultPolicy::Local`](crate::FaultPolicy::Local),
+    /// [`FaultPolicy::LocalShare`](crate::FaultPolicy::LocalShare)).
+    Local,
+}
+
+/// An admitted check, with the values for rate-limit headers: the core's
+/// [`tollgate::Admitted`] plus [`source`](Admitted::source) (who decided, Redis or a fault
+/// policy). It converts into a [`tollgate::Admitted`] (`.into()`), so code written for the
+/// core's admissions serves the fleet's too; that conversion cannot be undone on a core
+/// limiter (nothing to give back).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate_redis::{Admitted, Source};
+///
+/// fn headers(ok: &Admitted) -> [(&'static str, String); 3] {
+///     [
+///         ("RateLimit-Limit", ok.limit().to_string()),
+///         ("RateLimit-Remaining", ok.remaining().to_string()),
+///         ("RateLimit-Reset", ok.reset_after().as_secs().to_string()),
+///     ]
+/// }
+/// # let _ = headers;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    pub(crate) limit: u32,
+    pub(crate) remaining: u32,
+    pub(crate) reset_after: Duration,
+    pub(crate) source: Source,
+}
+
+impl Admitted {
+    /// The burst: how many cells the key may use at once (the `limit` header).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// assert_eq!(ok.limit(), limiter.quota().burst());
+    /// # }
+    /// ```
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Single cells still admissible right now (the `remaining` header).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// println!("{} left", ok.remaining());
+    /// # }
+    /// ```
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+
+    /// How long until the key is back to a full burst (the `reset` header); also the key's
+    /// TTL in Redis after an admission.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// assert!(ok.reset_after() <= limiter.quota().interval() * limiter.quota().burst());
+    /// # }
+    /// ```
+    pub fn reset_after(&self) -> Duration {
+        self.reset_after
+    }
+
+    /// Who decided: Redis, or a fault policy.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// use tollgate_redis::Source;
+    ///
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// if ok.source() != Source::Redis {
+    ///     eprintln!("degraded: Redis is unavailable");
+    /// }
+    /// # }
+    /// ```
+    pub fn source(&self) -> Source {
+        self.source
+    }
+}
+
+impl From<Admitted> for tollgate::Admitted {
+    /// The same limit, remaining cells and reset time, as the core's type.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// fn headers(ok: tollgate::Admitted) -> String {
+    ///     format!("limit={}, remaining={}", ok.limit(), ok.remaining())
+    /// }
+    /// let ok = limiter.check("alice").await.unwrap();
+    /// println!("{}", headers(ok.into()));
+    /// # }
+    /// ```
+    fn from(ok: Admitted) -> tollgate::Admitted {
+        tollgate::Admitted::from_parts(ok.limit, ok.remaining, ok.reset_after)
+    }
+}

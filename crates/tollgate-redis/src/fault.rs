@@ -1,0 +1,133 @@
+//! Redis away, as policy: [`FaultPolicy`] (what a check does when Redis fails or is late),
+//! [`Unavailable`] (why an operation without a policy failed), which errors mean Redis was
+//! not reached, and the local fallback's share of a quota. Plain values and pure functions;
+//! the engine applies them (`engine.rs`).
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::RedisError;
+use tollgate::Quota;
+
+/// What to do when Redis does not answer in time, or answers with an error.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate_redis::FaultPolicy;
+///
+/// // Ten nodes share the limit: each admits a tenth of it on its own while Redis is away.
+/// let policy = FaultPolicy::Local { nodes: 10 };
+/// let closed = FaultPolicy::FailClosed { retry_after: Duration::from_secs(1) };
+/// assert_ne!(policy, closed);
+/// // The default divides by the fleet's size as the nodes last counted it in Redis.
+/// assert_eq!(FaultPolicy::default(), FaultPolicy::LocalShare);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultPolicy {
+    /// Admit: availability first. [`Admitted::source`](crate::Admitted::source) is
+    /// [`Source::FailOpen`](crate::Source::FailOpen).
+    FailOpen,
+    /// Refuse with [`Error::RateLimited`](tollgate::Error::RateLimited) and this `wait` as the
+    /// retry hint.
+    FailClosed {
+        /// What to put in the refusal's `wait` (`Retry-After`).
+        retry_after: Duration,
+    },
+    /// Decide with a local `tollgate::Limiter` at `1/nodes` of the fleet's rate: interval
+    /// `nodes × T`, burst `max(1, b / nodes)`. With `nodes` set to the fleet's size (and a
+    /// burst of at least `nodes`) the fleet as a whole stays within the quota's bound while
+    /// Redis is away; the local state is not merged into Redis when it comes back. Its
+    /// admissions report the share's `limit`, `remaining` and `reset_after`.
+    Local {
+        /// How many nodes share the limit.
+        nodes: u32,
+    },
+    /// As [`Local`](Self::Local), with `nodes` the fleet's size as last counted in Redis: each
+    /// node's limiter keeps a presence entry there, refreshed every heartbeat
+    /// ([`FleetBuilder::heartbeat`](crate::FleetBuilder::heartbeat), 1 s by default), and counts
+    /// the entries younger than three heartbeats ([`Stats::fleet_size`](crate::Stats::fleet_size)).
+    /// A node that has not counted yet (Redis away since it started) refuses, rather than admit the
+    /// whole limit alone.
+    ///
+    /// **The bound it gives**: while Redis is away, `k` nodes that last counted `N` admit
+    /// about `k/N` of the limit between them (each its share, interval `N × T`, burst
+    /// `max(1, b / N)`), so the whole limit if the fleet did not grow since the last
+    /// heartbeat before the outage; each node started or first counted after that adds its
+    /// own share on top. The default.
+    LocalShare,
+}
+
+impl Default for FaultPolicy {
+    /// [`LocalShare`](Self::LocalShare): the limit divided by the fleet's size as last
+    /// counted, so that an outage never multiplies the limit by the number of nodes.
+    fn default() -> FaultPolicy {
+        FaultPolicy::LocalShare
+    }
+}
+
+/// Why an operation without a fault policy (`reset`, `penalize`) did not reach Redis.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+/// use tollgate_redis::Unavailable;
+///
+/// match limiter.reset("alice").await {
+///     Ok(forgot) => println!("forgot state: {forgot}"),
+///     Err(Unavailable::Timeout(t)) => eprintln!("no answer within {t:?}"),
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Unavailable {
+    /// No answer within the per-call timeout.
+    Timeout(Duration),
+    /// The connection or the server failed.
+    Redis(RedisError),
+    /// Not sent: the circuit breaker is open after calls in a row failed, for about this
+    /// much longer ([`FleetBuilder::circuit_breaker`](crate::FleetBuilder::circuit_breaker)).
+    CircuitOpen(Duration),
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unavailable::Timeout(t) => write!(f, "Redis did not answer within {t:?}"),
+            Unavailable::Redis(e) => write!(f, "Redis failed: {e}"),
+            Unavailable::CircuitOpen(t) => write!(
+                f,
+                "not sent: Redis failed repeatedly, the circuit breaker is open for {t:?} more"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Unavailable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unavailable::Redis(e) => Some(e),
+            Unavailable::Timeout(_) | Unavailable::CircuitOpen(_) => None,
+        }
+    }
+}
+
+/// Whether `e` says Redis was not reached (rather than that it answered with an error).
+pub(crate) fn unreachable(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+}
+
+/// The fallback's share of `quota` for one of `nodes` nodes.
+pub(crate) fn share(quota: Quota, nodes: u32) -> Option<Quota> {
+    let nodes = nodes.max(1);
+    let interval = quota.interval().checked_mul(nodes)?;
+    Quota::try_with_period(interval)
+        .ok()?
+        .try_allow_burst((quota.burst() / nodes).max(1))
+        .ok()
+}

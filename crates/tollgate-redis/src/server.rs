@@ -1,0 +1,168 @@
+//! Redis as this node reaches it: the connection, the script, and how one call goes.
+//!
+//! Every call of the limit (the script's, and `reset`'s `DEL`) goes through
+//! [`Server::call`]: the circuit breaker first (while it is open the call is not sent, and
+//! the caller's fault policy answers at once: `breaker.rs`), then the per-call timeout on
+//! tollgate's timer (`rt.rs`); it counts the round trip and, when Redis failed or was late,
+//! the fault, and tells the breaker whether the server answered (an error reply is an
+//! answer). Every reply of the script also tightens the bound on the server's clock that
+//! the fast path reads (`offset.rs`). What to do about a fault is not decided here: the
+//! caller's fault policy does that.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use redis::{RedisError, Script};
+use tollgate::{Clock, MonotonicClock};
+
+use crate::breaker::{Breaker, Change, Outcome, Pass};
+use crate::fault::{Unavailable, unreachable};
+use crate::offset::ServerClock;
+use crate::script::{GCRA_LUA, Reply};
+use crate::stats::{Counters, bump};
+
+/// The connection and what every call shares: the script, the timeout, the breaker.
+pub(crate) struct Server {
+    pub(crate) conn: ConnectionManager,
+    script: Script,
+    /// The per-call timeout.
+    pub(crate) timeout: Duration,
+    breaker: Option<Breaker>,
+    /// An upper bound on the server's clock, tightened by every reply of the script.
+    pub(crate) clock: ServerClock,
+    /// The breaker's time (every `MonotonicClock` has the one origin).
+    local_clock: MonotonicClock,
+}
+
+impl Server {
+    pub(crate) fn new(
+        conn: ConnectionManager,
+        timeout: Duration,
+        breaker: Option<Breaker>,
+    ) -> Server {
+        Server {
+            conn,
+            script: Script::new(GCRA_LUA),
+            timeout,
+            breaker,
+            clock: ServerClock::new(),
+            local_clock: MonotonicClock::new(),
+        }
+    }
+
+    /// Runs the script on `key` with `args` as ARGV, through [`call`](Self::call); every
+    /// answer also tightens the bound on the server's clock.
+    pub(crate) async fn invoke<const N: usize>(
+        &self,
+        c: &Counters,
+        key: &[u8],
+        args: [Arg; N],
+    ) -> Result<Reply, Unavailable> {
+        let mut conn = self.conn.clone();
+        let mut invocation = self.script.key(key);
+        for a in args {
+            match a {
+                Arg::Op(op) => invocation.arg(op),
+                Arg::Num(x) => invocation.arg(x),
+            };
+        }
+        let sent = Instant::now();
+        let values: Vec<i64> = self.call(c, invocation.invoke_async(&mut conn)).await?;
+        let reply = Reply::from_values(&values);
+        if let Some(r) = &reply {
+            self.clock.observe(sent, Instant::now(), r.now_us);
+        }
+        reply.ok_or_else(|| {
+            bump(&c.faults);
+            Unavailable::Redis(RedisError::from((
+                redis::ErrorKind::Parse,
+                "unexpected reply from the tollgate script",
+            )))
+        })
+    }
+
+    /// Sends one call of the limit: not at all while the breaker is open, else within the
+    /// per-call timeout; counts it, and its fault, and tells the breaker how it went.
+    pub(crate) async fn call<T>(
+        &self,
+        c: &Counters,
+        fut: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, Unavailable> {
+        let now = || self.local_clock.now().as_nanos();
+        // The breaker first: while it is open the call is not sent, and the caller's fault
+        // policy answers at once (`breaker.rs`).
+        let pass = match &self.breaker {
+            Some(breaker) => match breaker.pass(now()) {
+                Pass::ShortCircuit => {
+                    bump(&c.short_circuited);
+                    return Err(Unavailable::CircuitOpen(breaker.remaining(now())));
+                }
+                pass => Some(BreakerPass {
+                    breaker,
+                    pass: Some(pass),
+                }),
+            },
+            None => None,
+        };
+        bump(&c.round_trips);
+        let result = match crate::rt::timeout(self.timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                bump(&c.faults);
+                if e.is_timeout() {
+                    bump(&c.timeouts);
+                }
+                Err(Unavailable::Redis(e))
+            }
+            Err(_) => {
+                bump(&c.faults);
+                bump(&c.timeouts);
+                Err(Unavailable::Timeout(self.timeout))
+            }
+        };
+        if let Some(mut guard) = pass {
+            let outcome = match &result {
+                Ok(_) => Outcome::Answered,
+                // An error reply is an answer: the server is there.
+                Err(Unavailable::Redis(e)) if !unreachable(e) => Outcome::Answered,
+                Err(_) => Outcome::Failed,
+            };
+            let pass = guard.pass.take().expect("recorded once");
+            match guard.breaker.record(&pass, outcome, now()) {
+                Change::Opened => {
+                    bump(&c.circuit_opened);
+                    tracing::warn!(
+                        "tollgate-redis: {} calls in a row failed; for {:?} calls are not sent \
+                         and the fault policy answers at once",
+                        guard.breaker.failures(),
+                        guard.breaker.remaining(now())
+                    );
+                }
+                Change::Closed | Change::None => {}
+            }
+        }
+        result
+    }
+}
+
+/// The breaker's pass for one call; a probe dropped before its outcome (the caller's
+/// future dropped mid-call) is abandoned, so that the next caller probes.
+struct BreakerPass<'a> {
+    breaker: &'a Breaker,
+    pass: Option<Pass>,
+}
+
+impl Drop for BreakerPass<'_> {
+    fn drop(&mut self) {
+        if let Some(pass) = &self.pass {
+            self.breaker.abandon(pass);
+        }
+    }
+}
+
+/// One ARGV entry of the script: the operation's name, or a number.
+#[derive(Clone, Copy)]
+pub(crate) enum Arg {
+    Op(&'static str),
+    Num(u64),
+}

@@ -1,0 +1,142 @@
+//! What a limiter counts: the public [`Stats`] snapshot, and the atomic counters behind it
+//! that the engine, waits and the call path bump. Apart so that each of those can count
+//! without importing the others.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counters of one [`FleetLimiter`](crate::FleetLimiter) (and its clones) since it was built.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+/// let s = limiter.stats();
+/// println!(
+///     "{} round trips, {} refused locally, {} faults",
+///     s.round_trips, s.local_refusals, s.faults
+/// );
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Calls sent to Redis, answered or not: the script's (refunds included), and `reset`'s
+    /// `DEL`.
+    pub round_trips: u64,
+    /// Checks (and waits) admitted by Redis.
+    pub admitted: u64,
+    /// Checks refused by Redis, and bounded waits it found too long.
+    pub limited: u64,
+    /// Checks (and bounded waits) refused by the local fast path, without a round trip.
+    pub local_refusals: u64,
+    /// Calls that failed: errors and timeouts together.
+    pub faults: u64,
+    /// Of the faults, timeouts.
+    pub timeouts: u64,
+    /// Checks admitted by [`FaultPolicy::FailOpen`](crate::FaultPolicy::FailOpen).
+    pub failed_open: u64,
+    /// Checks refused by [`FaultPolicy::FailClosed`](crate::FaultPolicy::FailClosed).
+    pub failed_closed: u64,
+    /// Checks decided by the local fallback ([`FaultPolicy::Local`](crate::FaultPolicy::Local),
+    /// [`FaultPolicy::LocalShare`](crate::FaultPolicy::LocalShare)), admitted or not.
+    pub fell_back: u64,
+    /// Keys in the fast path's cache now.
+    pub cached_keys: u64,
+    /// Waits ([`FleetLimiter::until_ready`](crate::FleetLimiter::until_ready)) that reserved cells
+    /// on the server.
+    pub reserved: u64,
+    /// Reservations given back on the server after their wait was cancelled.
+    pub refunded: u64,
+    /// Cancelled reservations that could not be given back (the key had moved on, or
+    /// Redis did not answer): their cells stay spent.
+    pub refunds_declined: u64,
+    /// Cells granted to this node by leases ([`FleetBuilder::lease`](crate::FleetBuilder::lease)),
+    /// including those the leasing check spent at once.
+    pub leased: u64,
+    /// Leased cells spent here without a round trip.
+    pub spent_locally: u64,
+    /// Unspent leased cells given back on the server.
+    pub returned: u64,
+    /// Leased cells neither spent nor given back (the key had moved on, Redis was away, or
+    /// the lease was dropped by `reset`, `penalize` or the store's bound): spent on the
+    /// server for nothing.
+    pub expired_unspent: u64,
+    /// Times the circuit breaker opened
+    /// ([`FleetBuilder::circuit_breaker`](crate::FleetBuilder::circuit_breaker)): that many calls
+    /// in a row failed, or a probe after a cool-down did.
+    pub circuit_opened: u64,
+    /// The fleet's size as this node last counted it in Redis
+    /// ([`FaultPolicy::LocalShare`](crate::FaultPolicy::LocalShare)); 0 before the first count, or
+    /// under another policy.
+    pub fleet_size: u64,
+    /// Calls not sent because the breaker was open; their fault policy answered at once
+    /// (counted there too: `failed_open`, `failed_closed`, `fell_back`).
+    pub short_circuited: u64,
+}
+
+/// The live counters behind [`Stats`], bumped where things happen.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) round_trips: AtomicU64,
+    pub(crate) admitted: AtomicU64,
+    pub(crate) limited: AtomicU64,
+    pub(crate) local_refusals: AtomicU64,
+    pub(crate) faults: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) failed_open: AtomicU64,
+    pub(crate) failed_closed: AtomicU64,
+    pub(crate) fell_back: AtomicU64,
+    pub(crate) reserved: AtomicU64,
+    pub(crate) refunded: AtomicU64,
+    pub(crate) refunds_declined: AtomicU64,
+    pub(crate) leased: AtomicU64,
+    pub(crate) spent_locally: AtomicU64,
+    pub(crate) returned: AtomicU64,
+    pub(crate) expired_unspent: AtomicU64,
+    pub(crate) circuit_opened: AtomicU64,
+    pub(crate) short_circuited: AtomicU64,
+}
+
+impl Counters {
+    /// The counters now, with the two figures that are not counters: the keys in the fast
+    /// path's cache, and the fleet's size as last counted.
+    pub(crate) fn snapshot(&self, cached_keys: u64, fleet_size: u64) -> Stats {
+        // ordering: each counter is read on its own, Relaxed: statistics, not a consistent
+        // cut across counters.
+        let c = self;
+        Stats {
+            round_trips: c.round_trips.load(Relaxed),
+            admitted: c.admitted.load(Relaxed),
+            limited: c.limited.load(Relaxed),
+            local_refusals: c.local_refusals.load(Relaxed),
+            faults: c.faults.load(Relaxed),
+            timeouts: c.timeouts.load(Relaxed),
+            failed_open: c.failed_open.load(Relaxed),
+            failed_closed: c.failed_closed.load(Relaxed),
+            fell_back: c.fell_back.load(Relaxed),
+            cached_keys,
+            reserved: c.reserved.load(Relaxed),
+            refunded: c.refunded.load(Relaxed),
+            refunds_declined: c.refunds_declined.load(Relaxed),
+            leased: c.leased.load(Relaxed),
+            spent_locally: c.spent_locally.load(Relaxed),
+            returned: c.returned.load(Relaxed),
+            expired_unspent: c.expired_unspent.load(Relaxed),
+            circuit_opened: c.circuit_opened.load(Relaxed),
+            short_circuited: c.short_circuited.load(Relaxed),
+            fleet_size,
+        }
+    }
+}
+
+/// Adds 1 to a counter.
+pub(crate) fn bump(c: &AtomicU64) {
+    // ordering: as in `add`.
+    c.fetch_add(1, Relaxed);
+}
+
+/// Adds `n` to a counter.
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    // ordering: a statistic; nothing is published through it, so Relaxed.
+    c.fetch_add(n, Relaxed);
+}
