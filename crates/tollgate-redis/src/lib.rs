@@ -102,6 +102,8 @@
 //! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
 //!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
 
+#![forbid(unsafe_code)]
+
 // The files, in layers; each imports only from layers below it.
 //
 // * Leaves. Values: `admitted` (Admitted, Source), `fault` (FaultPolicy, Unavailable, the
