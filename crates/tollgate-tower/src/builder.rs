@@ -59,6 +59,11 @@ pub enum MissingKey {
 
 /// Configures a [`RateLimitLayer`]: from [`RateLimitLayer::builder`].
 ///
+/// `M` is the mode ([`Reject`], or [`Delay`] and [`DryRun`] from [`delay`](Self::delay) and
+/// [`dry_run`](Self::dry_run)), `R` what answers a refused request ([`EmptyBody`], or
+/// the hooks of [`on_refusal`](Self::on_refusal) and [`problem_json`](Self::problem_json)).
+/// Setting one keeps the other.
+///
 /// # Examples
 ///
 /// ```

@@ -19,7 +19,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::Value;
 use tollgate::{FullPolicy, Limiter, ManualClock, Quota};
-use tollgate_tower::{ClientIp, Global, HeaderKey, PeerIp, RateLimitLayer, Refusal, RefusalReason};
+use tollgate_tower::{
+    ClientIp, Delay, DryRun, Global, HeaderKey, OnRefusal, PeerIp, RateLimitLayer, Refusal,
+    RefusalReason,
+};
 
 use crate::common::*;
 
@@ -288,4 +291,31 @@ async fn grpc_refusals_are_trailers_only_and_skip_the_hook() {
         "rate_limited"
     );
     assert_eq!(calls.load(Ordering::Relaxed), 1);
+}
+
+/// The mode and the hook are set independently: either order gives the same layer type.
+#[test]
+fn the_mode_and_the_hook_are_kept_in_either_order() {
+    type Hook = OnRefusal<fn(Refusal) -> Response<Body>>;
+    let hook: fn(Refusal) -> Response<Body> = json_refusal;
+    let limiter = || Limiter::keyed(Quota::per_second(1));
+    let wait = Duration::from_millis(250);
+    let hook_first: RateLimitLayer<Global, Delay, Hook> =
+        RateLimitLayer::builder(limiter(), Global)
+            .on_refusal(hook)
+            .delay(wait)
+            .build();
+    let mode_first: RateLimitLayer<Global, Delay, Hook> =
+        RateLimitLayer::builder(limiter(), Global)
+            .delay(wait)
+            .on_refusal(hook)
+            .build();
+    assert_eq!(
+        (hook_first.mode().max(), mode_first.mode().max()),
+        (wait, wait)
+    );
+    let _: RateLimitLayer<Global, DryRun, Hook> = RateLimitLayer::builder(limiter(), Global)
+        .dry_run()
+        .on_refusal(hook)
+        .build();
 }
