@@ -177,12 +177,12 @@ impl<F> std::fmt::Debug for ProblemJson<F> {
 /// ends the stream, so its body must be empty, and gRPC clients read only `grpc-status`
 /// and `grpc-message`: a body from a hook (JSON, say) would make the answer malformed for
 /// every gRPC client, and a hook cannot tell from its body type whether the request was
-/// gRPC. So the layer answers them itself, with `B::default()` (which every body type
-/// worth serving has: axum's, tonic's, `Full`, `String`).
+/// gRPC. So the layer answers them itself, with `B::default()` (axum's, tonic's, `Full`
+/// and `String` bodies all have one, and the layer required it before hooks too).
 pub(crate) fn answer<B, R>(refusal: Refusal, grpc: bool, respond: &R) -> Response<B>
 where
     B: Default,
-    R: RefusalResponse<B> + ?Sized,
+    R: RefusalResponse<B>,
 {
     if grpc {
         refusal.into_grpc_response()
