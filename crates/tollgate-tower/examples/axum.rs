@@ -15,6 +15,9 @@
 //! * Every request is also limited per client IP to 10 per second (a stacked limit): a key
 //!   cannot be shared by a botnet, and anonymous requests are limited too. A refusal by
 //!   either limit costs the other nothing.
+//! * A refusal says why in JSON (`{"error":"rate_limited","policy":"per-key","retry_after":1}`,
+//!   `content-type: application/json`), beside the `Retry-After` and `RateLimit` fields
+//!   ([`json_refusal`], the layer's refusal hook).
 //!
 //! `--serve-for SECONDS` stops it after that long (for smoke runs); it prints the layer's
 //! counts when it stops. `--help` prints the usage.
@@ -24,11 +27,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::routing::get;
-use http::HeaderValue;
+use http::header::CONTENT_TYPE;
 use http::request::Parts;
+use http::{HeaderValue, Response};
 use tollgate::{Limiter, Quota};
-use tollgate_tower::{MissingKey, PeerIp, RateLimitLayer};
+use tollgate_tower::{MissingKey, PeerIp, RateLimitLayer, Refusal, RefusalReason};
 
 const USAGE: &str = "usage: axum [--listen ADDR] [--serve-for SECONDS]";
 
@@ -59,6 +64,28 @@ fn customer(parts: &Parts) -> Option<Customer> {
         api_key: api_key.clone(),
         tier,
     })
+}
+
+/// The answer to a refused request: why, by which policy and when to retry, as JSON, around
+/// the status and fields the layer sets. Its body is axum's `Body`, the router's body type:
+/// a hook that made another type would not compile.
+fn json_refusal(refusal: Refusal) -> Response<Body> {
+    let error = match refusal.reason() {
+        RefusalReason::RateLimited => "rate_limited",
+        RefusalReason::MissingKey => "missing_key",
+        RefusalReason::Unavailable => "unavailable",
+        RefusalReason::TooCostly => "too_costly",
+        _ => "refused",
+    };
+    let body = serde_json::json!({
+        "error": error,
+        "policy": refusal.policy(),
+        "retry_after": refusal.retry_after().map(|wait| wait.as_secs()),
+    });
+    let mut response = refusal.into_response(Body::from(body.to_string()));
+    let json = HeaderValue::from_static("application/json");
+    response.headers_mut().insert(CONTENT_TYPE, json);
+    response
 }
 
 /// What the command line asks for.
@@ -120,6 +147,7 @@ async fn main() -> ExitCode {
             PeerIp::new(),
         )
         .expect("policy names are printable ASCII")
+        .on_refusal(json_refusal)
         .build();
 
     let counted = layer.clone();

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Response;
 use http::request::Parts;
 use tollgate::{Limiter, Quota};
 
@@ -17,7 +18,8 @@ use crate::fields::{Format, Policy, PolicyNameError};
 use crate::key::{Cidr, CidrError, KeyExtractor};
 use crate::layer::RateLimitLayer;
 use crate::mode::{Delay, Reject};
-use crate::refusal::MakeBody;
+use crate::refusal::Refusal;
+use crate::respond::{EmptyBody, OnRefusal, ProblemJson};
 use crate::stack::Extra;
 
 /// What to do with a request whose key cannot be found: no API key, a forwarding walk that
@@ -57,6 +59,11 @@ pub enum MissingKey {
 
 /// Configures a [`RateLimitLayer`]: from [`RateLimitLayer::builder`].
 ///
+/// `M` is the mode ([`Reject`], or [`Delay`] and [`DryRun`] from [`delay`](Self::delay) and
+/// [`dry_run`](Self::dry_run)), `R` what answers a refused request ([`EmptyBody`], or
+/// the hooks of [`on_refusal`](Self::on_refusal) and [`problem_json`](Self::problem_json)).
+/// Setting one keeps the other.
+///
 /// # Examples
 ///
 /// ```
@@ -71,13 +78,16 @@ pub enum MissingKey {
 ///     .build();
 /// # let _ = layer;
 /// ```
-pub struct Builder<E: KeyExtractor, M = Reject> {
+pub struct Builder<E: KeyExtractor, M = Reject, R = EmptyBody> {
     config: Config<E>,
     mode: M,
+    /// What answers a refused request.
+    respond: R,
 }
 
 impl<E: KeyExtractor> Builder<E> {
-    /// The defaults: reject mode, the IETF fields on, a `400` for requests without a key.
+    /// The defaults: reject mode, the IETF fields on, a `400` for requests without a key,
+    /// refusals with an empty body.
     pub(crate) fn new(limiter: Limiter<E::Key>, key: E) -> Self {
         Builder {
             config: Config {
@@ -96,14 +106,14 @@ impl<E: KeyExtractor> Builder<E> {
                 extras: Vec::new(),
                 allow: None,
                 counters: Counters::default(),
-                problem: None,
             },
             mode: Reject,
+            respond: EmptyBody,
         }
     }
 }
 
-impl<E: KeyExtractor, M> Builder<E, M> {
+impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// Whether to send the `RateLimit-Policy` and `RateLimit` fields (on by default).
     /// `Retry-After` is always sent on a `429`.
     ///
@@ -169,14 +179,125 @@ impl<E: KeyExtractor, M> Builder<E, M> {
         self
     }
 
-    /// Gives refusals (`429`, and the `400` and `503` the layer answers by itself) an
-    /// RFC 9457 `application/problem+json` body, made by `make` from the JSON text:
-    /// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"...",
-    /// "retry_after":20}` (`retry_after` when `Retry-After` is sent).
+    /// Answers refused requests with `hook`'s response: every refusal the layer makes by
+    /// itself (`429`, and the `400`, `503` and `413`), given as a [`Refusal`] (why, which
+    /// policy, when to retry, the fields prepared). [`Refusal::into_response`] wraps a body
+    /// of yours in the response the layer would send (its status, `Retry-After`, the
+    /// rate-limit fields); a response built from scratch carries only what you put in it.
+    /// Replaces [`problem_json`](Self::problem_json) or a hook set before.
     ///
-    /// `B` must be the response body type of the service the layer wraps (refusals are
-    /// made as that type): with another type, refusals keep an empty default body and no
-    /// `content-type`. gRPC requests are answered as gRPC, without a body.
+    /// The body type `B` must be the response body type of the service the layer wraps:
+    /// the layer's services are `Service`s only then, so a hook of another body type is a
+    /// compile error (below), not refusals sent without their body.
+    ///
+    /// gRPC requests (`content-type: application/grpc*`) never reach the hook: they are
+    /// answered as gRPC, trailers-only (HTTP 200 with `grpc-status`, `grpc-message` and the
+    /// fields, and an empty body, `B::default()`), since a body of the hook's would make
+    /// the answer malformed for every gRPC client. Dry-run mode refuses nothing, so it never
+    /// calls the hook. The hook runs in the service's `call` (in delay mode, when the wait
+    /// fails), on the path of every refused request: keep it quick.
+    ///
+    /// # Examples
+    ///
+    /// A JSON body that tells the client when to retry, beside the fields the layer sets:
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use http::HeaderValue;
+    /// use http::header::CONTENT_TYPE;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer, Refusal};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
+    ///     .on_refusal(|refusal: Refusal| {
+    ///         let retry = refusal.retry_after().map_or(0, |wait| wait.as_secs());
+    ///         let body = format!(r#"{{"error":"slow down","retry_in":{retry}}}"#);
+    ///         let mut response = refusal.into_response(body);
+    ///         let json = HeaderValue::from_static("application/json");
+    ///         response.headers_mut().insert(CONTENT_TYPE, json);
+    ///         response
+    ///     })
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::from("hello")))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().body(), "hello");
+    ///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(refused.status(), 429);
+    ///     assert_eq!(refused.headers()["content-type"], "application/json");
+    ///     assert_eq!(refused.headers()["retry-after"], "60");
+    ///     assert_eq!(refused.headers()["ratelimit"], "\"default\";r=0;t=60");
+    ///     assert_eq!(refused.body(), r#"{"error":"slow down","retry_in":60}"#);
+    /// });
+    /// ```
+    ///
+    /// A hook must make the wrapped service's body type. This service's bodies are
+    /// `Vec<u8>`, and so are the hook's:
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
+    ///     .on_refusal(|refusal| refusal.into_response(b"slow down".to_vec()))
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(b"hello".to_vec()))
+    /// }));
+    /// let refused = futures_executor::block_on(async {
+    ///     ServiceExt::oneshot(svc.clone(), http::Request::new(())).await.unwrap();
+    ///     ServiceExt::oneshot(svc.clone(), http::Request::new(())).await.unwrap()
+    /// });
+    /// assert_eq!(refused.body(), b"slow down");
+    /// ```
+    ///
+    /// The same with a hook that makes `String`s does not compile. rustc says "expected
+    /// `{closure}` to return `Response<Vec<u8>>`, but it returns `Response<String>`",
+    /// required for `OnRefusal<{closure}>` to implement `RefusalResponse<Vec<u8>>` (E0271);
+    /// through a method call, `svc.oneshot(..)`, it says only that the `RateLimit` is not a
+    /// `Service` (E0599).
+    ///
+    /// ```compile_fail,E0271
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
+    ///     .on_refusal(|refusal| refusal.into_response(String::from("slow down")))
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(b"hello".to_vec()))
+    /// }));
+    /// let refused = futures_executor::block_on(async {
+    ///     ServiceExt::oneshot(svc.clone(), http::Request::new(())).await.unwrap();
+    ///     ServiceExt::oneshot(svc.clone(), http::Request::new(())).await.unwrap()
+    /// });
+    /// assert_eq!(refused.body(), b"slow down");
+    /// ```
+    pub fn on_refusal<F, B>(self, hook: F) -> Builder<E, M, OnRefusal<F>>
+    where
+        F: Fn(Refusal) -> Response<B> + Send + Sync + 'static,
+    {
+        Builder {
+            config: self.config,
+            mode: self.mode,
+            respond: OnRefusal(hook),
+        }
+    }
+
+    /// Gives refusals (`429`, and the `400`, `503` and `413` the layer answers by itself) an
+    /// RFC 9457 `application/problem+json` body, made by `make` from the JSON text
+    /// ([`Refusal::problem_json`]): `{"type":"about:blank","title":"Too Many Requests",
+    /// "status":429,"detail":"...","retry_after":20}` (`retry_after` when `Retry-After` is
+    /// sent). A refusal hook ([`on_refusal`](Self::on_refusal)) made for you, and checked
+    /// as one: `B` must be the response body type of the service the layer wraps, or the
+    /// layer's services do not compile. Replaces a hook set before. gRPC requests are
+    /// answered as gRPC, without a body.
     ///
     /// # Examples
     ///
@@ -197,17 +318,22 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     ///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
     ///     assert_eq!(refused.status(), 429);
     ///     assert_eq!(refused.headers()["content-type"], "application/problem+json");
-    ///     assert!(refused.body().contains(r#""status":429"#));
+    ///     assert_eq!(refused.headers()["retry-after"], "60");
+    ///     assert_eq!(
+    ///         refused.body(),
+    ///         r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded (policy default); retry after 60 s","retry_after":60}"#
+    ///     );
     /// });
     /// ```
-    pub fn problem_json<B, F>(mut self, make: F) -> Self
+    pub fn problem_json<F, B>(self, make: F) -> Builder<E, M, ProblemJson<F>>
     where
-        B: 'static,
         F: Fn(String) -> B + Send + Sync + 'static,
     {
-        let make: MakeBody<B> = Box::new(make);
-        self.config.problem = Some(Arc::new(make));
-        self
+        Builder {
+            config: self.config,
+            mode: self.mode,
+            respond: ProblemJson(make),
+        }
     }
 
     /// Lets requests whose key `allow` accepts bypass every limit of the layer (its own
@@ -326,10 +452,11 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     ///         .build();
     /// # let _ = trial;
     /// ```
-    pub fn dry_run(self) -> Builder<E, DryRun> {
+    pub fn dry_run(self) -> Builder<E, DryRun, R> {
         Builder {
             config: self.config,
             mode: DryRun,
+            respond: self.respond,
         }
     }
 
@@ -612,10 +739,11 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     /// .build();
     /// # let _ = layer;
     /// ```
-    pub fn delay(self, max: Duration) -> Builder<E, Delay> {
+    pub fn delay(self, max: Duration) -> Builder<E, Delay, R> {
         Builder {
             config: self.config,
             mode: Delay { max },
+            respond: self.respond,
         }
     }
 
@@ -630,19 +758,20 @@ impl<E: KeyExtractor, M> Builder<E, M> {
     /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global).build();
     /// # let _ = layer;
     /// ```
-    pub fn build(self) -> RateLimitLayer<E, M> {
+    pub fn build(self) -> RateLimitLayer<E, M, R> {
         RateLimitLayer {
             config: Arc::new(self.config),
             mode: self.mode,
+            respond: Arc::new(self.respond),
         }
     }
 }
 
-impl<E: KeyExtractor + fmt::Debug, M: fmt::Debug> fmt::Debug for Builder<E, M> {
+impl<E: KeyExtractor + fmt::Debug, M: fmt::Debug, R> fmt::Debug for Builder<E, M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("config", &self.config)
             .field("mode", &self.mode)
-            .finish()
+            .finish_non_exhaustive()
     }
 }

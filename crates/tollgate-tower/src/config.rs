@@ -2,7 +2,6 @@
 //! the options the [`Builder`](crate::Builder) set. The decision made with it is in
 //! `decide.rs`.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -50,8 +49,6 @@ pub(crate) struct Config<E: KeyExtractor> {
     /// Keys that bypass every limit.
     pub(crate) allow: Option<Box<AllowFn<E::Key>>>,
     pub(crate) counters: Counters,
-    /// Problem+json bodies: a `MakeBody<B>` for the service's response body `B`.
-    pub(crate) problem: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl<E: KeyExtractor> Config<E> {

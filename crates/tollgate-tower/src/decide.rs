@@ -2,8 +2,6 @@
 //! layer's own limit and the stacked ones (giving back what was admitted when one refuses),
 //! and turn a refusal into its answer; then act on it, or hand delay mode its wait.
 
-use std::sync::Arc;
-
 use http::header::RETRY_AFTER;
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response};
@@ -17,13 +15,14 @@ use crate::dry_run::DryRunRefusal;
 use crate::fields::{Fields, Policy};
 use crate::future::ResponseFuture;
 use crate::key::{KeyExtractor, NoKey};
-use crate::refusal::{Kind, Rejection, is_grpc, problem_json};
+use crate::refusal::{Refusal, RefusalReason, is_grpc};
+use crate::respond::{RefusalResponse, answer};
 use crate::stack::{Checked, Undo};
 
 /// How a request goes on, once keyed.
 pub(crate) enum Decision<K> {
     /// Answer without calling the service.
-    Respond(Rejection),
+    Respond(Refusal),
     /// Call the service, adding these fields; count it so.
     Call(Option<Fields>, Outcome),
     /// Delay mode: wait for `cost` cells of `key` under `quota`; the stacked limits
@@ -64,51 +63,31 @@ impl<E: KeyExtractor> Config<E> {
         })
     }
 
-    pub(crate) fn refusal(&self, quota: Option<Quota>, error: Error) -> Rejection {
+    pub(crate) fn refusal(&self, quota: Option<Quota>, error: Error) -> Refusal {
         let quota = quota.unwrap_or_else(|| self.limiter.quota());
-        self.refusal_by(&self.policy, quota, error)
+        self.refusal_by(&self.policy, &self.policy_raw, quota, error)
     }
 
-    /// A refusal by `policy` under `quota`.
-    fn refusal_by(&self, policy: &Policy, quota: Quota, error: Error) -> Rejection {
+    /// A refusal by `policy` (named `name`) under `quota`.
+    fn refusal_by(&self, policy: &Policy, name: &str, quota: Quota, error: Error) -> Refusal {
         let mut headers = HeaderMap::new();
         match error {
             Error::RateLimited { wait, .. } => {
                 let fields = Fields::refused(policy, quota, wait);
                 let retry = fields.retry_after();
                 fields.insert_into(&mut headers, self.format);
-                self.rejection(Kind::RateLimited, headers, Some(policy.name()), retry)
+                Refusal::new(RefusalReason::RateLimited, headers, Some(name), retry)
             }
             // More cells than the burst: never admissible, so no `Retry-After`.
             Error::InsufficientCapacity { .. } => {
-                self.rejection(Kind::TooCostly, headers, Some(policy.name()), None)
+                Refusal::new(RefusalReason::TooCostly, headers, Some(name), None)
             }
             // A full table that refuses new keys: the server is out of room, not the client
             // over its rate.
             _ => {
                 headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
-                self.rejection(Kind::Unavailable, headers, None, Some(1))
+                Refusal::new(RefusalReason::Unavailable, headers, None, Some(1))
             }
-        }
-    }
-
-    /// A rejection, with its problem+json body if those are on.
-    fn rejection(
-        &self,
-        kind: Kind,
-        headers: HeaderMap,
-        policy: Option<&str>,
-        retry_after: Option<u64>,
-    ) -> Rejection {
-        let problem = self
-            .problem
-            .as_ref()
-            .map(|make| Box::new((problem_json(kind, policy, retry_after), Arc::clone(make))));
-        Rejection {
-            kind,
-            headers,
-            grpc: false,
-            problem,
         }
     }
 
@@ -124,9 +103,9 @@ impl<E: KeyExtractor> Config<E> {
                     // Not limited by this limit; the stacked ones still apply.
                     MissingKey::Allow => match self.check_extras(parts, true) {
                         Ok((fields, _)) => Decision::Call(fields, Outcome::MissingKeyAllowed),
-                        Err(rejection) => Decision::Respond(rejection),
+                        Err(refusal) => Decision::Respond(refusal),
                     },
-                    MissingKey::Reject => Decision::Respond(self.missing_key_rejection()),
+                    MissingKey::Reject => Decision::Respond(self.missing_key_refusal()),
                 };
             }
         };
@@ -140,7 +119,7 @@ impl<E: KeyExtractor> Config<E> {
             // limits go first, and are given back if the wait fails.
             return match self.check_extras(parts, false) {
                 Ok((fields, undos)) => Decision::Wait(key, quota, cost, fields, undos),
-                Err(rejection) => Decision::Respond(rejection),
+                Err(refusal) => Decision::Respond(refusal),
             };
         }
         // No fields to write and no stacked limit to give the admission back to: the
@@ -163,16 +142,16 @@ impl<E: KeyExtractor> Config<E> {
                 }
                 Decision::Call(fields, Outcome::Admitted)
             }
-            Err(rejection) => {
+            Err(refusal) => {
                 self.limiter.undo(&key, admitted);
-                Decision::Respond(rejection)
+                Decision::Respond(refusal)
             }
         }
     }
 
     /// The answer to a request without a key under [`MissingKey::Reject`].
-    fn missing_key_rejection(&self) -> Rejection {
-        self.rejection(Kind::MissingKey, HeaderMap::new(), None, None)
+    fn missing_key_refusal(&self) -> Refusal {
+        Refusal::new(RefusalReason::MissingKey, HeaderMap::new(), None, None)
     }
 
     /// Counts why a request has no key, where the reason is one [`Counts`] tells apart.
@@ -194,11 +173,14 @@ impl<E: KeyExtractor> Config<E> {
     /// policy as the layer's own limit does (a per-client limit must not be escaped by
     /// garbage in a forwarding header, nor by a server that lost its peer addresses).
     /// `why_counted`: the request's reason for a missing key was counted already.
+    // A refusal is no larger than what the stacked limits admit (128 bytes each): boxing it
+    // would not shrink the `Result`, only add an allocation per refusal.
+    #[allow(clippy::result_large_err)]
     fn check_extras(
         &self,
         parts: &Parts,
         mut why_counted: bool,
-    ) -> Result<(Option<Fields>, Vec<Undo>), Rejection> {
+    ) -> Result<(Option<Fields>, Vec<Undo>), Refusal> {
         let mut fields: Option<Fields> = None;
         let mut undos: Vec<Undo> = Vec::new();
         for extra in &self.extras {
@@ -213,7 +195,7 @@ impl<E: KeyExtractor> Config<E> {
                         for undo in undos.into_iter().rev() {
                             undo();
                         }
-                        return Err(self.missing_key_rejection());
+                        return Err(self.missing_key_refusal());
                     }
                 }
                 Checked::Admitted(f, undo) => {
@@ -229,43 +211,46 @@ impl<E: KeyExtractor> Config<E> {
                     for undo in undos.into_iter().rev() {
                         undo();
                     }
-                    return Err(self.refusal_by(extra.policy(), extra.quota(), error));
+                    let (policy, name) = (extra.policy(), extra.raw_name());
+                    return Err(self.refusal_by(policy, name, extra.quota(), error));
                 }
             }
         }
         Ok((fields, undos))
     }
 
-    /// Acts on a decision that needs no wait: answers, or calls `inner`. In dry-run mode a
-    /// refusal becomes a marked call.
+    /// Acts on a decision that needs no wait: answers (with `respond`), or calls `inner`.
+    /// In dry-run mode a refusal becomes a marked call.
     // Out of line: `call` handles the common `Call` itself, so that only the rarer
     // decisions pay for moving the request's parts here.
     #[inline(never)]
-    pub(crate) fn run<S, ReqBody, ResBody>(
+    pub(crate) fn run<S, ReqBody, ResBody, R>(
         &self,
         inner: &mut S,
         mut parts: Parts,
         body: ReqBody,
         decision: Decision<E::Key>,
         dry_run: bool,
+        respond: &R,
     ) -> ResponseFuture<S, ReqBody>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+        R: RefusalResponse<ResBody>,
+        ResBody: Default,
     {
         match decision {
-            Decision::Respond(rejection) if dry_run => {
+            Decision::Respond(refusal) if dry_run => {
                 self.counters.count(Outcome::DryRunRefused);
-                parts.extensions.insert(DryRunRefusal::new(
-                    rejection.kind.status(),
-                    rejection.headers,
-                ));
+                let (status, headers) = refusal.into_parts();
+                parts.extensions.insert(DryRunRefusal::new(status, headers));
                 let fut = inner.call(Request::from_parts(parts, body));
                 ResponseFuture::forward(fut)
             }
-            Decision::Respond(mut rejection) => {
-                self.counters.count(refused_outcome(rejection.kind));
-                rejection.grpc = is_grpc(&parts);
-                ResponseFuture::respond(rejection)
+            Decision::Respond(refusal) => {
+                self.counters.count(refused_outcome(refusal.reason()));
+                // Made here, where `respond` is at hand, so that the response future needs
+                // no handle on it (nor a reference count bumped per refusal to hold one).
+                ResponseFuture::respond(answer(refusal, is_grpc(&parts), respond))
             }
             Decision::Call(fields, outcome) => {
                 self.counters.count(outcome);
@@ -278,11 +263,11 @@ impl<E: KeyExtractor> Config<E> {
 }
 
 /// How a refusal is counted.
-pub(crate) fn refused_outcome(kind: Kind) -> Outcome {
-    match kind {
-        Kind::RateLimited => Outcome::Rejected,
-        Kind::MissingKey => Outcome::MissingKeyRejected,
-        Kind::Unavailable => Outcome::Unavailable,
-        Kind::TooCostly => Outcome::Rejected,
+pub(crate) fn refused_outcome(reason: RefusalReason) -> Outcome {
+    match reason {
+        RefusalReason::RateLimited => Outcome::Rejected,
+        RefusalReason::MissingKey => Outcome::MissingKeyRejected,
+        RefusalReason::Unavailable => Outcome::Unavailable,
+        RefusalReason::TooCostly => Outcome::Rejected,
     }
 }

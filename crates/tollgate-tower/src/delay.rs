@@ -1,6 +1,6 @@
 //! Delay mode's wait: the layer's own limit is waited for (bounded), the stacked limits,
 //! checked before, are given back if the wait fails or is dropped, and the fields are read
-//! back after it.
+//! back after it. A refusal's response is made here, by the layer's `RefusalResponse`.
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use http::Response;
 use tollgate::{Error, Quota};
 
 use crate::config::Config;
@@ -16,18 +17,26 @@ use crate::decide::refused_outcome;
 use crate::fields::Fields;
 use crate::future::BoxWait;
 use crate::key::KeyExtractor;
+use crate::respond::{RefusalResponse, answer};
 use crate::stack::Undo;
 
-/// Waits for `key`'s turn, no longer than `max`; the fields describe the key after it.
-pub(crate) fn delayed<E: KeyExtractor>(
+/// Waits for `key`'s turn, no longer than `max`; the fields describe the key after it. A
+/// refusal is answered with `respond` (as gRPC if `grpc`). The stacked limits admitted the
+/// request with `extra_fields`, and are given back with `undos` if the wait fails.
+pub(crate) fn delayed<E, R, B>(
     config: Arc<Config<E>>,
+    respond: Arc<R>,
     key: E::Key,
     (quota, cost): (Option<Quota>, u32),
     max: Duration,
-    extra_fields: Option<Fields>,
-    undos: Vec<Undo>,
+    (extra_fields, undos): (Option<Fields>, Vec<Undo>),
     grpc: bool,
-) -> BoxWait {
+) -> BoxWait<Response<B>>
+where
+    E: KeyExtractor,
+    R: RefusalResponse<B>,
+    B: Default + 'static,
+{
     // If the wait fails, or its future is dropped (the client hung up), the stacked limits
     // get their cells back.
     let undos = UndoOnDrop(undos);
@@ -47,10 +56,9 @@ pub(crate) fn delayed<E: KeyExtractor>(
         };
         if let Err(error) = waited {
             drop(undos);
-            let mut rejection = config.refusal(quota, error);
-            config.counters.count(refused_outcome(rejection.kind));
-            rejection.grpc = grpc;
-            return Err(rejection);
+            let refusal = config.refusal(quota, error);
+            config.counters.count(refused_outcome(refusal.reason()));
+            return Err(answer(refusal, grpc, &*respond));
         }
         undos.disarm();
         config.counters.count(if pended {

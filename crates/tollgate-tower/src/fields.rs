@@ -179,11 +179,6 @@ impl Policy {
         })
     }
 
-    /// The name as a structured-field String, quotes included.
-    pub(crate) fn name(&self) -> &str {
-        self.name.as_str()
-    }
-
     /// The `RateLimit-Policy` item under `quota`.
     fn item(&self, quota: Quota) -> HeaderValue {
         for slot in &self.rendered {

@@ -11,18 +11,20 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use crate::fields::{Fields, Format};
-use crate::refusal::Rejection;
 
-/// What a delay-mode wait ends in: the fields for the response, or a rejection.
-pub(crate) type WaitOutcome = Result<Option<Fields>, Rejection>;
+/// What a delay-mode wait ends in: the fields for the response, or the response to its
+/// refusal (`T`, the inner service's response type).
+pub(crate) type WaitOutcome<T> = Result<Option<Fields>, T>;
 
-/// A delay-mode wait (boxed: it borrows the limiter it owns).
-pub(crate) type BoxWait = Pin<Box<dyn Future<Output = WaitOutcome> + Send + 'static>>;
+/// A delay-mode wait (boxed: it borrows the limiter it owns; and it makes its refusal's
+/// response itself, so that the layer's `RefusalResponse` type is erased here and the
+/// response future does not carry it).
+pub(crate) type BoxWait<T> = Pin<Box<dyn Future<Output = WaitOutcome<T>> + Send + 'static>>;
 
 pin_project! {
     /// The response future of [`RateLimit`](crate::RateLimit): the inner service's response
-    /// with the rate-limit fields added, or a refusal (`429`, `400`, `503`) made without
-    /// calling it.
+    /// with the rate-limit fields added, or a refusal (`429`, `400`, `503`, `413`) made
+    /// without calling it.
     ///
     /// # Examples
     ///
@@ -59,8 +61,13 @@ pin_project! {
         // that its poll is returned untouched and nothing of the fields is built or moved.
         Forward { #[pin] fut: S::Future },
         Call { #[pin] fut: S::Future, fields: Option<Fields>, format: Format },
-        Respond { rejection: Option<Rejection> },
-        Wait { wait: BoxWait, service: Option<S>, req: Option<Request<B>>, format: Format },
+        Respond { response: Option<S::Response> },
+        Wait {
+            wait: BoxWait<S::Response>,
+            service: Option<S>,
+            req: Option<Request<B>>,
+            format: Format,
+        },
     }
 }
 
@@ -86,15 +93,21 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         }
     }
 
-    pub(crate) fn respond(rejection: Rejection) -> Self {
+    /// A refusal's response, made already.
+    pub(crate) fn respond(response: S::Response) -> Self {
         ResponseFuture {
             state: State::Respond {
-                rejection: Some(rejection),
+                response: Some(response),
             },
         }
     }
 
-    pub(crate) fn wait(wait: BoxWait, service: S, req: Request<B>, format: Format) -> Self {
+    pub(crate) fn wait(
+        wait: BoxWait<S::Response>,
+        service: S,
+        req: Request<B>,
+        format: Format,
+    ) -> Self {
         ResponseFuture {
             state: State::Wait {
                 wait,
@@ -109,7 +122,6 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
 impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
-    ResBody: Default + 'static,
 {
     type Output = Result<Response<ResBody>, S::Error>;
 
@@ -133,9 +145,9 @@ where
                     }
                     return Poll::Ready(Ok(response));
                 }
-                StateProj::Respond { rejection } => {
-                    let rejection = rejection.take().expect("polled after completion");
-                    return Poll::Ready(Ok(rejection.into_response()));
+                StateProj::Respond { response } => {
+                    let response = response.take().expect("polled after completion");
+                    return Poll::Ready(Ok(response));
                 }
                 StateProj::Wait {
                     wait,
@@ -146,9 +158,9 @@ where
                     let format = *format;
                     let fields = match ready!(wait.as_mut().poll(cx)) {
                         Ok(fields) => fields,
-                        Err(rejection) => {
-                            this.state.set(State::Respond { rejection: None });
-                            return Poll::Ready(Ok(rejection.into_response()));
+                        Err(refused) => {
+                            this.state.set(State::Respond { response: None });
+                            return Poll::Ready(Ok(refused));
                         }
                     };
                     let mut service = service.take().expect("polled after completion");

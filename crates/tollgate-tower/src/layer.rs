@@ -11,11 +11,16 @@ use crate::config::Config;
 use crate::counts::Counts;
 use crate::key::KeyExtractor;
 use crate::mode::Reject;
+use crate::respond::EmptyBody;
 use crate::service::RateLimit;
 
 /// A [`Layer`] that rate-limits a service per client: see the [crate docs](crate).
 ///
 /// Cloning is cheap, and every clone, and every service it makes, shares one limiter.
+///
+/// `M` is the mode ([`Reject`], [`Delay`](crate::Delay), [`DryRun`](crate::DryRun)), `R`
+/// what answers a refused request ([`EmptyBody`], or a hook set with
+/// [`Builder::on_refusal`] or [`Builder::problem_json`]).
 ///
 /// # Examples
 ///
@@ -31,9 +36,11 @@ use crate::service::RateLimit;
 /// let limiter = layer.limiter().clone(); // for stats()
 /// # let _ = limiter;
 /// ```
-pub struct RateLimitLayer<E: KeyExtractor, M = Reject> {
+pub struct RateLimitLayer<E: KeyExtractor, M = Reject, R = EmptyBody> {
     pub(crate) config: Arc<Config<E>>,
     pub(crate) mode: M,
+    /// Beside the config rather than in it: the config's type stays free of `R`.
+    pub(crate) respond: Arc<R>,
 }
 
 impl<E: KeyExtractor> RateLimitLayer<E> {
@@ -71,7 +78,7 @@ impl<E: KeyExtractor> RateLimitLayer<E> {
     }
 }
 
-impl<E: KeyExtractor, M> RateLimitLayer<E, M> {
+impl<E: KeyExtractor, M, R> RateLimitLayer<E, M, R> {
     /// The limiter behind the layer, shared by every clone.
     ///
     /// # Examples
@@ -141,32 +148,34 @@ impl<E: KeyExtractor, M> RateLimitLayer<E, M> {
     }
 }
 
-impl<E: KeyExtractor, M: Clone> Clone for RateLimitLayer<E, M> {
+impl<E: KeyExtractor, M: Clone, R> Clone for RateLimitLayer<E, M, R> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             config: Arc::clone(&self.config),
             mode: self.mode.clone(),
+            respond: Arc::clone(&self.respond),
         }
     }
 }
 
-impl<E: KeyExtractor + fmt::Debug, M: fmt::Debug> fmt::Debug for RateLimitLayer<E, M> {
+impl<E: KeyExtractor + fmt::Debug, M: fmt::Debug, R> fmt::Debug for RateLimitLayer<E, M, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("config", &self.config)
             .field("mode", &self.mode)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
-impl<S, E: KeyExtractor, M: Clone> Layer<S> for RateLimitLayer<E, M> {
-    type Service = RateLimit<S, E, M>;
+impl<S, E: KeyExtractor, M: Clone, R> Layer<S> for RateLimitLayer<E, M, R> {
+    type Service = RateLimit<S, E, M, R>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit {
             inner,
             config: Arc::clone(&self.config),
             mode: self.mode.clone(),
+            respond: Arc::clone(&self.respond),
         }
     }
 }

@@ -6,7 +6,8 @@
 //! header, one global key, or your closure) and checked in `call` against one shared
 //! [`tollgate::Limiter`]. Every clone of the layer and of the service (one per connection
 //! under hyper and axum) enforces the same limit. `poll_ready` passes through, the bodies
-//! are generic (refusals carry `ResBody::default()`), and nothing here needs a runtime.
+//! are generic (refusals carry `ResBody::default()`, or what your hook makes), and nothing
+//! here needs a runtime.
 //!
 //! * **Refused**: `429 Too Many Requests` with `Retry-After` in whole seconds rounded *up*
 //!   (at least 1), so a client that obeys it is admitted.
@@ -45,10 +46,14 @@
 //!   `X-Real-IP` ([`ForwardedHeader`]) from the right, element by element, judging only
 //!   the elements it reaches.
 //! * **Other fields and bodies**: the legacy `X-RateLimit-*` fields
-//!   ([`Builder::legacy_headers`]), RFC 9457 problem+json refusals
-//!   ([`Builder::problem_json`]). A gRPC request (`content-type: application/grpc*`) is
-//!   refused as gRPC: HTTP 200, trailers-only, `grpc-status: 8` (RESOURCE_EXHAUSTED; 3 for
-//!   a missing key, 14 for a full table) and a `grpc-message`.
+//!   ([`Builder::legacy_headers`]); refusals answered by a hook of yours
+//!   ([`Builder::on_refusal`]: it gets a [`Refusal`], why and when to retry, and returns
+//!   the response), or with RFC 9457 problem+json bodies ([`Builder::problem_json`]). The
+//!   hook's body type is checked at compile time: one that is not the wrapped service's
+//!   response body type does not compile. A gRPC request (`content-type:
+//!   application/grpc*`) is refused as gRPC, never through the hook: HTTP 200,
+//!   trailers-only, `grpc-status: 8` (RESOURCE_EXHAUSTED; 3 for a missing key, 14 for a
+//!   full table, 11 for a request that costs more than the burst) and a `grpc-message`.
 //! * **Observability**: [`RateLimitLayer::counts`] (requests per decision, over every
 //!   clone) and [`RateLimitLayer::stats`] (the [`Stats`](tollgate::Stats) of every limiter behind it).
 //! * A full table under `FullPolicy::RefuseNewKeys` answers `503 Service Unavailable` with
@@ -172,9 +177,10 @@
 )]
 
 // How the files fit: the layer (`layer.rs`, made by `builder.rs`) and every service it makes
-// (`service.rs`, one `Service` impl per mode of `mode.rs`) share one `Config` (`config.rs`);
-// `call` decides with it (`decide.rs`) and then answers, calls the inner service, or waits
-// (`delay.rs`) inside the response future (`future.rs`).
+// (`service.rs`, one `Service` impl per mode of `mode.rs`) share one `Config` (`config.rs`)
+// and one `RefusalResponse` (`respond.rs`); `call` decides with the config (`decide.rs`) and
+// then answers a refusal (`refusal.rs`) with the `RefusalResponse`, calls the inner service,
+// or waits (`delay.rs`) inside the response future (`future.rs`).
 
 mod builder;
 mod config;
@@ -190,6 +196,7 @@ mod key;
 mod layer;
 mod mode;
 mod refusal;
+mod respond;
 mod service;
 mod stack;
 
@@ -206,6 +213,8 @@ pub use key::{
 };
 pub use layer::RateLimitLayer;
 pub use mode::{Delay, Reject};
+pub use refusal::{Refusal, RefusalReason};
+pub use respond::{EmptyBody, OnRefusal, ProblemJson, RefusalResponse};
 pub use service::RateLimit;
 /// The core's limiter and quota, so that one dependency on this crate suffices.
 pub use tollgate::{Limiter, Quota};

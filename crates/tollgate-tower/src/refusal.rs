@@ -1,56 +1,278 @@
-//! Answers made without the inner service (`429`, `400`, `503`, `413`), and how they are rendered:
-//! plain HTTP with an empty body, with an RFC 9457 `application/problem+json` body, or, for
-//! a gRPC request, a trailers-only gRPC response.
+//! What the layer decided when it answers without the inner service (`429`, `400`, `503`,
+//! `413`): a [`Refusal`], its [`RefusalReason`], the RFC 9457 problem text and the gRPC
+//! trailers-only form. How a refusal becomes the response a client sees, the default or a
+//! hook, is in `respond.rs`.
 
-use std::any::Any;
-use std::sync::Arc;
+use std::num::NonZeroU64;
+use std::time::Duration;
 
 use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
-/// Why the layer answers by itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// `429`: over the limit.
+/// Why the layer answered a request by itself: see [`Refusal::reason`].
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_tower::RefusalReason;
+///
+/// assert_eq!(RefusalReason::RateLimited.status(), 429);
+/// assert_eq!(RefusalReason::MissingKey.status(), 400);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// `429 Too Many Requests`: over the limit of the policy that refused.
     RateLimited,
-    /// `400`: no key, under `MissingKey::Reject`.
+    /// `400 Bad Request`: the request has no key, under
+    /// [`MissingKey::Reject`](crate::MissingKey::Reject).
     MissingKey,
-    /// `503`: a full table refused a new key.
+    /// `503 Service Unavailable`: a full table refused a new key (the server is out of room,
+    /// not the client over its rate).
     Unavailable,
-    /// `413`: the request costs more cells than the limit's burst
-    /// ([`Builder::cost_for`](crate::Builder::cost_for)): it can never be admitted, so
+    /// `413 Content Too Large`: the request costs more cells than the policy's burst
+    /// ([`Builder::cost_for`](crate::Builder::cost_for)), so it can never be admitted and
     /// retrying never helps (no `Retry-After`).
     TooCostly,
 }
 
-/// Makes a response body of type `B` from a problem+json text; stored type-erased as
-/// `Arc<dyn Any>` holding a `MakeBody<B>`.
-pub(crate) type MakeBody<B> = Box<dyn Fn(String) -> B + Send + Sync>;
+impl RefusalReason {
+    /// The HTTP status the layer answers with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_tower::RefusalReason;
+    ///
+    /// assert_eq!(RefusalReason::Unavailable.status(), 503);
+    /// assert_eq!(RefusalReason::TooCostly.status(), 413);
+    /// ```
+    pub fn status(self) -> StatusCode {
+        match self {
+            RefusalReason::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            RefusalReason::MissingKey => StatusCode::BAD_REQUEST,
+            RefusalReason::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            RefusalReason::TooCostly => StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
 
-/// A response decided without the inner service.
-pub(crate) struct Rejection {
-    pub(crate) kind: Kind,
-    pub(crate) headers: HeaderMap,
-    /// The request was gRPC: answer as gRPC does.
-    pub(crate) grpc: bool,
-    /// The problem+json text and the body maker, if problem bodies are on (boxed: a
-    /// rejection travels in `Result`s).
-    pub(crate) problem: Option<Box<(String, Arc<dyn Any + Send + Sync>)>>,
+    /// The gRPC status code: RESOURCE_EXHAUSTED, INVALID_ARGUMENT, UNAVAILABLE,
+    /// OUT_OF_RANGE.
+    fn grpc_status(self) -> &'static str {
+        match self {
+            RefusalReason::RateLimited => "8",
+            RefusalReason::MissingKey => "3",
+            RefusalReason::Unavailable => "14",
+            RefusalReason::TooCostly => "11",
+        }
+    }
+
+    /// A one-line description (printable ASCII without `%`, `"` or `\`: a valid gRPC
+    /// message and JSON string as is).
+    fn message(self) -> &'static str {
+        match self {
+            RefusalReason::RateLimited => "rate limit exceeded",
+            RefusalReason::MissingKey => "the request carries no rate-limit key",
+            RefusalReason::Unavailable => "the rate limiter has no room for a new client",
+            RefusalReason::TooCostly => {
+                "the request costs more than the rate limit ever admits at once"
+            }
+        }
+    }
 }
 
-impl std::fmt::Debug for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rejection")
-            .field("kind", &self.kind)
-            .field("headers", &self.headers)
-            .field("grpc", &self.grpc)
-            .finish_non_exhaustive()
-    }
+/// A request the layer refused, as a refusal hook
+/// ([`Builder::on_refusal`](crate::Builder::on_refusal)) gets it: why, which policy, when
+/// to retry, and the fields prepared for the response (`Retry-After` and the rate-limit
+/// fields that are on). [`into_response`](Refusal::into_response) wraps a body of yours
+/// in the response the layer would send.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate_tower::{Global, RateLimitLayer, Refusal, RefusalReason};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
+///     .policy_name("global")
+///     .unwrap()
+///     .on_refusal(|refusal: Refusal| {
+///         assert_eq!(refusal.reason(), RefusalReason::RateLimited);
+///         assert_eq!(refusal.policy(), Some("global"));
+///         assert_eq!(refusal.retry_after(), Some(Duration::from_secs(60)));
+///         let body = format!("{} {}", refusal.status().as_u16(), refusal.problem_json());
+///         refusal.into_response(body)
+///     })
+///     .build();
+/// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::from("hello")))
+/// }));
+/// futures_executor::block_on(async {
+///     svc.clone().oneshot(http::Request::new(())).await.unwrap();
+///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+///     assert_eq!(refused.status(), 429);
+///     assert_eq!(refused.headers()["retry-after"], "60");
+///     assert!(refused.body().starts_with(r#"429 {"type":"about:blank""#));
+/// });
+/// ```
+// Compact (`Box<str>`, `NonZeroU64`): a refusal travels in `Result`s beside what the
+// stacked limits admit, and is no larger.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    reason: RefusalReason,
+    headers: HeaderMap,
+    /// The refusing policy's name as given (none for a missing key or a full table).
+    policy: Option<Box<str>>,
+    /// `Retry-After`, in seconds (at least 1).
+    retry_after: Option<NonZeroU64>,
 }
 
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+
+impl Refusal {
+    pub(crate) fn new(
+        reason: RefusalReason,
+        headers: HeaderMap,
+        policy: Option<&str>,
+        retry_after: Option<u64>,
+    ) -> Refusal {
+        Refusal {
+            reason,
+            headers,
+            policy: policy.map(Box::from),
+            retry_after: retry_after.and_then(NonZeroU64::new),
+        }
+    }
+
+    /// Why the request was refused.
+    ///
+    /// # Examples
+    ///
+    /// See [`Refusal`].
+    pub fn reason(&self) -> RefusalReason {
+        self.reason
+    }
+
+    /// The status the layer answers with ([`RefusalReason::status`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Refusal`].
+    pub fn status(&self) -> StatusCode {
+        self.reason.status()
+    }
+
+    /// The name of the policy that refused ([`Builder::policy_name`], or a stacked
+    /// limit's name), as given; `None` for a missing key and a full table, which no policy
+    /// refused.
+    ///
+    /// [`Builder::policy_name`]: crate::Builder::policy_name
+    ///
+    /// # Examples
+    ///
+    /// See [`Refusal`].
+    pub fn policy(&self) -> Option<&str> {
+        self.policy.as_deref()
+    }
+
+    /// When the client may retry, in whole seconds rounded up (as `Retry-After` says): for a
+    /// `429`, and `1` for a full table's `503`; `None` for a missing key and a request that
+    /// costs more than the burst, which retrying never helps.
+    ///
+    /// # Examples
+    ///
+    /// See [`Refusal`].
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after.map(|secs| Duration::from_secs(secs.get()))
+    }
+
+    /// The fields the layer prepared for the response: `Retry-After`, and the rate-limit
+    /// fields that are on ([`Builder::headers`](crate::Builder::headers),
+    /// [`Builder::legacy_headers`](crate::Builder::legacy_headers)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
+    ///     .on_refusal(|refusal| {
+    ///         let names: Vec<&str> = refusal.headers().keys().map(|n| n.as_str()).collect();
+    ///         let body = names.join(" ");
+    ///         refusal.into_response(body)
+    ///     })
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(refused.body(), "ratelimit-policy ratelimit retry-after");
+    ///     assert_eq!(refused.headers()["retry-after"], "60");
+    /// });
+    /// ```
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The RFC 9457 problem details of the refusal, as JSON text: `type` is `about:blank`,
+    /// so `title` is the status phrase; `detail` says which policy refused and when to
+    /// retry; `retry_after` (seconds) is there when `Retry-After` is.
+    ///
+    /// # Examples
+    ///
+    /// See [`Refusal`], and [`Builder::problem_json`](crate::Builder::problem_json), which
+    /// sends it.
+    pub fn problem_json(&self) -> String {
+        let retry_after = self.retry_after.map(NonZeroU64::get);
+        problem_json(self.reason, self.policy.as_deref(), retry_after)
+    }
+
+    /// The response the layer would send, around `body`: the refusal's status and its
+    /// fields. Add to it what you like (a `content-type` to go with your body, say).
+    ///
+    /// # Examples
+    ///
+    /// See [`Builder::on_refusal`](crate::Builder::on_refusal).
+    pub fn into_response<B>(self, body: B) -> Response<B> {
+        let mut response = Response::new(body);
+        *response.status_mut() = self.reason.status();
+        *response.headers_mut() = self.headers;
+        response
+    }
+
+    /// The refusal as a gRPC answer, trailers-only: HTTP 200 whose one header block carries
+    /// the gRPC status, and an empty body ending the stream.
+    pub(crate) fn into_grpc_response<B: Default>(self) -> Response<B> {
+        let mut response = Response::new(B::default());
+        let headers = response.headers_mut();
+        *headers = self.headers;
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(
+            GRPC_STATUS,
+            HeaderValue::from_static(self.reason.grpc_status()),
+        );
+        headers.insert(
+            GRPC_MESSAGE,
+            HeaderValue::from_static(self.reason.message()),
+        );
+        response
+    }
+
+    /// The status and fields, for a dry run's mark.
+    pub(crate) fn into_parts(self) -> (StatusCode, HeaderMap) {
+        (self.reason.status(), self.headers)
+    }
+}
 
 /// Whether a request is gRPC (`content-type: application/grpc`, `application/grpc+proto`,
 /// ...).
@@ -67,55 +289,14 @@ pub(crate) fn is_grpc(parts: &Parts) -> bool {
         })
 }
 
-impl Kind {
-    pub(crate) fn status(self) -> StatusCode {
-        match self {
-            Kind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            Kind::MissingKey => StatusCode::BAD_REQUEST,
-            Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Kind::TooCostly => StatusCode::PAYLOAD_TOO_LARGE,
-        }
-    }
-
-    /// The gRPC status code: RESOURCE_EXHAUSTED, INVALID_ARGUMENT, UNAVAILABLE,
-    /// OUT_OF_RANGE.
-    fn grpc_status(self) -> &'static str {
-        match self {
-            Kind::RateLimited => "8",
-            Kind::MissingKey => "3",
-            Kind::Unavailable => "14",
-            Kind::TooCostly => "11",
-        }
-    }
-
-    /// A one-line description (printable ASCII without `%`, `"` or `\`: a valid gRPC
-    /// message and JSON string as is).
-    pub(crate) fn message(self) -> &'static str {
-        match self {
-            Kind::RateLimited => "rate limit exceeded",
-            Kind::MissingKey => "the request carries no rate-limit key",
-            Kind::Unavailable => "the rate limiter has no room for a new client",
-            Kind::TooCostly => "the request costs more than the rate limit ever admits at once",
-        }
-    }
-}
-
-/// The RFC 9457 problem details of a refusal: `type` is `about:blank`, so `title` is the
-/// status phrase; `detail` says which policy refused and when to retry.
-pub(crate) fn problem_json(kind: Kind, policy: Option<&str>, retry_after: Option<u64>) -> String {
-    let status = kind.status();
-    let mut detail = String::from(kind.message());
+/// The RFC 9457 problem details of a refusal ([`Refusal::problem_json`]); `policy` is the
+/// name as given (printable ASCII: a policy name is checked).
+fn problem_json(reason: RefusalReason, policy: Option<&str>, retry_after: Option<u64>) -> String {
+    let status = reason.status();
+    let mut detail = String::from(reason.message());
     if let Some(name) = policy {
-        // `name` is a structured-field String: quoted printable ASCII, `"` and `\` escaped.
-        let raw = name.get(1..name.len() - 1).unwrap_or("");
         detail.push_str(" (policy ");
-        let mut escaped = false;
-        for c in raw.chars() {
-            if c == '\\' && !escaped {
-                escaped = true;
-                continue;
-            }
-            escaped = false;
+        for c in name.chars() {
             if c == '"' || c == '\\' {
                 detail.push('\\');
             }
@@ -136,36 +317,6 @@ pub(crate) fn problem_json(kind: Kind, policy: Option<&str>, retry_after: Option
         json.push_str("\"}");
     }
     json
-}
-
-impl Rejection {
-    pub(crate) fn into_response<B: Default + 'static>(self) -> Response<B> {
-        let mut response = Response::new(B::default());
-        *response.headers_mut() = self.headers;
-        if self.grpc {
-            // Trailers-only: HTTP 200 whose header block carries the gRPC status, and an
-            // empty body ending the stream.
-            let headers = response.headers_mut();
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-            headers.insert(
-                GRPC_STATUS,
-                HeaderValue::from_static(self.kind.grpc_status()),
-            );
-            headers.insert(GRPC_MESSAGE, HeaderValue::from_static(self.kind.message()));
-            return response;
-        }
-        *response.status_mut() = self.kind.status();
-        if let Some((json, make)) = self.problem.map(|p| *p) {
-            if let Some(make) = make.downcast_ref::<MakeBody<B>>() {
-                *response.body_mut() = make(json);
-                response.headers_mut().insert(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("application/problem+json"),
-                );
-            }
-        }
-        response
-    }
 }
 
 #[cfg(test)]
@@ -198,11 +349,11 @@ mod tests {
     #[test]
     fn problem_texts() {
         assert_eq!(
-            problem_json(Kind::RateLimited, Some(r#""per \"ip\\\"""#), Some(3)),
+            problem_json(RefusalReason::RateLimited, Some(r#"per "ip\""#), Some(3)),
             r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit exceeded (policy per \"ip\\\"); retry after 3 s","retry_after":3}"#
         );
         assert_eq!(
-            problem_json(Kind::MissingKey, None, None),
+            problem_json(RefusalReason::MissingKey, None, None),
             r#"{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request carries no rate-limit key"}"#
         );
     }

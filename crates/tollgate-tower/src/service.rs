@@ -17,6 +17,7 @@ use crate::future::ResponseFuture;
 use crate::key::KeyExtractor;
 use crate::mode::{Delay, Immediate, Reject};
 use crate::refusal::is_grpc;
+use crate::respond::{EmptyBody, RefusalResponse};
 
 /// The rate-limiting [`Service`] made by [`RateLimitLayer`](crate::RateLimitLayer): decides in `call`, passes
 /// `poll_ready` through. Every clone shares one limiter.
@@ -40,33 +41,41 @@ use crate::refusal::is_grpc;
 /// ```
 ///
 /// A delay-mode service at work is shown on [`Delay`].
-pub struct RateLimit<S, E: KeyExtractor, M = Reject> {
+///
+/// It is a [`Service`] only if `R`, what answers a refused request, makes the inner
+/// service's response body type ([`RefusalResponse`]): a refusal hook of another body type
+/// is a compile error (see [`Builder::on_refusal`](crate::Builder::on_refusal)).
+pub struct RateLimit<S, E: KeyExtractor, M = Reject, R = EmptyBody> {
     pub(crate) inner: S,
     pub(crate) config: Arc<Config<E>>,
     pub(crate) mode: M,
+    pub(crate) respond: Arc<R>,
 }
 
-impl<S: Clone, E: KeyExtractor, M: Clone> Clone for RateLimit<S, E, M> {
+impl<S: Clone, E: KeyExtractor, M: Clone, R> Clone for RateLimit<S, E, M, R> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
             config: Arc::clone(&self.config),
             mode: self.mode.clone(),
+            respond: Arc::clone(&self.respond),
         }
     }
 }
 
-impl<S: fmt::Debug, E: KeyExtractor + fmt::Debug, M: fmt::Debug> fmt::Debug for RateLimit<S, E, M> {
+impl<S: fmt::Debug, E: KeyExtractor + fmt::Debug, M: fmt::Debug, R> fmt::Debug
+    for RateLimit<S, E, M, R>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
             .field("config", &self.config)
             .field("mode", &self.mode)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
-impl<S, E, M> RateLimit<S, E, M>
+impl<S, E, M, R> RateLimit<S, E, M, R>
 where
     E: KeyExtractor,
 {
@@ -171,13 +180,15 @@ where
 }
 
 /// Reject and dry-run mode: decided at once, one impl for both (they differ only in what a
-/// refusal becomes).
-impl<S, E, M, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, M>
+/// refusal becomes). `R: RefusalResponse<ResBody>` is the compile-time check of a refusal
+/// hook's body type; `ResBody: Default` is the empty body of a gRPC refusal.
+impl<S, E, M, R, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, M, R>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     E: KeyExtractor,
     M: Immediate,
-    ResBody: Default + 'static,
+    R: RefusalResponse<ResBody>,
+    ResBody: Default,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
@@ -202,17 +213,23 @@ where
                 let fut = self.inner.call(Request::from_parts(parts, body));
                 ResponseFuture::call(fut, Some(fields), self.config.format)
             }
-            decision => self
-                .config
-                .run(&mut self.inner, parts, body, decision, M::DRY_RUN),
+            decision => self.config.run(
+                &mut self.inner,
+                parts,
+                body,
+                decision,
+                M::DRY_RUN,
+                &*self.respond,
+            ),
         }
     }
 }
 
-impl<S, E, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, Delay>
+impl<S, E, R, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, Delay, R>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     E: KeyExtractor,
+    R: RefusalResponse<ResBody>,
     ResBody: Default + 'static,
 {
     type Response = Response<ResBody>;
@@ -232,14 +249,13 @@ where
                 // fresh clone, to be readied before its next call.
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
-                let config = Arc::clone(&self.config);
                 let wait = delayed(
-                    config,
+                    Arc::clone(&self.config),
+                    Arc::clone(&self.respond),
                     key,
                     (quota, cost),
                     self.mode.max,
-                    extra_fields,
-                    undos,
+                    (extra_fields, undos),
                     grpc,
                 );
                 ResponseFuture::wait(
@@ -249,9 +265,14 @@ where
                     self.config.format,
                 )
             }
-            decision => self
-                .config
-                .run(&mut self.inner, parts, body, decision, false),
+            decision => self.config.run(
+                &mut self.inner,
+                parts,
+                body,
+                decision,
+                false,
+                &*self.respond,
+            ),
         }
     }
 }

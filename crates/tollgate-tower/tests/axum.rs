@@ -1,5 +1,6 @@
 //! The layer in an axum `Router` served by `axum::serve` with `ConnectInfo`, asked by a real
-//! HTTP client: the peer address comes from axum's `ConnectInfo<SocketAddr>`.
+//! HTTP client: the peer address comes from axum's `ConnectInfo<SocketAddr>`, and a refusal
+//! hook makes axum bodies.
 
 mod common;
 
@@ -12,11 +13,18 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tollgate::{Limiter, ManualClock, Quota};
-use tollgate_tower::{HeaderKey, MissingKey, PeerIp, RateLimitLayer};
+use tollgate_tower::{HeaderKey, MissingKey, PeerIp, RateLimitLayer, Refusal};
 
-use crate::common::{Bare, parse_list, policy, retry_after};
+use crate::common::{Bare, parse_list, policy, ratelimit, retry_after};
 
 async fn get_status(addr: SocketAddr, api_key: Option<&str>) -> (StatusCode, http::HeaderMap) {
+    let (status, headers, _body) = get_full(addr, api_key).await;
+    (status, headers)
+}
+
+/// `GET /` on a fresh connection, with `x-api-key` if given: the status, the headers, the
+/// body.
+async fn get_full(addr: SocketAddr, api_key: Option<&str>) -> (StatusCode, http::HeaderMap, Bytes) {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -31,8 +39,23 @@ async fn get_status(addr: SocketAddr, api_key: Option<&str>) -> (StatusCode, htt
         .await
         .unwrap();
     let (parts, body) = res.into_parts();
-    body.collect().await.unwrap();
-    (parts.status, parts.headers)
+    let body = body.collect().await.unwrap().to_bytes();
+    (parts.status, parts.headers, body)
+}
+
+/// Serves `app` on 127.0.0.1:0 with `ConnectInfo<SocketAddr>`.
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
 }
 
 #[tokio::test]
@@ -61,16 +84,7 @@ async fn axum_connect_info_tiers_and_a_stacked_per_ip_limit() {
     let app = Router::new()
         .route("/", get(|| async { "hello" }))
         .layer(layer);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let addr = serve(app).await;
 
     // The free key: 1 a minute.
     assert_eq!(get_status(addr, Some("free-1")).await.0, StatusCode::OK);
@@ -94,4 +108,50 @@ async fn axum_connect_info_tiers_and_a_stacked_per_ip_limit() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(policy(&h), ("per-ip".into(), 4, 60));
     assert_eq!(retry_after(&h), 15);
+}
+
+/// A refusal hook in a `Router`: it makes `axum::body::Body` responses, as the router's
+/// services do, and its answers keep the layer's fields.
+#[tokio::test]
+async fn axum_refusals_answered_by_a_hook_with_an_axum_body() {
+    let limiter = Limiter::builder(Quota::per_minute(1))
+        .clock(ManualClock::new())
+        .build();
+    let layer = RateLimitLayer::builder(limiter, HeaderKey::new("x-api-key"))
+        .on_refusal(|refusal: Refusal| {
+            let retry = refusal.retry_after().map(|wait| wait.as_secs());
+            let body =
+                serde_json::json!({ "status": refusal.status().as_u16(), "retry_after": retry });
+            let mut response = refusal.into_response(axum::body::Body::from(body.to_string()));
+            let json = http::HeaderValue::from_static("application/json");
+            response
+                .headers_mut()
+                .insert(http::header::CONTENT_TYPE, json);
+            response
+        })
+        .build();
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(layer);
+    let addr = serve(app).await;
+
+    let (status, _, body) = get_full(addr, Some("k")).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"hello"[..]));
+    let (status, h, body) = get_full(addr, Some("k")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(h["content-type"], "application/json");
+    assert_eq!(retry_after(&h), 60);
+    assert_eq!(ratelimit(&h), ("default".into(), 0, 60));
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (json["status"].as_u64(), json["retry_after"].as_u64()),
+        (Some(429), Some(60))
+    );
+
+    let (status, h, body) = get_full(addr, None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(h["content-type"], "application/json");
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(json["status"], 400);
+    assert!(json["retry_after"].is_null());
 }

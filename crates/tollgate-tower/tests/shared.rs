@@ -102,3 +102,26 @@ fn layers_services_and_futures_are_send_and_sync() {
     shared::<RateLimit<HelloService, PeerIp, DryRun>>();
     send::<ResponseFuture<HelloService, Incoming>>();
 }
+
+/// What answers a refusal sits behind an `Arc`: a hook that is not `Clone` (it owns a
+/// `Mutex`) still makes layers and services that are `Clone`, `Send` and `Sync`.
+#[test]
+fn layers_with_a_refusal_hook_are_shared_without_cloning_it() {
+    use std::sync::Mutex;
+    use tollgate_tower::{Delay, ProblemJson, RateLimit, Refusal};
+    use tower::Layer;
+    fn shared<T: Clone + Send + Sync + 'static>(_: &T) {}
+    let refused = Mutex::new(0_u64);
+    let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), PeerIp::new())
+        .on_refusal(move |refusal: Refusal| {
+            *refused.lock().unwrap() += 1;
+            refusal.into_response(Body::default())
+        })
+        .build();
+    shared(&layer);
+    shared(&layer.layer(boxed_hello()));
+    type Problems = ProblemJson<fn(String) -> Body>;
+    fn named<T: Clone + Send + Sync + 'static>() {}
+    named::<RateLimitLayer<ClientIp, Delay, Problems>>();
+    named::<RateLimit<HelloService, ClientIp, Delay, Problems>>();
+}

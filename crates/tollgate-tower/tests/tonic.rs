@@ -6,6 +6,8 @@ mod common;
 
 use std::convert::Infallible;
 use std::future::{Ready, ready};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::net::TcpListener;
@@ -88,4 +90,38 @@ async fn tonic_server_keys_calls_by_the_tcp_peer_and_refuses_as_grpc() {
     let counts = layer.counts();
     assert_eq!((counts.admitted, counts.rejected), (2, 1));
     assert_eq!(counts.missing_key_rejected, 0);
+}
+
+/// A refusal hook on a tonic server (it makes tonic's bodies, as the server's services do)
+/// never answers a gRPC call: the refusal is trailers-only, as without a hook.
+#[tokio::test]
+async fn a_refusal_hook_never_answers_grpc_calls() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let limiter = Limiter::builder(Quota::per_minute(1))
+        .clock(ManualClock::new())
+        .build();
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .on_refusal(move |refusal| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            let body = http_body_util::Full::new(hyper::body::Bytes::from("slow down"));
+            refusal.into_response(tonic::body::Body::new(body))
+        })
+        .build();
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = Server::builder()
+        .layer(layer)
+        .add_service(Hello)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+
+    let mut client = connect_h2(addr).await;
+    assert_eq!(grpc_status(&grpc_call(&mut client, &[]).await), 0);
+    let refused = grpc_call(&mut client, &[]).await;
+    assert_eq!(refused.status(), 200);
+    assert_eq!(grpc_status(&refused), 8);
+    assert!(hyper::body::Body::is_end_stream(refused.body()));
+    assert_eq!(calls.load(Ordering::Relaxed), 0);
 }

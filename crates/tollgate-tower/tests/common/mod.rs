@@ -181,6 +181,15 @@ pub(crate) async fn get(
     conn: &mut SendRequest<Empty<Bytes>>,
     headers: &[(&str, &[u8])],
 ) -> (StatusCode, HeaderMap) {
+    let (status, headers, _body) = fetch(conn, headers).await;
+    (status, headers)
+}
+
+/// `GET /` with `headers` on `conn`: the status, the response's headers and its body.
+pub(crate) async fn fetch(
+    conn: &mut SendRequest<Empty<Bytes>>,
+    headers: &[(&str, &[u8])],
+) -> (StatusCode, HeaderMap, Bytes) {
     conn.ready().await.unwrap();
     let mut req = Request::get("/").header("host", "test");
     for (name, value) in headers {
@@ -191,8 +200,8 @@ pub(crate) async fn get(
         .await
         .unwrap();
     let (parts, body) = res.into_parts();
-    body.collect().await.unwrap();
-    (parts.status, parts.headers)
+    let body = body.collect().await.unwrap().to_bytes();
+    (parts.status, parts.headers, body)
 }
 
 /// One request on a fresh connection.
