@@ -49,7 +49,8 @@
 //!   miss: `no limiter, two fixed fields` (both IETF fields inserted with fixed values from
 //!   static bytes: what writing the fields costs any layer, before deciding anything) and
 //!   `tollgate-tower, fields off, TSC clock` (the fields-off layer on a limiter that reads
-//!   quanta's TSC clock, the clock tower_governor reads, in place of the core's `Instant`).
+//!   tollgate's `TscClock`, a time-stamp counter as tower_governor's quanta clock, in place
+//!   of the core's `Instant`).
 //!
 //! Each round measures every subject in turn (the order rotates from round to round), for
 //! each mix: connect, warm up, then count responses over a fixed window. Reported per subject
@@ -570,8 +571,8 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
         // decision: no limiter, and both IETF fields with fixed values from static bytes
         // (no allocation for the values, where a limiter must build `RateLimit` per request).
         (6, _) => sink.run(MapResponseLayer::new(fixed_fields).layer(app)),
-        // The clock's share of the one-client gap: fields off, with the TSC clock that
-        // tower_governor reads (quanta) in place of the core's `Instant`.
+        // The clock's share of the one-client gap: fields off, with tollgate's `TscClock`
+        // (a time-stamp counter, as the quanta clock tower_governor reads) for `Instant`.
         (7, false) => sink.run(tsc_layer(mix, PeerIp::new()).layer(app)),
         (7, true) => sink.run(tsc_layer(mix, client_ip()).layer(app)),
         _ => unreachable!("eight subjects"),
@@ -592,34 +593,11 @@ fn fixed_fields(mut response: Response<Body>) -> Response<Body> {
     response
 }
 
-/// A TSC clock (quanta, the clock governor reads), as a tollgate `Clock`: a raw counter
-/// read scaled to nanoseconds since the clock was made. It is not the core's default: a raw
-/// TSC is not guaranteed to agree across cores or to run at real time's rate on every
-/// machine (`MonotonicClock`'s docs); here it shows how much of a limiter's cost is the
-/// clock read.
-#[derive(Debug)]
-struct TscClock {
-    clock: quanta::Clock,
-    origin: u64,
-}
-
-impl TscClock {
-    fn new() -> TscClock {
-        let clock = quanta::Clock::new();
-        let origin = clock.raw();
-        TscClock { clock, origin }
-    }
-}
-
-impl tollgate::Clock for TscClock {
-    fn now(&self) -> tollgate::Timestamp {
-        tollgate::Timestamp::from_nanos(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
-    }
-}
-
-/// Subject 7: fields off, on a [`TscClock`].
+/// Subject 7: fields off, on tollgate's [`TscClock`](tollgate::TscClock).
 fn tsc_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
-    let limiter = Limiter::builder(quota(mix)).clock(TscClock::new()).build();
+    let limiter = Limiter::builder(quota(mix))
+        .clock(tollgate::TscClock::new())
+        .build();
     RateLimitLayer::builder(limiter, key).headers(false).build()
 }
 

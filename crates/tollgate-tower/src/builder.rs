@@ -11,50 +11,52 @@ use http::Response;
 use http::request::Parts;
 use tollgate::{Limiter, Quota};
 
+use crate::config::MissingKey;
 use crate::config::{Config, QuotaFor};
 use crate::counts::Counters;
 use crate::dry_run::DryRun;
+use crate::extract::KeyExtractor;
 use crate::fields::{Format, Policy, PolicyNameError};
-use crate::key::{Cidr, CidrError, KeyExtractor};
+use crate::key::{Cidr, CidrError};
 use crate::layer::RateLimitLayer;
 use crate::mode::{Delay, Reject};
 use crate::refusal::Refusal;
 use crate::respond::{EmptyBody, OnRefusal, ProblemJson};
 use crate::stack::Extra;
 
-/// What to do with a request whose key cannot be found: no API key, a forwarding walk that
-/// reached an element naming no address, no peer address (each reason is a [`NoKey`];
-/// the last two are counted apart in [`Counts`](crate::Counts)).
-///
-/// [`NoKey`]: crate::NoKey
-///
-/// The third choice, limiting such a request by another key (its peer address, say), is
-/// made where the key is: [`KeyExtractor::or`](crate::KeyExtractor::or).
-///
-/// # Examples
-///
-/// ```
-/// use tollgate::{Limiter, Quota};
-/// use tollgate_tower::{HeaderKey, MissingKey, RateLimitLayer};
-///
-/// // Requests without an API key are not limited by this layer (another one may be).
-/// let layer = RateLimitLayer::builder(
-///     Limiter::keyed(Quota::per_second(10)),
-///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
-/// )
-/// .on_missing_key(MissingKey::Allow)
-/// .build();
-/// # let _ = layer;
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MissingKey {
-    /// Answer `400 Bad Request` without calling the service (the default).
-    #[default]
-    Reject,
-    /// Call the service, not limited by the layer's own limit (nor described in the
-    /// fields); limits stacked with [`Builder::stack`] still apply.
-    Allow,
+impl<E: KeyExtractor> RateLimitLayer<E> {
+    /// Limits each key to `quota`, in reject mode with the IETF fields on and a `400` for
+    /// requests without a key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let layer = tollgate_tower::RateLimitLayer::new(
+    ///     tollgate::Quota::per_second(5),
+    ///     tollgate_tower::PeerIp::new(),
+    /// );
+    /// assert_eq!(layer.limiter().quota(), tollgate::Quota::per_second(5));
+    /// ```
+    pub fn new(quota: Quota, key: E) -> RateLimitLayer<E> {
+        RateLimitLayer::builder(Limiter::keyed(quota), key).build()
+    }
+
+    /// Configures a layer over `limiter` (your capacity, clock, full-table policy; keep a
+    /// clone to read its [`stats`](tollgate::Limiter::stats) or change its quota).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    ///
+    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
+    /// let layer = RateLimitLayer::builder(limiter, Global).headers(false).build();
+    /// # let _ = layer;
+    /// ```
+    pub fn builder(limiter: Limiter<E::Key>, key: E) -> Builder<E> {
+        Builder::new(limiter, key)
+    }
 }
 
 /// Configures a [`RateLimitLayer`]: from [`RateLimitLayer::builder`].

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use http::request::Parts;
 use tollgate::{Limiter, Quota, Stats};
 
-use crate::builder::MissingKey;
 use crate::counts::Counters;
+use crate::extract::KeyExtractor;
 use crate::fields::{Format, Policy};
-use crate::key::KeyExtractor;
 use crate::stack::StackedLimit;
 
 type QuotaFn = dyn Fn(&Parts) -> Quota + Send + Sync;
@@ -76,4 +75,39 @@ where
             .field("missing_key", &self.missing_key)
             .finish_non_exhaustive()
     }
+}
+
+/// What to do with a request whose key cannot be found: no API key, a forwarding walk that
+/// reached an element naming no address, no peer address (each reason is a [`NoKey`];
+/// the last two are counted apart in [`Counts`](crate::Counts)).
+///
+/// [`NoKey`]: crate::NoKey
+///
+/// The third choice, limiting such a request by another key (its peer address, say), is
+/// made where the key is: [`KeyExtractor::or`](crate::KeyExtractor::or).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{Limiter, Quota};
+/// use tollgate_tower::{HeaderKey, MissingKey, RateLimitLayer};
+///
+/// // Requests without an API key are not limited by this layer (another one may be).
+/// let layer = RateLimitLayer::builder(
+///     Limiter::keyed(Quota::per_second(10)),
+///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
+/// )
+/// .on_missing_key(MissingKey::Allow)
+/// .build();
+/// # let _ = layer;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissingKey {
+    /// Answer `400 Bad Request` without calling the service (the default).
+    #[default]
+    Reject,
+    /// Call the service, not limited by the layer's own limit (nor described in the
+    /// fields); limits stacked with [`Builder::stack`] still apply.
+    Allow,
 }

@@ -8,13 +8,13 @@ use http::{HeaderMap, HeaderValue, Request, Response};
 use tollgate::{Admitted, Error, Quota};
 use tower_service::Service;
 
-use crate::builder::MissingKey;
+use crate::config::MissingKey;
 use crate::config::{Config, QuotaFor};
 use crate::counts::Outcome;
 use crate::dry_run::DryRunRefusal;
+use crate::extract::{KeyExtractor, NoKey};
 use crate::fields::{Fields, Policy};
 use crate::future::ResponseFuture;
-use crate::key::{KeyExtractor, NoKey};
 use crate::refusal::{Refusal, RefusalReason, is_grpc};
 use crate::respond::{RefusalResponse, answer};
 use crate::stack::{Checked, Undo};

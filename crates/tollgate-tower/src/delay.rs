@@ -14,9 +14,9 @@ use tollgate::{Error, Quota};
 use crate::config::Config;
 use crate::counts::Outcome;
 use crate::decide::refused_outcome;
+use crate::extract::KeyExtractor;
 use crate::fields::Fields;
 use crate::future::BoxWait;
-use crate::key::KeyExtractor;
 use crate::respond::{RefusalResponse, answer};
 use crate::stack::Undo;
 

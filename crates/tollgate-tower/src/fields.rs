@@ -428,7 +428,10 @@ fn item(name: &SfString, params: Params, v1: u64, v2: u64) -> HeaderValue {
     // literals just above; and the digits `decimal_back` writes (`PAIRS` and `b'0' + n`,
     // `n < 10`). (Saves the `http` crate's pass over every byte: about 160 instructions of
     // about 2,200 per request with the fields on.)
-    unsafe { HeaderValue::from_maybe_shared_unchecked(bytes) }
+    #[allow(unsafe_code)]
+    unsafe {
+        HeaderValue::from_maybe_shared_unchecked(bytes)
+    }
 }
 
 /// The stack buffer [`item`] writes into: room for a name of 80 bytes.

@@ -1,6 +1,6 @@
-//! Who is the client: [`KeyExtractor`] and the built-in key sources ([`PeerIp`],
-//! [`ClientIp`], [`HeaderKey`], [`Global`], closures), and the [`Cidr`]s that name trusted
-//! proxies.
+//! Who is the client: the built-in key sources ([`PeerIp`], [`ClientIp`], [`HeaderKey`],
+//! [`ExtensionKey`], [`Global`]) and the [`Cidr`]s that name trusted proxies. What a key
+//! source is ([`KeyExtractor`](crate::KeyExtractor)) is in `extract.rs`.
 
 use std::fmt;
 use std::hash::Hash;
@@ -9,143 +9,10 @@ use std::str::FromStr;
 
 use http::HeaderValue;
 
-use crate::fallback::Or;
+use crate::extract::{KeyExtractor, NoKey};
 use crate::forwarded::ForwardedHeader;
 use http::header::HeaderName;
 use http::request::Parts;
-
-/// Finds the key a request is limited by: its client's address, an API key, anything
-/// hashable. `None` means the request carries no key; the layer then follows its
-/// [`MissingKey`](crate::MissingKey) policy (a 400 by default), never a 500.
-///
-/// Implemented by the built-in sources and by every closure
-/// `Fn(&http::request::Parts) -> Option<K>`.
-///
-/// # Examples
-///
-/// ```
-/// use tollgate_tower::KeyExtractor;
-///
-/// // A custom key: the tenant named in the path, `/t/{tenant}/...`.
-/// let tenant = |parts: &http::request::Parts| {
-///     parts.uri.path().strip_prefix("/t/")?.split('/').next().map(str::to_owned)
-/// };
-/// let (parts, ()) = http::Request::get("/t/acme/orders").body(()).unwrap().into_parts();
-/// assert_eq!(tenant.extract(&parts), Some("acme".to_owned()));
-/// ```
-pub trait KeyExtractor: Send + Sync + 'static {
-    /// The key type the limiter is keyed by.
-    type Key: Hash + Send + Sync + 'static;
-
-    /// The request's key, or `None` if it has none.
-    fn extract(&self, parts: &Parts) -> Option<Self::Key>;
-
-    /// The request's key, or why it has none: what the layer calls, so that it can count
-    /// the requests that no source could attribute ([`NoKey::Unattributable`]) and those
-    /// a misconfigured server sent without a peer address ([`NoKey::NoPeerAddress`]) apart
-    /// from those that simply carry no key. The default says [`NoKey::Absent`] whenever
-    /// [`extract`](Self::extract) finds nothing; a source that can tell more overrides it,
-    /// and then its `extract` is `try_extract(parts).ok()`.
-    ///
-    /// # Errors
-    ///
-    /// [`NoKey`]: why the request has no key.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate_tower::{KeyExtractor, NoKey, PeerIp};
-    ///
-    /// // A request served without its peer address in the extensions (a set-up mistake).
-    /// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
-    /// assert_eq!(PeerIp::new().try_extract(&parts), Err(NoKey::NoPeerAddress));
-    /// ```
-    fn try_extract(&self, parts: &Parts) -> Result<Self::Key, NoKey> {
-        self.extract(parts).ok_or(NoKey::Absent)
-    }
-
-    /// This source's key, or for a request that has none, `fallback`'s: an API key, else the
-    /// peer address, is `HeaderKey::new(name).or(PeerIp::new())`. A request that neither
-    /// source finds a key in gets the layer's [`MissingKey`](crate::MissingKey) policy.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::{Limiter, Quota};
-    /// use tollgate_tower::{HeaderKey, KeyExtractor, PeerIp, RateLimitLayer};
-    ///
-    /// let by_key_or_peer = HeaderKey::new(http::HeaderName::from_static("x-api-key"))
-    ///     .or(PeerIp::new());
-    /// let layer = RateLimitLayer::new(Quota::per_second(10), by_key_or_peer);
-    /// # let _ = layer;
-    /// ```
-    fn or<B: KeyExtractor>(self, fallback: B) -> Or<Self, B>
-    where
-        Self: Sized,
-    {
-        Or::new(self, fallback)
-    }
-}
-
-/// Why a request has no key ([`KeyExtractor::try_extract`]). Every reason leads to the
-/// layer's [`MissingKey`](crate::MissingKey) policy (a 400 by default); the layer counts
-/// the last two apart ([`Counts`](crate::Counts)), since each means something other than a
-/// client without a key.
-///
-/// # Examples
-///
-/// ```
-/// use std::net::SocketAddr;
-/// use tollgate_tower::{ClientIp, KeyExtractor, NoKey};
-///
-/// // A trusted proxy forwards a field whose rightmost element is not an address.
-/// let client_ip = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
-/// let mut req = http::Request::get("/").header("x-forwarded-for", "unknown").body(()).unwrap();
-/// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
-/// let (parts, ()) = req.into_parts();
-/// assert_eq!(client_ip.try_extract(&parts), Err(NoKey::Unattributable));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum NoKey {
-    /// The request carries no key: no API key header, a closure that found nothing.
-    Absent,
-    /// A [`ClientIp`] walk from the peer through trusted proxies reached a forwarding element
-    /// that names no address (malformed, non-ASCII, `unknown`, obfuscated, a `Forwarded`
-    /// element without `for=`), or an `X-Real-IP` that is not one address. The request
-    /// cannot be attributed: keying it by the proxy would let anyone behind that proxy
-    /// spend the proxy's own limit (and share one bucket with every other such sender), and
-    /// keying it by anything left of that element would let the client choose its key.
-    /// Seen often, it means a trusted proxy that does not write the header it is trusted
-    /// for (check [`ClientIp::header`] and the proxy's configuration).
-    Unattributable,
-    /// [`PeerIp`] or [`ClientIp`] found no peer address in the request's extensions: the
-    /// server was set up without one, so no request can be keyed by its client. Insert the
-    /// connection's [`SocketAddr`] into each request's extensions when you accept it (hyper
-    /// leaves that to you); under axum serve with
-    /// `into_make_service_with_connect_info::<SocketAddr>()` and enable this crate's `axum`
-    /// feature; under tonic enable the `tonic` feature, and over TLS copy the
-    /// `TlsConnectInfo`'s `remote_addr()` into the extensions as a `SocketAddr` (see
-    /// [`peer_addr`]). The first such request in a process logs a `tracing` warning
-    /// that says so.
-    NoPeerAddress,
-}
-
-impl std::fmt::Display for NoKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            NoKey::Absent => "the request carries no key",
-            NoKey::Unattributable => {
-                "a forwarding header reached through trusted proxies names no address"
-            }
-            NoKey::NoPeerAddress => {
-                "no peer address in the request's extensions: the server does not record it"
-            }
-        })
-    }
-}
-
-impl std::error::Error for NoKey {}
 
 /// The peer address, or [`NoKey::NoPeerAddress`] after a warning the first time in this
 /// process (a server set-up mistake makes every request keyless: say it once, loudly).
@@ -168,18 +35,6 @@ fn required_peer_addr(parts: &Parts) -> Result<IpAddr, NoKey> {
             }
             Err(NoKey::NoPeerAddress)
         }
-    }
-}
-
-impl<F, K> KeyExtractor for F
-where
-    F: Fn(&Parts) -> Option<K> + Send + Sync + 'static,
-    K: Hash + Send + Sync + 'static,
-{
-    type Key = K;
-
-    fn extract(&self, parts: &Parts) -> Option<K> {
-        self(parts)
     }
 }
 

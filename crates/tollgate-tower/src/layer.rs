@@ -3,13 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use tollgate::{Limiter, Quota, Stats};
+use tollgate::{Limiter, Stats};
 use tower_layer::Layer;
 
-use crate::builder::Builder;
 use crate::config::Config;
 use crate::counts::Counts;
-use crate::key::KeyExtractor;
+use crate::extract::KeyExtractor;
 use crate::mode::Reject;
 use crate::respond::EmptyBody;
 use crate::service::RateLimit;
@@ -41,41 +40,6 @@ pub struct RateLimitLayer<E: KeyExtractor, M = Reject, R = EmptyBody> {
     pub(crate) mode: M,
     /// Beside the config rather than in it: the config's type stays free of `R`.
     pub(crate) respond: Arc<R>,
-}
-
-impl<E: KeyExtractor> RateLimitLayer<E> {
-    /// Limits each key to `quota`, in reject mode with the IETF fields on and a `400` for
-    /// requests without a key.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let layer = tollgate_tower::RateLimitLayer::new(
-    ///     tollgate::Quota::per_second(5),
-    ///     tollgate_tower::PeerIp::new(),
-    /// );
-    /// assert_eq!(layer.limiter().quota(), tollgate::Quota::per_second(5));
-    /// ```
-    pub fn new(quota: Quota, key: E) -> RateLimitLayer<E> {
-        RateLimitLayer::builder(Limiter::keyed(quota), key).build()
-    }
-
-    /// Configures a layer over `limiter` (your capacity, clock, full-table policy; keep a
-    /// clone to read its [`stats`](tollgate::Limiter::stats) or change its quota).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::{Limiter, ManualClock, Quota};
-    /// use tollgate_tower::{Global, RateLimitLayer};
-    ///
-    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
-    /// let layer = RateLimitLayer::builder(limiter, Global).headers(false).build();
-    /// # let _ = layer;
-    /// ```
-    pub fn builder(limiter: Limiter<E::Key>, key: E) -> Builder<E> {
-        Builder::new(limiter, key)
-    }
 }
 
 impl<E: KeyExtractor, M, R> RateLimitLayer<E, M, R> {
