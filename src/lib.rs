@@ -85,6 +85,10 @@ mod quota_cell;
 mod seq;
 mod stack;
 mod stats;
+// Not part of the stable API: tollgate-tower's decision counts follow the same per-thread
+// stripe protocol as `Stats`, so that each thread owns one index across both. Public for
+// that crate only, so hidden from the docs.
+#[doc(hidden)]
 pub mod stripe;
 mod sync;
 mod table;
