@@ -91,7 +91,6 @@ const FALLBACK_KEYS: usize = 16;
 /// assert!(refusing.check("b").unwrap_err().is_table_full());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
 pub enum FullPolicy {
     /// Evict the key whose state expires soonest among a bounded set of keys near the new
     /// key's slot, and give its slot to the new key; counted in
