@@ -19,7 +19,9 @@
 //!   [`Limiter::throttle`] and [`DirectLimiter::pace`] wrap futures and streams. On a
 //!   [`ManualClock`] the waits run on fake time.
 //! * One limiter, many rates: [`Limiter::check_with`] and [`Limiter::until_ready_with`] bring
-//!   a quota per call. [`Limiter::peek`] consumes nothing, [`Limiter::undo`] gives an unused
+//!   a quota per call, and [`Limiter::penalize`] pushes a key's next admission out (a
+//!   server's `Retry-After`): the primitives under tollgate-client's rates learned from the
+//!   server. [`Limiter::peek`] consumes nothing, [`Limiter::undo`] gives an unused
 //!   admission back, and [`check_all`] admits several stacked limits or none.
 //!
 //! # Examples
@@ -75,6 +77,10 @@ mod seq;
 mod sharded;
 mod stack;
 mod stats;
+// Not part of the stable API: tollgate-tower's decision counts follow the same per-thread
+// stripe protocol as `Stats`, so that each thread owns one index across both. Public for
+// that crate only, so hidden from the docs.
+#[doc(hidden)]
 pub mod stripe;
 mod sync;
 mod table;
@@ -108,9 +114,3 @@ pub struct ReadmeDoctests;
 /// Per-key concurrency limits: at most N permits out per key, FIFO, released on drop.
 mod inflight;
 pub use inflight::{Acquire, InFlight, Permit};
-
-/// Per-key rates learned from the server: a fast climb to the first throttle, then a
-/// bisection between the slowest throttled and the fastest confirmed rate; `Retry-After`
-/// pushes and announced policies; driving a keyed [`Limiter`].
-mod adaptive;
-pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};

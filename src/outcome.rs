@@ -60,6 +60,9 @@ impl Admitted {
     /// assert!(!limiter.undo("k", ok)); // not this limiter's: nothing is given back
     /// assert_eq!(Admitted::from_parts(10, 0, Duration::ZERO).reset_after(), Duration::from_nanos(1));
     /// ```
+    // Not part of the stable API: tollgate-redis makes the `Admitted` of a fleet's answer
+    // with it. Public for that crate only, so hidden from the docs.
+    #[doc(hidden)]
     pub fn from_parts(limit: u32, remaining: u32, reset_after: Duration) -> Admitted {
         let remaining = remaining.min(limit);
         // Kept well below u64::MAX so that `tolerance` below cannot saturate.

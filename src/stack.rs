@@ -77,6 +77,7 @@ impl fmt::Debug for Gate<'_> {
 
 /// The refusal that stopped a [`check_all`]: which gate, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Refused {
     /// The position of the refusing gate in the array.
     pub index: usize,

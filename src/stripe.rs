@@ -7,8 +7,9 @@
 //! only writer of stripe `i` in every striped counter that follows this protocol, and bumps
 //! it with a plain `load` and `store` instead of an atomic read-modify-write.
 //!
-//! The limiter's [`Stats`](crate::Stats) counters use it, and so may an integration's own
-//! counters (tollgate-tower counts its decisions this way), so the protocol is written once.
+//! The limiter's [`Stats`](crate::Stats) counters use it, and so do tollgate-tower's
+//! decision counts, so the protocol is written once. It is public for that crate only, and
+//! hidden from the docs: not part of the stable API.
 //!
 //! # The protocol
 //!

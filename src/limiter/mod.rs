@@ -551,6 +551,13 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// escalating against abuse, or honouring a server's `Retry-After`. Durations too long
     /// to represent saturate (about 36 years).
     ///
+    /// The push is measured under the limiter's own quota. A check under a per-call quota
+    /// ([`check_with`](Limiter::check_with), [`until_ready_with`](Limiter::until_ready_with))
+    /// tolerates `(burst - 1) × interval` of its own, so one with a larger tolerance than the
+    /// limiter's passes that much sooner: penalize such keys only when their per-call
+    /// quotas have the limiter's tolerance (tollgate-client's adaptive rates use burst 1
+    /// throughout).
+    ///
     /// # Errors
     ///
     /// [`Error::TableFull`] if the key is new and the table refuses new keys.
@@ -568,6 +575,20 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     ///     limiter.check("api.example.com").unwrap_err().retry_after(),
     ///     Some(Duration::from_secs(30))
     /// );
+    /// ```
+    ///
+    /// Under a per-call quota:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    ///
+    /// let paced = Quota::per_second(1).allow_burst(1);
+    /// let limiter = Limiter::builder(paced).clock(ManualClock::new()).build();
+    /// limiter.penalize("h", Duration::from_secs(10)).unwrap();
+    /// let wait = |q| limiter.check_with("h", q).unwrap_err().retry_after();
+    /// assert_eq!(wait(paced), Some(Duration::from_secs(10))); // the same tolerance: exact
+    /// assert_eq!(wait(paced.allow_burst(5)), Some(Duration::from_secs(6))); // 4 s of it
     /// ```
     pub fn penalize(&self, key: &K, delay: Duration) -> Result<(), Error>
     where

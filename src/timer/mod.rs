@@ -69,8 +69,12 @@ mod tests;
 mod thread;
 
 pub(crate) use driver::TimerCore;
+// For the core's tests only (see `runtime::is_driven`).
 #[cfg(not(tollgate_loom))]
-pub use runtime::{Drive, drive, is_driven};
+#[doc(hidden)]
+pub use runtime::is_driven;
+#[cfg(not(tollgate_loom))]
+pub use runtime::{Drive, drive};
 pub(crate) use sleep::Spare;
 pub use sleep::{Sleep, sleep, sleep_until};
 

@@ -20,8 +20,7 @@ use std::time::Duration;
 
 use hosts::HostSpec;
 use http_body_util::BodyExt;
-use tollgate::AdaptiveConfig;
-use tollgate_client::{PoliteLayer, Reqwest, RetryPolicy};
+use tollgate_client::{AdaptiveConfig, PoliteLayer, Reqwest, RetryPolicy};
 use tower::{Layer, ServiceExt};
 
 const HOSTS: [HostSpec; 2] = [

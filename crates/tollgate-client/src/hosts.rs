@@ -1,14 +1,13 @@
 //! Per-host counters for observability: a map from host key to counters under one mutex,
-//! bounded to a capacity with the least recently used host evicted (a scan, paid only when
-//! a new host arrives at a full table). The critical sections are a few additions; no lock
-//! is held across an await.
+//! bounded to a capacity with the least recently used host evicted ([`Lru`]). The critical
+//! sections are a few additions; no lock is held across an await.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tollgate::Timestamp;
 
+use crate::lru::{Lru, lock};
 use crate::signal::ServerSignal;
 
 /// What the client knows of one host, from [`PoliteLayer::host`](crate::PoliteLayer::host).
@@ -16,8 +15,7 @@ use crate::signal::ServerSignal;
 /// # Examples
 ///
 /// ```
-/// use tollgate::AdaptiveConfig;
-/// use tollgate_client::PoliteLayer;
+/// use tollgate_client::{AdaptiveConfig, PoliteLayer};
 ///
 /// let layer = PoliteLayer::new(AdaptiveConfig::new(5.0));
 /// assert!(layer.host("example.com:80").is_none()); // never seen
@@ -114,62 +112,30 @@ impl Counters {
 
 #[derive(Debug)]
 pub(crate) struct Hosts {
-    inner: Mutex<Inner>,
-    capacity: usize,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    map: HashMap<String, (Counters, u64)>,
-    tick: u64,
+    inner: Mutex<Lru<String, Counters>>,
 }
 
 impl Hosts {
     pub(crate) fn new(capacity: usize) -> Hosts {
         Hosts {
-            inner: Mutex::new(Inner::default()),
-            capacity,
+            inner: Mutex::new(Lru::new(capacity)),
         }
     }
 
     /// Runs `f` on the host's counters, adding it (and evicting the least recently used
     /// host of a full table) if new.
     pub(crate) fn with<R>(&self, key: &str, f: impl FnOnce(&mut Counters) -> R) -> R {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.tick += 1;
-        let tick = inner.tick;
-        if !inner.map.contains_key(key) && inner.map.len() >= self.capacity {
-            let oldest = inner
-                .map
-                .iter()
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                inner.map.remove(&oldest);
-            }
-        }
-        let entry = match inner.map.get_mut(key) {
-            Some(e) => e,
-            None => inner
-                .map
-                .entry(key.to_owned())
-                .or_insert_with(|| (Counters::default(), tick)),
-        };
-        entry.1 = tick;
-        f(&mut entry.0)
+        lock(&self.inner).with(key, Counters::default, f)
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<Counters> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.map.get(key).map(|(c, _)| c.clone())
+        lock(&self.inner).get(key).cloned()
     }
 
     pub(crate) fn all(&self) -> Vec<(String, Counters)> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<_> = inner
-            .map
+        let mut v: Vec<_> = lock(&self.inner)
             .iter()
-            .map(|(k, (c, _))| (k.clone(), c.clone()))
+            .map(|(k, c)| (k.clone(), c.clone()))
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
@@ -181,15 +147,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bounded_least_recently_used_out() {
+    fn bounded_and_sorted() {
         let h = Hosts::new(2);
-        h.with("a", |c| c.requests += 1);
         h.with("b", |c| c.requests += 1);
         h.with("a", |c| c.requests += 1);
-        h.with("c", |c| c.requests += 1); // evicts b
-        assert!(h.get("b").is_none());
-        assert_eq!(h.get("a").unwrap().requests, 2);
-        assert_eq!(h.all().len(), 2);
+        h.with("b", |c| c.requests += 1);
+        h.with("c", |c| c.requests += 1); // evicts a
+        assert!(h.get("a").is_none());
+        let all = h.all();
+        let keys: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["b", "c"]);
+        assert_eq!(all[0].1.requests, 2);
     }
 
     #[test]

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::request::Parts;
 use http::{Method, Request, Response};
-use tollgate::{AdaptiveConfig, AdaptiveRate, InFlight, Timestamp};
+use tollgate::{InFlight, Timestamp};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::adaptive::{AdaptiveConfig, AdaptiveRate};
 use crate::hosts::{HostSnapshot, Hosts};
 use crate::retry::{Decision, Failure, RetryPolicy};
 use crate::signal::{ServerSignal, Verdict};
@@ -57,8 +58,7 @@ const COUNTED_WAIT: Duration = Duration::from_millis(1);
 ///
 /// ```
 /// use std::convert::Infallible;
-/// use tollgate::AdaptiveConfig;
-/// use tollgate_client::{PoliteLayer, RetryPolicy};
+/// use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryPolicy};
 /// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// // A stand-in client that refuses every request with 429 and Retry-After: 0.
@@ -137,7 +137,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::AdaptiveConfig;
     /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
     /// assert_eq!(layer.rates().config().initial_rate(), 10.0);
     /// ```
@@ -151,7 +151,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
     /// let layer = tollgate_client::PoliteLayer::with_rates(rates.clone());
     /// # let _ = layer;
@@ -178,7 +178,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::AdaptiveConfig;
     /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0)).max_in_flight(2);
     /// # let _ = layer;
     /// ```
@@ -194,8 +194,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
-    /// use tollgate_client::{PoliteLayer, RetryPolicy};
+    /// use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryPolicy};
     /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0)).retry(RetryPolicy::never());
     /// # let _ = layer;
     /// ```
@@ -211,8 +210,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
-    /// use tollgate_client::PoliteLayer;
+    /// use tollgate_client::{AdaptiveConfig, PoliteLayer};
     ///
     /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0)).key(|parts| {
     ///     parts.headers.get("x-tenant")?.to_str().ok().map(str::to_owned)
@@ -238,7 +236,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::AdaptiveConfig;
     /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0)).track_hosts(100);
     /// # let _ = layer;
     /// ```
@@ -254,7 +252,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::AdaptiveConfig;
     /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
     /// assert_eq!(layer.rates().rate("example.com:80"), 10.0);
     /// ```
@@ -267,7 +265,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::AdaptiveConfig;
     /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
     /// assert!(layer.host("example.com:80").is_none());
     /// ```
@@ -281,7 +279,7 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::AdaptiveConfig;
+    /// use tollgate_client::AdaptiveConfig;
     /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0));
     /// assert!(layer.hosts().is_empty());
     /// ```
@@ -380,8 +378,7 @@ impl<S> Layer<S> for PoliteLayer {
 ///
 /// ```
 /// use std::convert::Infallible;
-/// use tollgate::AdaptiveConfig;
-/// use tollgate_client::{Polite, PoliteLayer};
+/// use tollgate_client::{AdaptiveConfig, Polite, PoliteLayer};
 /// use tower::{Layer, service_fn};
 ///
 /// let client = service_fn(|_req: http::Request<()>| async {

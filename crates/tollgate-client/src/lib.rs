@@ -5,10 +5,13 @@
 //!   (hyper-util's legacy client, your own `Service`; `reqwest::Client` serves its own
 //!   request type, so wrap it in `Reqwest`, feature `reqwest`). Each request is keyed by its host (or your key); it
 //!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
-//!   [`tollgate::AdaptiveRate`], then goes out. The response's signals feed the rate back:
+//!   [`AdaptiveRate`], then goes out. The response's signals feed the rate back:
 //!   a success raises it, a 429 (or a 503 with `Retry-After`) lowers it and pushes the
 //!   host's next admission by `Retry-After`, and an announced policy (`RateLimit-Policy`,
 //!   `X-RateLimit-Limit;w=`) is paced to exactly.
+//! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
+//!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
+//!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.
 //! * Idempotent requests (GET, HEAD, OPTIONS) are retried on 429, 5xx and transport errors
 //!   under a [`RetryPolicy`]; a 4xx other than 429 is never retried.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
@@ -22,8 +25,7 @@
 //!
 //! ```
 //! use std::convert::Infallible;
-//! use tollgate::AdaptiveConfig;
-//! use tollgate_client::PoliteLayer;
+//! use tollgate_client::{AdaptiveConfig, PoliteLayer};
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
 //! // A stand-in for an HTTP client: answers 200 with a policy of 50 per second.
@@ -43,16 +45,37 @@
 //! assert_eq!(host.rate, 50.0); // the announced policy
 //! assert_eq!(host.requests, 1);
 //! ```
+//!
+//! The rates alone:
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::Quota;
+//! use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+//!
+//! let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0).floor(1.0).ceiling(500.0));
+//! futures_executor::block_on(rates.until_ready("a.example")).unwrap(); // its turn, FIFO
+//! rates.success("a.example");                                   // 200: climb
+//! rates.throttled("a.example", Some(Duration::from_secs(2)));   // 429: slow down, wait 2 s
+//! rates.announce("b.example", Quota::per_second(50));           // RateLimit-Policy: pace to it
+//! assert_eq!(rates.rate("b.example"), 50.0);
+//! ```
 
 #![forbid(unsafe_code)]
 
+/// Per-key rates learned from the server: a fast climb to the first throttle, then a
+/// bisection between the slowest throttled and the fastest confirmed rate; `Retry-After`
+/// pushes and announced policies; driving a keyed [`tollgate::Limiter`].
+mod adaptive;
 mod hosts;
 mod layer;
+mod lru;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod retry;
 mod signal;
 
+pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
 #[cfg(feature = "reqwest")]

@@ -22,8 +22,7 @@ use tower_service::Service;
 /// # Examples
 ///
 /// ```no_run
-/// use tollgate::AdaptiveConfig;
-/// use tollgate_client::{PoliteLayer, Reqwest};
+/// use tollgate_client::{AdaptiveConfig, PoliteLayer, Reqwest};
 /// use tower::{Layer, ServiceExt};
 ///
 /// # async fn crawl() -> Result<(), reqwest::Error> {

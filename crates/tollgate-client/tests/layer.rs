@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Method, Request, Response};
-use tollgate::{AdaptiveConfig, Quota};
-use tollgate_client::{PoliteLayer, RetryPolicy};
+use tollgate::Quota;
+use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryPolicy};
 use tower::{Layer, ServiceExt, service_fn};
 
 /// A client answering each request with the next status of `script` (the last one
@@ -214,7 +214,8 @@ fn ratelimit_remaining_zero_holds_the_host_until_the_reset() {
 fn third_throttled_after(steps: &[u64]) -> (f64, u64, Option<f64>) {
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
-    use tollgate::{AdaptiveRate, ManualClock};
+    use tollgate::ManualClock;
+    use tollgate_client::AdaptiveRate;
 
     let clock = ManualClock::new();
     let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), clock.clone());

@@ -14,8 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tollgate::AdaptiveConfig;
-use tollgate_client::{HostSnapshot, PoliteLayer, RetryPolicy};
+use tollgate_client::{AdaptiveConfig, HostSnapshot, PoliteLayer, RetryPolicy};
 use tower::{Layer, ServiceExt};
 
 use super::hosts::Host;

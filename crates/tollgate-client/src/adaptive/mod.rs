@@ -3,9 +3,10 @@
 //!
 //! The pieces: `config.rs` (the bounds and gains), `state.rs` (one key's state and the pure
 //! rules each signal applies), `table.rs` (the bounded store, least recently used evicted).
-//! Waiting is the limiter's: [`AdaptiveRate::until_ready`] is
-//! [`Limiter::until_ready_with`] under the key's current quota, so waiters queue FIFO per
-//! key on tollgate's timer, and a `Retry-After` is a [`Limiter::penalize`] of the key.
+//! It is built on the core's public API alone: waiting is the limiter's
+//! ([`AdaptiveRate::until_ready`] is [`Limiter::until_ready_with`] under the key's current
+//! quota, so waiters queue FIFO per key on tollgate's timer), a `Retry-After` is a
+//! [`Limiter::penalize`] of the key, and [`AdaptiveRate::forget`] a [`Limiter::reset`].
 
 mod config;
 mod state;
@@ -16,17 +17,13 @@ pub use state::{RateSnapshot, Signal};
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::Error;
-use crate::hash::RandomState;
-use crate::limiter::{Limiter, UntilReady};
-use crate::outcome::Admitted;
-use crate::quota::Quota;
-use crate::sync::Arc;
-use crate::time::{Clock, Timestamp};
 use state::quota_for;
 use table::Table;
+use tollgate::hash::RandomState;
+use tollgate::{Admitted, Clock, Error, Limiter, MonotonicClock, Quota, Timestamp, UntilReady};
 
 /// A rate per key that adapts to what the server says: for clients (crawlers, API clients)
 /// pacing each host at a rate they do not know in advance.
@@ -54,7 +51,8 @@ use table::Table;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::{AdaptiveConfig, AdaptiveRate, ManualClock, Quota};
+/// use tollgate::{ManualClock, Quota};
+/// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
 ///
 /// let clock = ManualClock::new();
 /// let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), clock.clone());
@@ -104,22 +102,23 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(5.0));
     /// assert_eq!(rates.rate("example.com"), 5.0);
     /// ```
     pub fn new(config: AdaptiveConfig) -> AdaptiveRate<K> {
-        AdaptiveRate::with_clock(config, crate::time::MonotonicClock::new())
+        AdaptiveRate::with_clock(config, MonotonicClock::new())
     }
 
-    /// An adaptive rate on `clock` (a [`ManualClock`](crate::ManualClock) in tests: the
+    /// An adaptive rate on `clock` (a [`ManualClock`](tollgate::ManualClock) in tests: the
     /// waits then run on fake time too).
     ///
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate, ManualClock};
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::<str>::with_clock(AdaptiveConfig::new(5.0), ManualClock::new());
     /// assert_eq!(rates.now(), tollgate::Timestamp::ZERO);
@@ -148,7 +147,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate, Quota};
+    /// use tollgate::Quota;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(4.0));
     /// assert_eq!(rates.quota("example.com"), Quota::per_second(4).allow_burst(1));
@@ -166,7 +166,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(4.0).increase(1.0));
     /// rates.success("example.com");
@@ -190,7 +190,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(100.0));
     /// futures_executor::block_on(async {
@@ -211,7 +211,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(1.0));
     /// assert!(rates.check("example.com").is_ok());
@@ -226,7 +226,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(1.0).ceiling(1.5).increase(1.0));
     /// rates.success("example.com");
@@ -249,7 +249,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate, ManualClock};
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let config = AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
     /// let rates = AdaptiveRate::with_clock(config, ManualClock::new());
@@ -284,7 +285,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate, ManualClock};
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), ManualClock::new());
     /// rates.overrun("example.com", Some(Duration::from_secs(1)));
@@ -313,7 +315,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate, Quota};
+    /// use tollgate::Quota;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(1.0).ceiling(100.0));
     /// rates.announce("example.com", Quota::new(100, Duration::from_secs(60)));
@@ -333,7 +336,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
     /// assert!(rates.snapshot("example.com").is_none());
@@ -349,7 +352,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
     /// rates.throttled("example.com", None);
@@ -366,7 +369,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0).capacity(1));
     /// rates.success("a");
@@ -375,7 +378,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// assert!(rates.snapshot("a").is_none());
     /// ```
     pub fn keys(&self) -> usize {
-        self.shared.table.counts().0
+        self.shared.table.keys()
     }
 
     /// The most keys held at once (the configured capacity, rounded up to whole shards).
@@ -383,7 +386,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::<str>::new(AdaptiveConfig::new(10.0).capacity(100));
     /// assert!(rates.capacity() >= 100 && rates.capacity() < 116);
@@ -397,7 +400,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::<str>::new(AdaptiveConfig::new(10.0));
     /// assert_eq!(rates.config().initial_rate(), 10.0);
@@ -411,7 +414,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate, ManualClock, Timestamp};
+    /// use tollgate::{ManualClock, Timestamp};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::<str>::with_clock(AdaptiveConfig::new(1.0), ManualClock::new());
     /// assert_eq!(rates.now(), Timestamp::ZERO);
@@ -425,7 +429,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{AdaptiveConfig, AdaptiveRate};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(1.0));
     /// rates.check("example.com").unwrap();

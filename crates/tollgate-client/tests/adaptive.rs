@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use tollgate::{AdaptiveConfig, AdaptiveRate, ManualClock, Quota, Signal};
+use tollgate::{ManualClock, Quota};
+use tollgate_client::{AdaptiveConfig, AdaptiveRate, Signal};
 
 fn rates(config: AdaptiveConfig) -> (AdaptiveRate<str>, ManualClock) {
     let clock = ManualClock::new();
@@ -220,13 +221,15 @@ fn waits_queue_on_the_limiter() {
 
 #[test]
 fn a_wait_on_fake_time_honours_the_retry_after_push() {
-    use futures_util::FutureExt;
+    use std::future::Future;
+    use std::task::{Context, Waker};
     let (r, clock) = rates(AdaptiveConfig::new(100.0));
     r.throttled("h", Some(Duration::from_secs(2)));
     let mut wait = Box::pin(r.until_ready("h"));
-    assert!((&mut wait).now_or_never().is_none());
+    let mut poll = || wait.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(poll().is_pending());
     clock.advance(Duration::from_millis(1_999));
-    assert!((&mut wait).now_or_never().is_none());
+    assert!(poll().is_pending());
     clock.advance(Duration::from_millis(1));
-    assert_eq!(wait.now_or_never(), Some(Ok(())));
+    assert!(matches!(poll(), std::task::Poll::Ready(Ok(()))));
 }

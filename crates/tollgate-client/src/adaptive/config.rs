@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// The highest rate an [`AdaptiveConfig`] accepts, in requests per second (one a nanosecond
-/// is the finest interval a [`Quota`](crate::Quota) can express).
+/// is the finest interval a [`Quota`](tollgate::Quota) can express).
 pub const MAX_RATE: f64 = 1e9;
 
 /// The lowest rate an [`AdaptiveConfig`] accepts: one request a day.
@@ -40,7 +40,7 @@ pub const MIN_RATE: f64 = 1.0 / 86_400.0;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::AdaptiveConfig;
+/// use tollgate_client::AdaptiveConfig;
 ///
 /// let config = AdaptiveConfig::new(5.0)
 ///     .floor(0.5)
@@ -83,7 +83,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0);
     /// assert_eq!(config.initial_rate(), 10.0);
     /// ```
     pub fn new(initial: f64) -> AdaptiveConfig {
@@ -108,7 +108,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(tollgate::AdaptiveConfig::new(3.0).initial_rate(), 3.0);
+    /// assert_eq!(tollgate_client::AdaptiveConfig::new(3.0).initial_rate(), 3.0);
     /// ```
     pub fn initial_rate(&self) -> f64 {
         self.initial
@@ -124,7 +124,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0).floor(1.0);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).floor(1.0);
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -147,7 +147,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0).ceiling(50.0);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).ceiling(50.0);
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -170,7 +170,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0).increase(0.5);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).increase(0.5);
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -192,7 +192,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0).decrease(0.5);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).decrease(0.5);
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -214,7 +214,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0).band(0.02);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).band(0.02);
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -233,7 +233,7 @@ impl AdaptiveConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tollgate::AdaptiveConfig::new(10.0).cooldown(Duration::from_millis(500));
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).cooldown(Duration::from_millis(500));
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -254,7 +254,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0).confirm(200);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).confirm(200);
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -270,7 +270,7 @@ impl AdaptiveConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tollgate::AdaptiveConfig::new(10.0).reprobe(Duration::from_secs(60));
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).reprobe(Duration::from_secs(60));
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -285,7 +285,7 @@ impl AdaptiveConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tollgate::AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
     /// # let _ = config;
     /// ```
     #[must_use]
@@ -304,7 +304,7 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate::AdaptiveConfig::new(10.0).capacity(1_000);
+    /// let config = tollgate_client::AdaptiveConfig::new(10.0).capacity(1_000);
     /// # let _ = config;
     /// ```
     #[must_use]

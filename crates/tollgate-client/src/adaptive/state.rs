@@ -4,15 +4,15 @@
 use std::time::Duration;
 
 use super::config::AdaptiveConfig;
-use crate::quota::Quota;
-use crate::time::Timestamp;
+use tollgate::Quota;
+use tollgate::Timestamp;
 
 /// The last signal a key received, as [`RateSnapshot::last_signal`] reports it.
 ///
 /// # Examples
 ///
 /// ```
-/// use tollgate::{AdaptiveConfig, AdaptiveRate, Signal};
+/// use tollgate_client::{AdaptiveConfig, AdaptiveRate, Signal};
 ///
 /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
 /// rates.success("example.com");
@@ -37,7 +37,7 @@ pub enum Signal {
 /// # Examples
 ///
 /// ```
-/// use tollgate::{AdaptiveConfig, AdaptiveRate};
+/// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
 ///
 /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
 /// rates.throttled("example.com", None);
