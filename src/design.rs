@@ -47,7 +47,11 @@
 //!                          changeable quota (gcra + seq)
 //!   timer                  time + sync, no keys, rates or clocks: thread -> driver -> entry,
 //!                          stack; sleep -> driver, entry; runtime (the opt-in driver) -> thread
-//!   clock                  time + timer: ManualClock, and ClockSource (a limiter's clock)
+//!   tsc_clock              time: TscClock, the time-stamp counter as a clock
+//!   manual_clock           time + timer: ManualClock, a clock that is its own timer
+//!   clock_source           the clocks + timer: ClockSource, a limiter's clock bound to the
+//!                          timer its waits sleep on
+//!   sharded                sync: cache-padded shards of maps keyed by a random hash
 //!   table                  sharded open addressing; knows nothing of time
 //!   engine                 check, peek, penalize, reserve, undo on one state word
 //!   wait                   per-key queues, the hand-over, the waiter; generic over `Cells`,
@@ -55,14 +59,13 @@
 //!   limiter, direct        thin public types: find the word, implement `Cells`; their
 //!                          futures (`limiter/wait.rs`, `direct/wait.rs`), the builder
 //!   stack                  check_all over any limiters
-//!   inflight, adaptive     beside the limiter, over its public API: per-key permits; rates
-//!                          learned from a server
+//!   inflight               beside the limiter: per-key permits (sharded, wait's block_on)
 //! ```
 //!
 //! A module imports only modules above it in this list (`hash`, `stripe` and `time` import
 //! nothing of ours; `engine` imports `outcome`, not the other way). So `time` knows nothing
-//! of the timer, the timer reads real time but knows no clock, and `clock` alone binds the
-//! two: a [`ManualClock`](crate::ManualClock) *is* a manual timer, its time stored once, in
+//! of the timer, the timer reads real time but knows no clock, and `clock_source` alone binds
+//! the two: a [`ManualClock`](crate::ManualClock) *is* a manual timer, its time stored once, in
 //! that timer. `thread.rs` hands the driver a function that unparks its thread, so
 //! `driver.rs` does not import `thread.rs`.
 //!
@@ -299,14 +302,16 @@
 //! | what a quota means, its constructors | `src/quota.rs` |
 //! | the GCRA arithmetic | `src/gcra.rs` |
 //! | what a timestamp is, the `Clock` trait, real time | `src/time.rs` |
-//! | which timer a limiter's clock sleeps on, the manual clock | `src/clock.rs` |
-//! | how keys are stored, reclaimed, evicted, grown | `src/table/`: `slot.rs` (the slot protocol), `array.rs` (segments, probing), `shard.rs` (all that runs under the lock), `gate.rs` (the full table's gate), `mod.rs` (routing, the lock-free entry points) |
+//! | which timer a limiter's clock sleeps on | `src/clock_source.rs` |
+//! | the manual clock; the time-stamp counter clock | `src/manual_clock.rs`; `src/tsc_clock.rs` |
+//! | how keys are stored, reclaimed, evicted, grown | `src/table/`: `slot.rs` (the slot protocol), `array.rs` (segments, probing), `shard.rs` (all that runs under the lock), `gate.rs` (the full table's gate), `full_policy.rs` (the public `FullPolicy`), `mod.rs` (routing, the lock-free entry points) |
 //! | how a key becomes its fingerprint, the default hasher | `src/hash.rs` |
 //! | a builder option (capacity, presize, shards, policy, clock, router) | `src/limiter/builder.rs` |
 //! | a new check-like operation | `src/engine.rs` (once), then a method in `src/limiter/mod.rs` and `src/direct/mod.rs` |
 //! | what undo promises | `src/engine.rs` |
 //! | an error; an admission's values (`Admitted`, its header values) | `src/error.rs`; `src/outcome.rs` |
-//! | a counter of `stats()`; per-thread stripes | `src/stats.rs`; `src/stripe.rs` |
+//! | a counter of `stats()`; per-thread stripes | `src/stats.rs`; `src/stripe.rs` (hidden from the docs: §12) |
+//! | shards of locked maps (the waitlists, `InFlight`) | `src/sharded.rs` |
 //! | changing a limiter's quota at run time | `src/quota_cell.rs` |
 //! | the removal epoch (`Epoch`), a seqlock (`SeqCount`), their ordering | `src/seq.rs` |
 //! | an atomic, lock, `Arc` or waker (so that loom sees it) | `src/sync.rs` |
@@ -318,16 +323,16 @@
 //! | when the timer wakes | `src/timer/driver.rs` (the turn, both drivers), `entry.rs` (an entry, its slack), `stack.rs` (registrations), `sleep.rs`, `thread.rs` |
 //! | the runtime driver | `src/timer/runtime.rs` (its protocol with the thread: `driver.rs`) |
 //! | per-key concurrency limits | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
-//! | how a key's learned rate moves | `src/adaptive/state.rs` (the public type: `mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`) |
 //! | the crate's docs and re-exports; this record | `src/lib.rs`; `src/design.rs` |
-//! | a test of a promise | `tests/`, one file a topic (`semantics.rs`, `window.rs`, `quotas.rs`, `table.rs`, `threads.rs`, `wait.rs`, `wait_memory.rs`, `runtimes.rs`, `drive.rs`, `drive_forgotten.rs`, `inflight.rs`, `adaptive.rs`), or an integration crate's `tests/` |
+//! | a test of a promise | `tests/`, one file a topic (`semantics.rs`, `window.rs`, `quotas.rs`, `table.rs`, `threads.rs`, `wait.rs`, `wait_memory.rs`, `runtimes.rs`, `drive.rs`, `drive_forgotten.rs`, `inflight.rs`, `recipes.rs` (the README's quota recipes, nginx's `limit_req` modelled)), or an integration crate's `tests/` |
 //! | a loom model | `loom-tests/` (§6), with the fault it fails on; `race.rs` is the two-thread harness |
 //! | a figure | `benches/` (`check.rs`: A–F; `wait.rs`: F1, F2, G, lockout, lateness; `churn.rs`, `curve.rs`, `inflight.rs`; shared code in `common/`; `ab/`, an A/B of two commits in one process, outside the workspace and CI), or an integration crate's `benches/`; then `BENCHMARKS.md` |
 //! | a demo | `examples/` (`hosts.rs`, `api_server.rs`, `stacked.rs`), or an integration crate's `examples/` |
-//! | what CI runs | `.ci/run` (`flaky`: every test binary many times; the tower examples' smoke runs) |
-//! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs`; what every clone shares: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; key sources: `key.rs`, `forwarded.rs`, `fallback.rs` (`.or()`); the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals as HTTP, problem+json or gRPC: `refusal.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; the response future: `future.rs` |
-//! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/`: the script: `script.rs`; when the local fast path may refuse: `cache.rs`, `offset.rs`; waits: `wait.rs`; leases for hot keys and their bound: `lease.rs`; the limiter and its fault policies: `limiter.rs`; the circuit breaker: `breaker.rs`; the fleet's size counted in Redis: `presence.rs`; a timeout and refunds without a runtime: `rt.rs` |
-//! | HTTP clients: signals, retries, the polite layer | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; per-host counters: `hosts.rs`; reqwest as the inner service: `reqwest.rs` |
+//! | what CI runs | `.ci/run` (`flaky`: every test binary many times; the tower examples' smoke runs), which runs the tests through `cargo xtask test` |
+//! | the one set-up and test command | `crates/xtask/src/main.rs` (`cargo xtask test`; the alias is in `.cargo/config.toml`) |
+//! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs` (with the layer's constructors); what every clone shares and `MissingKey`: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; what a key source is, `NoKey` and `.or()`: `extract.rs`; the key sources: `key.rs`, `forwarded.rs`; the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals (`Refusal`, HTTP, problem+json or gRPC): `refusal.rs`; who answers them (`RefusalResponse`, the `on_refusal` hook): `respond.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; the response future: `future.rs` |
+//! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/`: its files and their layers are listed above the `mod` lines of its `src/lib.rs` (the script: `script.rs`; the decision: `engine.rs`; the public type: `limiter.rs`; one call to Redis: `server.rs`; the fault policies: `fault.rs`) |
+//! | HTTP clients: signals, retries, the polite layer, learned rates | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; per-host counters: `hosts.rs`; how a host's learned rate moves: `adaptive/state.rs` (the public type: `adaptive/mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`); the bounded least-recently-used maps both use: `lru.rs`; reqwest as the inner service: `reqwest.rs` |
 //!
 //! The integration crates are workspace members (`cargo test --workspace` runs their tests),
 //! each with the dependencies its field expects, and use the core only through its public
@@ -383,10 +388,12 @@
 //!   (BENCHMARKS.md, A with `--no-default-features`, which keeps SipHash). A foldhash seeded
 //!   per limiter is no keyed PRF, but nobody outside the process knows the seed, which keeps
 //!   clients from forging collisions.
-//! * *The default clock is `Instant`, not the TSC:* a raw TSC is not monotonic on every
-//!   machine. The clock read is the price: with one client the tower layer trails
-//!   tower_governor by it alone, and is level or ahead on a TSC clock (BENCHMARKS.md, the
-//!   tower layer); tollgate-tower's docs show how to plug one in where it is safe.
+//! * *The default clock is `Instant`, the TSC an option.* A raw time-stamp counter is not
+//!   monotonic on every machine, `Instant` is. The clock read is the price: about half of a
+//!   hot key's check, and on many keys its fence keeps misses from overlapping. So
+//!   [`TscClock`](crate::TscClock) reads the counter where Linux itself keeps time with an
+//!   invariant one and is `Instant` elsewhere (`src/tsc_clock.rs` argues it); a user picks
+//!   it, with `check_at` the other way to pay for fewer clock reads.
 //! * *The default cap*, `1 << 23` keys
 //!   ([`DEFAULT_CAPACITY`](crate::LimiterBuilder::DEFAULT_CAPACITY)), holds C's 5M live keys.
 //!   It bounds memory and is no preallocation; the targets are for the default configuration.
@@ -428,13 +435,14 @@
 //!
 //! ## 10. Rates learned from the server, and the client
 //!
-//! [`AdaptiveRate`](crate::AdaptiveRate) keeps, per key, a rate between a floor and a ceiling
-//! and paces the key through a keyed [`Limiter`](crate::Limiter) with per-call quotas
+//! `tollgate_client::AdaptiveRate` keeps, per key, a rate between a floor and a ceiling and
+//! paces the key through a keyed [`Limiter`](crate::Limiter) with per-call quotas
 //! (`until_ready_with`, burst 1); a server's `Retry-After` is a `penalize` of the key. It
-//! needs no dependency, so it lives in the core, and adds no atomics: it tracks hosts, not
-//! packets, in a few bounded mutex-protected maps that evict a shard's least recently used key.
+//! lives in `tollgate-client`, over the core's public primitives (per-call quotas,
+//! `penalize`, `reset`), and adds no atomics: it tracks hosts, not packets, in a few bounded
+//! mutex-protected maps that evict a shard's least recently used key (`lru.rs`).
 //!
-//! The rule is a bisection (`src/adaptive/state.rs`): a fast start (additive per success,
+//! The rule is a bisection (`crates/tollgate-client/src/adaptive/state.rs`): a fast start (additive per success,
 //! about exponential in time) until the first throttle; then the lowest throttled rate U and
 //! the highest rate that drew `confirm` successes in a row L bracket the server's rate, the
 //! next rate tried is `(L + U) / 2`, and once `U - L` is within `band × U` the key settles
@@ -456,7 +464,7 @@
 //! GET/HEAD/OPTIONS are retried on 429, 5xx and transport errors. A 429 the client caused is no rate signal: the layer replays
 //! the host's last 8 sends up to the refused one through a GCRA of its paced interval, burst
 //! 1, and if one went out more than half an interval early (waiters bunched by a scheduling
-//! stall), the 429 is an overrun ([`AdaptiveRate::overrun`](crate::AdaptiveRate::overrun)):
+//! stall), the 429 is an overrun (`AdaptiveRate::overrun`):
 //! its `Retry-After` applies, U and L stay. reqwest support is an off-by-default feature.
 //!
 //! Alternatives weighed:
@@ -470,9 +478,9 @@
 //!
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
-//! | each signal moves the rate as documented, within floor and ceiling | the pure rules in `state.rs` | `tests/adaptive.rs` (manual clock), unit tests in `src/adaptive/state.rs` |
-//! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `tests/adaptive.rs::retry_after_pushes…` |
-//! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
+//! | each signal moves the rate as documented, within floor and ceiling | the pure rules in `state.rs` | `crates/tollgate-client/tests/adaptive.rs` (manual clock), unit tests in its `src/adaptive/state.rs` |
+//! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `crates/tollgate-client/tests/adaptive.rs::retry_after_pushes…` |
+//! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `crates/tollgate-client/tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |
 //! | converges within 5 % under a hidden rate, < 1 % 429s after | the bisection above; bunched sends do not move the bracket | `crates/tollgate-client/tests/converge.rs` (real hyper servers behind tollgate-tower, run 4 at once on 2 cores), `crates/tollgate-client/tests/layer.rs::a_429_of_requests_the_client_sent_bunched…` |
 //!
@@ -509,3 +517,28 @@
 //! | a misconfigured server is told | a once-per-process warning, a count | `crates/tollgate-tower/tests/misconfigured.rs` |
 //!
 //! [`ClientIp`]: https://docs.rs/tollgate-tower
+//!
+//! ## 12. The public API
+//!
+//! The core's public surface is what a user of a rate limiter calls; what only an
+//! integration crate needs is hidden, or lives in that crate.
+//!
+//! * The adaptive rates (`AdaptiveRate`, `AdaptiveConfig`, `RateSnapshot`, `Signal`,
+//!   `MIN_RATE`, `MAX_RATE`) live in `tollgate-client`: they are a client's policy for
+//!   probing a server, not a limiter, and need of the core only its public primitives:
+//!   per-call quotas (`check_with`, `until_ready_with`), `penalize` and `reset`.
+//! * `tollgate::stripe` is hidden: it is public only so that tollgate-tower's decision
+//!   counts and the core's `Stats` share one stripe index per thread.
+//! * `Admitted::from_parts` is hidden: tollgate-redis returns the core's `Admitted` for a
+//!   fleet's answer; a user receives an `Admitted`, never builds one.
+//! * `timer` documents what a user calls: `drive` (and its `Drive`), `sleep`, `sleep_until`
+//!   and `Sleep`; `is_driven` is hidden, public only for the core's tests of the runtime
+//!   driver; the rest of the timer is private.
+//! * `Refused`, like `Error`, `QuotaError` and `Stats`, is `#[non_exhaustive]`, so that a later
+//!   field breaks no caller; `FullPolicy` stays exhaustive, so that the loom models that match
+//!   on it must model any new policy.
+//! * Clocks: `Clock` (the trait a user implements), `MonotonicClock` (the default),
+//!   `ManualClock` (tests), `TscClock` (the opt-in counter); `Timestamp` for `check_at`.
+//!
+//! Hidden items are not part of the stable API: they may change in a minor release, with the
+//! integration crates that use them released in step.

@@ -108,6 +108,6 @@ pub enum MissingKey {
     #[default]
     Reject,
     /// Call the service, not limited by the layer's own limit (nor described in the
-    /// fields); limits stacked with [`Builder::stack`] still apply.
+    /// fields); limits stacked with [`Builder::stack`](crate::Builder::stack) still apply.
     Allow,
 }

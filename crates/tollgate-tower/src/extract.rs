@@ -102,23 +102,23 @@ pub trait KeyExtractor: Send + Sync + 'static {
 pub enum NoKey {
     /// The request carries no key: no API key header, a closure that found nothing.
     Absent,
-    /// A [`ClientIp`] walk from the peer through trusted proxies reached a forwarding element
+    /// A [`ClientIp`](crate::ClientIp) walk from the peer through trusted proxies reached a forwarding element
     /// that names no address (malformed, non-ASCII, `unknown`, obfuscated, a `Forwarded`
     /// element without `for=`), or an `X-Real-IP` that is not one address. The request
     /// cannot be attributed: keying it by the proxy would let anyone behind that proxy
     /// spend the proxy's own limit (and share one bucket with every other such sender), and
     /// keying it by anything left of that element would let the client choose its key.
     /// Seen often, it means a trusted proxy that does not write the header it is trusted
-    /// for (check [`ClientIp::header`] and the proxy's configuration).
+    /// for (check [`ClientIp::header`](crate::ClientIp::header) and the proxy's configuration).
     Unattributable,
-    /// [`PeerIp`] or [`ClientIp`] found no peer address in the request's extensions: the
+    /// [`PeerIp`](crate::PeerIp) or [`ClientIp`](crate::ClientIp) found no peer address in the request's extensions: the
     /// server was set up without one, so no request can be keyed by its client. Insert the
-    /// connection's [`SocketAddr`] into each request's extensions when you accept it (hyper
+    /// connection's [`SocketAddr`](std::net::SocketAddr) into each request's extensions when you accept it (hyper
     /// leaves that to you); under axum serve with
     /// `into_make_service_with_connect_info::<SocketAddr>()` and enable this crate's `axum`
     /// feature; under tonic enable the `tonic` feature, and over TLS copy the
     /// `TlsConnectInfo`'s `remote_addr()` into the extensions as a `SocketAddr` (see
-    /// [`peer_addr`]). The first such request in a process logs a `tracing` warning
+    /// [`peer_addr`](crate::peer_addr)). The first such request in a process logs a `tracing` warning
     /// that says so.
     NoPeerAddress,
 }
@@ -154,7 +154,7 @@ where
 /// The key source `first`, or `fallback` for a request that `first` finds no key in: from
 /// [`KeyExtractor::or`].
 ///
-/// A request that `first` cannot attribute ([`NoKey::Unattributable`]: a [`ClientIp`]
+/// A request that `first` cannot attribute ([`NoKey::Unattributable`]: a [`ClientIp`](crate::ClientIp)
 /// walk that reached a forwarding element naming no address) does not fall back: it gets
 /// the missing-key policy, so `ClientIp::trusting(..).or(PeerIp::new())` never keys such a
 /// request as the proxy it came through.

@@ -19,7 +19,7 @@ use crate::service::RateLimit;
 ///
 /// `M` is the mode ([`Reject`], [`Delay`](crate::Delay), [`DryRun`](crate::DryRun)), `R`
 /// what answers a refused request ([`EmptyBody`], or a hook set with
-/// [`Builder::on_refusal`] or [`Builder::problem_json`]).
+/// [`Builder::on_refusal`](crate::Builder::on_refusal) or [`Builder::problem_json`](crate::Builder::problem_json)).
 ///
 /// # Examples
 ///
