@@ -374,7 +374,7 @@
 //!
 //! * A, D: missed, 1.4–1.5x the ideal (1.2–1.3x on the AMD host).
 //! * B, E: missed against the ideal (about 2x). Against governor B is at the line
-//!   (0.68–0.74x) and E met, except with keys expiring between visits (0.9x).
+//!   (0.68–0.73x) and E met, except with keys expiring between visits (0.91–1.00x).
 //! * C: memory met, time missed (0.82x governor). Churn: met.
 //! * F: a refused key met (1.7x a hit), an evicting one missed (2.4x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
