@@ -320,7 +320,7 @@
 //! | a queued waiter, its future's states, blocking | `src/wait/node.rs`, `waiter.rs`, `blocking.rs` (a shard's queues: `waitlist.rs`; wakers collected in a hand-over: `woken.rs`) |
 //! | a new waiting future or adapter | `src/limiter/wait.rs`, `src/direct/wait.rs`, `src/direct/pace.rs`, `src/wait/throttle.rs` |
 //! | stacked limits | `src/stack.rs` |
-//! | when the timer wakes | `src/timer/driver.rs` (the turn, both drivers), `entry.rs` (an entry, its slack), `stack.rs` (registrations), `sleep.rs`, `thread.rs` |
+//! | when the timer wakes | `src/timer/driver.rs` (the turn, both drivers), `entry.rs` (an entry, its slack), `inbox.rs` (registrations), `sleep.rs`, `thread.rs` |
 //! | the runtime driver | `src/timer/runtime.rs` (its protocol with the thread: `driver.rs`) |
 //! | per-key concurrency limits | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
 //! | the crate's docs and re-exports; this record | `src/lib.rs`; `src/design.rs` |

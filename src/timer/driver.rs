@@ -3,7 +3,7 @@
 //!
 //! # Fields and who writes them
 //!
-//! * `inbox` (`stack.rs`): pushed by registrants, lock-free; drained whole by a driver.
+//! * `inbox` (`inbox.rs`): pushed by registrants, lock-free; drained whole by a driver.
 //! * `queue`: a binary min-heap of `(deadline, seq)` and the entries behind it, behind a mutex
 //!   that only *drivers* take (the timer thread, or `advance_to` callers and cancellers of a
 //!   manual timer, which only ever `try_lock`). No future holds it, so a forgotten future
@@ -140,7 +140,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::TryLockError;
 
 use super::entry::{Entry, Retire};
-use super::stack::Inbox;
+use super::inbox::Inbox;
 use crate::sync::{
     Arc, AtomicBool, AtomicU64, AtomicUsize, AtomicWaker, Mutex, Ordering, fence, lock,
 };

@@ -18,7 +18,7 @@
 //!
 //! * `deadline` is immutable.
 //! * `next` is the inbox link, written only by the registering thread before the push that
-//!   publishes the entry (see `stack.rs`); an entry is pushed at most once.
+//!   publishes the entry (see `inbox.rs`); an entry is pushed at most once.
 //! * `waker` is registered by the waiter (the `Sleep` future) and taken by the thread that
 //!   wins the CAS out of `PENDING` (the driver to wake it, or the waiter to drop it). The
 //!   waiter registers before it checks `state` and the driver CASes before it takes, so

@@ -3,7 +3,7 @@
 //! # Design
 //!
 //! A timer (`TimerCore`, `driver.rs`) is an *inbox* (a lock-free push-only stack of new
-//! registrations, `stack.rs`), a binary *heap* of known entries that only the driver touches,
+//! registrations, `inbox.rs`), a binary *heap* of known entries that only the driver touches,
 //! and `earliest`, the deadline the driver will wake up for by itself. An *entry*
 //! (`entry.rs`) is one waiting future's deadline, waker and state word:
 //!
@@ -52,7 +52,7 @@
 //!
 //! The timer knows nothing of keys, rates or clocks; it imports only `crate::sync`,
 //! `crate::time` (the real-time origin its nanoseconds count from) and std. Within it the
-//! arrows point one way: `thread` -> `driver` -> `entry`, `stack`; `sleep` -> `driver`;
+//! arrows point one way: `thread` -> `driver` -> `entry`, `inbox`; `sleep` -> `driver`;
 //! `runtime` -> `thread`, `driver`.
 
 mod driver;
@@ -61,7 +61,7 @@ mod entry;
 #[cfg(not(tollgate_loom))]
 mod runtime;
 mod sleep;
-mod stack;
+mod inbox;
 // The tests drive the real timer thread too, which loom builds leave out.
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests;
@@ -105,7 +105,7 @@ impl TimerRef {
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
 pub mod __loom {
-    use super::{Sleep, TimerCore, TimerRef, entry::Entry, stack};
+    use super::{Sleep, TimerCore, TimerRef, entry::Entry, inbox};
     use crate::sync::Arc;
 
     /// How late the backstop thread lets entries be while a task drives the timer.
@@ -190,13 +190,13 @@ pub mod __loom {
 
     /// The registration stack alone, carrying deadlines as ids.
     #[derive(Debug)]
-    pub struct Inbox(stack::Inbox);
+    pub struct Inbox(inbox::Inbox);
 
     impl Inbox {
         /// An empty stack.
         #[allow(clippy::new_without_default)]
         pub fn new() -> Inbox {
-            Inbox(stack::Inbox::new())
+            Inbox(inbox::Inbox::new())
         }
 
         /// Pushes a new entry with deadline `id`.
