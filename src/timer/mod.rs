@@ -52,8 +52,8 @@
 //!
 //! The timer knows nothing of keys, rates or clocks; it imports only `crate::sync`,
 //! `crate::time` (the real-time origin its nanoseconds count from) and std. Within it the
-//! arrows point one way: `thread` -> `driver` -> `entry`, `inbox`; `sleep` -> `driver`;
-//! `runtime` -> `thread`, `driver`.
+//! arrows point one way: `thread` -> `driver` -> `entry`, `inbox`; `sleep` -> `driver`,
+//! `entry`; `runtime` -> `thread`.
 
 mod driver;
 mod entry;
