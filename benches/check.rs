@@ -419,7 +419,7 @@ fn lock_alone(checks: usize) -> RoundFn<'static> {
 #[derive(Debug, Clone, Copy)]
 struct CRound {
     ns: f64,
-    reported: Option<(usize, usize)>,
+    reported: Option<usize>,
     held: usize,
     remembered: Option<bool>,
 }
@@ -772,7 +772,7 @@ fn print_main_table(rows: &[Row], c: Option<&[CResult]>, cfg: &Config) {
 fn bytes_per_key(r: &CResult, n: usize) -> Option<(f64, &'static str)> {
     let first = r.rounds.first()?;
     match first.reported {
-        Some((b, _)) => Some((
+        Some(b) => Some((
             b as f64 / n as f64,
             if r.name == Ideal::NAME {
                 "exact"
@@ -789,7 +789,6 @@ fn print_c_table(c: &[CResult], n: usize) {
         "limiter",
         "ns/key",
         "bytes/key, self-reported",
-        "of which retired arrays",
         "bytes/key, RSS delta (fresh process)",
         "peak RSS delta/key during the inserts",
         "keys held afterwards",
@@ -797,21 +796,10 @@ fn print_c_table(c: &[CResult], n: usize) {
     ]);
     for r in c {
         let first = r.rounds[0];
-        let (rep, retired) = match first.reported {
-            Some((b, ret)) => (
-                format!("{:.1} B", b as f64 / n as f64),
-                if r.name == Ideal::NAME {
-                    "–".to_owned()
-                } else {
-                    format!(
-                        "{:.1} B ({:.0} %)",
-                        ret as f64 / n as f64,
-                        100.0 * ret as f64 / b as f64
-                    )
-                },
-            ),
-            None => ("–".to_owned(), "–".to_owned()),
-        };
+        let rep = first.reported.map_or_else(
+            || "–".to_owned(),
+            |b| format!("{:.1} B", b as f64 / n as f64),
+        );
         let per_key = |b: usize| format!("{:.1} B", b as f64 / n as f64);
         let (rss, peak) = r.mem.map_or_else(
             || ("–".to_owned(), "–".to_owned()),
@@ -841,7 +829,7 @@ fn print_c_table(c: &[CResult], n: usize) {
             None => "–",
         };
         println!(
-            "| {} | {} | {rep} | {retired} | {rss} | {peak} | {held} | {remembered} |",
+            "| {} | {} | {rep} | {rss} | {peak} | {held} | {remembered} |",
             r.name, r.ns
         );
     }

@@ -11,7 +11,7 @@
 //! `STEP` of virtual time, `rate * STEP` new keys are checked once. After a warm-up of
 //! `3 * LIFE` the harness measures `10 * LIFE` and reports, as the median over rounds with
 //! min–max: nanoseconds per new key (wall time / checks), the table's bytes per live key
-//! (`Stats::bytes`, retired arrays included), the retired share, and keys held per live key
+//! (`Stats::bytes`), and keys held per live key
 //! (held = live + expired but not yet reclaimed).
 //!
 //! Governor is not run here: its keyed state keeps every key until `retain_recent` is
@@ -33,7 +33,6 @@ const STEP: Duration = Duration::from_millis(10);
 struct Round {
     ns_per_key: f64,
     bytes_per_live: f64,
-    retired_per_live: f64,
     held_per_live: f64,
 }
 
@@ -66,7 +65,6 @@ fn round(rate: u64, seed: u64) -> Round {
     Round {
         ns_per_key,
         bytes_per_live: stats.bytes as f64 / live,
-        retired_per_live: stats.retired_bytes as f64 / live,
         held_per_live: stats.keys_held as f64 / live,
     }
 }
@@ -81,7 +79,6 @@ fn main() {
         &format!("new keys/s (live {} s each)", LIFE.as_secs()),
         "ns per new key",
         "bytes per live key",
-        "of which retired",
         "keys held per live key",
     ]);
     for &rate in rates {
@@ -90,10 +87,9 @@ fn main() {
             plain_summary(Summary::of(&results.iter().map(f).collect::<Vec<_>>()), "")
         };
         println!(
-            "| {rate} | {} | {} | {} | {} |",
+            "| {rate} | {} | {} | {} |",
             column(|r| r.ns_per_key),
             column(|r| r.bytes_per_live),
-            column(|r| r.retired_per_live),
             column(|r| r.held_per_live),
         );
     }

@@ -53,10 +53,6 @@ pub struct Stats {
     pub compactions: u64,
     /// Bytes the limiter holds.
     pub bytes: usize,
-    /// Of `bytes`, memory outgrown by the table and kept until the limiter drops. Always 0:
-    /// a shard grows in place, adding to its slots, so it never retires an array (earlier
-    /// versions kept outgrown arrays for lock-free readers still in them).
-    pub retired_bytes: usize,
     /// The most keys the limiter holds at once.
     pub capacity: usize,
 }

@@ -51,8 +51,8 @@ pub(crate) trait Subject: Sync + Sized {
     /// Keys the limiter holds (for the "every key still held" verification).
     fn keys_held(&self) -> usize;
 
-    /// `(bytes, retired_bytes)` as the limiter itself accounts them, if it does.
-    fn reported_bytes(&self) -> Option<(usize, usize)> {
+    /// Bytes as the limiter itself accounts them, if it does.
+    fn reported_bytes(&self) -> Option<usize> {
         None
     }
 
@@ -86,9 +86,9 @@ pub(crate) struct Tollgate {
 }
 
 impl Tollgate {
-    fn stats_bytes(&self) -> (usize, usize) {
+    fn stats_bytes(&self) -> usize {
         let s = self.limiter.stats();
-        (s.bytes, s.retired_bytes)
+        s.bytes
     }
 
     fn verify(&self, keys: &[u64]) -> bool {
@@ -121,7 +121,7 @@ impl Subject for Tollgate {
         self.limiter.stats().keys_held
     }
 
-    fn reported_bytes(&self) -> Option<(usize, usize)> {
+    fn reported_bytes(&self) -> Option<usize> {
         Some(self.stats_bytes())
     }
 
@@ -169,7 +169,7 @@ impl Subject for TollgatePresized {
         self.0.keys_held()
     }
 
-    fn reported_bytes(&self) -> Option<(usize, usize)> {
+    fn reported_bytes(&self) -> Option<usize> {
         Some(self.0.stats_bytes())
     }
 
@@ -349,8 +349,8 @@ impl Subject for Ideal {
             .count()
     }
 
-    fn reported_bytes(&self) -> Option<(usize, usize)> {
-        Some((std::mem::size_of_val(&*self.slots), 0))
+    fn reported_bytes(&self) -> Option<usize> {
+        Some(std::mem::size_of_val(&*self.slots))
     }
 }
 

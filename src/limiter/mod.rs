@@ -714,7 +714,6 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
                 + shared.counters.bytes()
                 + shared.waitlists.bytes()
                 + std::mem::size_of::<Shared<S>>(),
-            retired_bytes: 0,
             capacity: shared.table.capacity(),
         }
     }
