@@ -279,6 +279,32 @@ impl Quota {
         self.burst
     }
 
+    /// How long an emptied key takes to earn its whole burst back: `burst × interval`
+    /// (governor's `burst_size_replenished_in`). Also the longest a key's state outlives
+    /// its last admission: after this long idle it is forgotten, as good as new.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    ///
+    /// let quota = Quota::per_second(10).allow_burst(5);
+    /// assert_eq!(quota.window(), Duration::from_millis(500));
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::builder(quota).clock(clock.clone()).build();
+    /// for _ in 0..5 {
+    ///     assert!(limiter.check("k").is_ok());
+    /// }
+    /// clock.advance(quota.window());
+    /// assert_eq!(limiter.check("k").unwrap().remaining(), 4); // the whole burst, back
+    /// ```
+    pub fn window(&self) -> Duration {
+        // At most 2^59 ns by construction (`from_parts`).
+        Duration::from_nanos(self.interval_nanos * u64::from(self.burst))
+    }
+
     pub(crate) fn interval_nanos(&self) -> u64 {
         self.interval_nanos
     }
