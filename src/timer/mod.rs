@@ -57,11 +57,11 @@
 
 mod driver;
 mod entry;
+mod inbox;
 // The runtime driver drives the global timer, which loom builds leave out.
 #[cfg(not(tollgate_loom))]
 mod runtime;
 mod sleep;
-mod inbox;
 // The tests drive the real timer thread too, which loom builds leave out.
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests;
