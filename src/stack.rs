@@ -43,6 +43,18 @@ pub struct Gate<'a> {
 
 impl Gate<'_> {
     /// Asks for `n` cells instead of one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let per_user = Limiter::keyed(Quota::per_second(10));
+    /// let [ok] = tollgate::check_all([per_user.gate("u").n(4)]).unwrap();
+    /// assert_eq!(ok.remaining(), 6);
+    /// let refused = tollgate::check_all([per_user.gate("u").n(11)]).unwrap_err();
+    /// assert!(refused.error.is_insufficient_capacity()); // more than the burst, ever
+    /// ```
     pub fn n(mut self, n: u32) -> Self {
         self.n = n;
         self
@@ -50,6 +62,18 @@ impl Gate<'_> {
 
     /// Checks under `quota` instead of the limiter's own (see
     /// [`Limiter::check_with`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// // One limiter for every tier: a paid key checked under its own quota.
+    /// let per_key = Limiter::keyed(Quota::per_second(1));
+    /// let paid = Quota::per_second(100);
+    /// let [ok] = tollgate::check_all([per_key.gate("paid-7").quota(paid)]).unwrap();
+    /// assert_eq!((ok.limit(), ok.remaining()), (100, 99));
+    /// ```
     pub fn quota(mut self, quota: Quota) -> Self {
         self.quota = Some(Gcra::new(quota));
         self
@@ -76,6 +100,20 @@ impl fmt::Debug for Gate<'_> {
 }
 
 /// The refusal that stopped a [`check_all`]: which gate, and why.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{DirectLimiter, Limiter, Quota};
+///
+/// let per_ip = Limiter::keyed(Quota::per_second(5));
+/// let global = DirectLimiter::new(Quota::per_second(1));
+/// assert!(tollgate::check_all([per_ip.gate("1.2.3.4"), global.gate()]).is_ok());
+/// let refused = tollgate::check_all([per_ip.gate("5.6.7.8"), global.gate()]).unwrap_err();
+/// assert_eq!(refused.index, 1); // the global budget refused
+/// assert!(refused.error.is_rate_limited());
+/// assert_eq!(per_ip.check("5.6.7.8").unwrap().remaining(), 4); // and cost the client nothing
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Refused {

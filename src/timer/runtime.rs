@@ -153,6 +153,16 @@ pub fn is_driven() -> bool {
 }
 
 /// The future [`drive`] returns: drives tollgate's global timer from the task that polls it.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::timer::{Drive, drive};
+///
+/// // Spawned on a runtime in a real program; here only its type is shown.
+/// let driver: Drive<_, _> = drive(|_deadline| std::future::pending::<()>());
+/// drop(driver); // never polled, never attached: the timer thread keeps the timer
+/// ```
 #[must_use = "futures do nothing unless polled: spawn it on the runtime"]
 pub struct Drive<F, S> {
     sleep_until: F,
