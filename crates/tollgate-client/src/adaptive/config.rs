@@ -124,8 +124,11 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).floor(1.0);
-    /// # let _ = config;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0).floor(9.0));
+    /// rates.throttled("example.com", None); // 10 × 0.8 = 8: held at the floor
+    /// assert_eq!(rates.rate("example.com"), 9.0);
     /// ```
     #[must_use]
     pub fn floor(mut self, floor: f64) -> Self {
@@ -147,8 +150,12 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).ceiling(50.0);
-    /// # let _ = config;
+    /// use tollgate::Quota;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0).ceiling(50.0));
+    /// rates.announce("example.com", Quota::per_second(100));
+    /// assert_eq!(rates.rate("example.com"), 50.0); // the announced 100, capped
     /// ```
     #[must_use]
     pub fn ceiling(mut self, ceiling: f64) -> Self {
@@ -170,8 +177,11 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).increase(0.5);
-    /// # let _ = config;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0).increase(0.5));
+    /// rates.success("example.com");
+    /// assert_eq!(rates.rate("example.com"), 10.5);
     /// ```
     #[must_use]
     pub fn increase(mut self, increase: f64) -> Self {
@@ -192,8 +202,11 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).decrease(0.5);
-    /// # let _ = config;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0).decrease(0.5));
+    /// rates.throttled("example.com", None);
+    /// assert_eq!(rates.rate("example.com"), 5.0);
     /// ```
     #[must_use]
     pub fn decrease(mut self, decrease: f64) -> Self {
@@ -214,8 +227,19 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).band(0.02);
-    /// # let _ = config;
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// // Throttled at 10, back to 8; then 8 is confirmed safe by one success.
+    /// let next = |band| {
+    ///     let config = AdaptiveConfig::new(10.0).band(band).confirm(1);
+    ///     let rates = AdaptiveRate::with_clock(config, ManualClock::new());
+    ///     rates.throttled("example.com", None);
+    ///     rates.success("example.com");
+    ///     rates.rate("example.com")
+    /// };
+    /// assert_eq!(next(0.1), 9.0); // 8 is more than 10 % under 10: try halfway
+    /// assert_eq!(next(0.25), 7.0); // within 25 % of 10: settle half a band under 8
     /// ```
     #[must_use]
     pub fn band(mut self, band: f64) -> Self {
@@ -233,8 +257,18 @@ impl AdaptiveConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).cooldown(Duration::from_millis(500));
-    /// # let _ = config;
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = AdaptiveConfig::new(10.0).cooldown(Duration::from_millis(500));
+    /// let rates = AdaptiveRate::with_clock(config, clock.clone());
+    /// assert!(rates.throttled("example.com", None)); // 10 to 8
+    /// clock.advance(Duration::from_millis(499));
+    /// assert!(!rates.throttled("example.com", None)); // inside the cooldown: still 8
+    /// clock.advance(Duration::from_millis(1));
+    /// assert!(rates.throttled("example.com", None)); // 8 to 6.4
+    /// assert_eq!(rates.rate("example.com"), 6.4);
     /// ```
     #[must_use]
     pub fn cooldown(mut self, cooldown: Duration) -> Self {
@@ -254,8 +288,18 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).confirm(200);
-    /// # let _ = config;
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let config = AdaptiveConfig::new(10.0).confirm(3);
+    /// let rates = AdaptiveRate::with_clock(config, ManualClock::new());
+    /// rates.throttled("example.com", None); // 10 is too fast: back to 8
+    /// rates.success("example.com");
+    /// rates.success("example.com");
+    /// assert_eq!(rates.rate("example.com"), 8.0); // not yet confirmed
+    /// rates.success("example.com"); // the third: 8 is safe, try halfway to 10
+    /// assert_eq!(rates.snapshot("example.com").unwrap().safe, Some(8.0));
+    /// assert_eq!(rates.rate("example.com"), 9.0);
     /// ```
     #[must_use]
     pub fn confirm(mut self, n: u32) -> Self {
@@ -270,8 +314,20 @@ impl AdaptiveConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).reprobe(Duration::from_secs(60));
-    /// # let _ = config;
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = AdaptiveConfig::new(10.0).reprobe(Duration::from_secs(60));
+    /// let rates = AdaptiveRate::with_clock(config, clock.clone());
+    /// rates.throttled("example.com", None); // 10 is too fast
+    /// let mark = || rates.snapshot("example.com").unwrap().throttled_at.unwrap();
+    /// clock.advance(Duration::from_secs(59));
+    /// rates.success("example.com");
+    /// assert_eq!(mark(), 10.0);
+    /// clock.advance(Duration::from_secs(1));
+    /// rates.success("example.com"); // a minute without a throttle: two bands up
+    /// assert!((mark() - 10.0 * 1.06).abs() < 1e-9);
     /// ```
     #[must_use]
     pub fn reprobe(mut self, reprobe: Duration) -> Self {
@@ -285,8 +341,14 @@ impl AdaptiveConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
-    /// # let _ = config;
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let config = AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
+    /// let rates = AdaptiveRate::with_clock(config, ManualClock::new());
+    /// rates.throttled("example.com", Some(Duration::from_secs(3_600))); // Retry-After: 3600
+    /// let wait = rates.check("example.com").unwrap_err().retry_after();
+    /// assert_eq!(wait, Some(Duration::from_secs(5)));
     /// ```
     #[must_use]
     pub fn max_retry_after(mut self, cap: Duration) -> Self {
@@ -304,8 +366,13 @@ impl AdaptiveConfig {
     /// # Examples
     ///
     /// ```
-    /// let config = tollgate_client::AdaptiveConfig::new(10.0).capacity(1_000);
-    /// # let _ = config;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0).capacity(1));
+    /// rates.throttled("a.example", None); // a: 8
+    /// rates.success("b.example"); // evicts a
+    /// assert_eq!(rates.keys(), 1);
+    /// assert_eq!(rates.rate("a.example"), 10.0); // a starts over
     /// ```
     #[must_use]
     pub fn capacity(mut self, capacity: usize) -> Self {
