@@ -208,8 +208,15 @@ impl RetryPolicy {
     /// # Examples
     ///
     /// ```
-    /// let policy = tollgate_client::RetryPolicy::new().max_retries(5);
-    /// # let _ = policy;
+    /// use tollgate_client::{Decision, Failure, GiveUp, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::new().max_retries(5);
+    /// let mut state = policy.start();
+    /// let failed = Failure::Transient { retry_after: None };
+    /// for _ in 0..5 {
+    ///     assert!(matches!(policy.decide(&mut state, failed), Decision::Retry(_)));
+    /// }
+    /// assert_eq!(policy.decide(&mut state, failed), Decision::GiveUp(GiveUp::Exhausted));
     /// ```
     #[must_use]
     pub fn max_retries(mut self, n: u32) -> Self {
@@ -257,8 +264,12 @@ impl RetryPolicy {
     /// # Examples
     ///
     /// ```
+    /// use std::time::Duration;
+    ///
     /// let policy = tollgate_client::RetryPolicy::new().jitter(1.0);
-    /// # let _ = policy;
+    /// assert_eq!(policy.jittered(0, 0.0), Duration::from_millis(100)); // the whole backoff
+    /// assert_eq!(policy.jittered(0, 0.75), Duration::from_millis(25));
+    /// assert_eq!(policy.jittered(0, 1.0), Duration::ZERO); // down to nothing
     /// ```
     #[must_use]
     pub fn jitter(mut self, fraction: f64) -> Self {
@@ -276,8 +287,14 @@ impl RetryPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let policy = tollgate_client::RetryPolicy::new().max_retry_after(Duration::from_secs(5));
-    /// # let _ = policy;
+    /// use tollgate_client::{Decision, Failure, GiveUp, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::new().max_retry_after(Duration::from_secs(5));
+    /// let told = |secs| Failure::Throttled { retry_after: Some(Duration::from_secs(secs)) };
+    /// let five = policy.decide(&mut policy.start(), told(5));
+    /// assert_eq!(five, Decision::Retry(Duration::from_secs(5)));
+    /// let six = policy.decide(&mut policy.start(), told(6));
+    /// assert_eq!(six, Decision::GiveUp(GiveUp::RetryAfterTooLong));
     /// ```
     #[must_use]
     pub fn max_retry_after(mut self, max: Duration) -> Self {
@@ -291,8 +308,17 @@ impl RetryPolicy {
     /// # Examples
     ///
     /// ```
-    /// let policy = tollgate_client::RetryPolicy::new().give_up_after_throttles(3);
-    /// # let _ = policy;
+    /// use tollgate_client::{Decision, Failure, GiveUp, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::new().give_up_after_throttles(3);
+    /// let mut state = policy.start();
+    /// let throttled = Failure::Throttled { retry_after: None };
+    /// assert!(matches!(policy.decide(&mut state, throttled), Decision::Retry(_)));
+    /// assert!(matches!(policy.decide(&mut state, throttled), Decision::Retry(_)));
+    /// assert_eq!(
+    ///     policy.decide(&mut state, throttled),
+    ///     Decision::GiveUp(GiveUp::RepeatedThrottle) // the third 429 in a row
+    /// );
     /// ```
     #[must_use]
     pub fn give_up_after_throttles(mut self, n: u32) -> Self {
