@@ -47,12 +47,31 @@ impl<E: KeyExtractor> RateLimitLayer<E> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
+    /// use std::time::Duration;
     /// use tollgate::{Limiter, ManualClock, Quota};
     /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
-    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
-    /// let layer = RateLimitLayer::builder(limiter, Global).headers(false).build();
-    /// # let _ = layer;
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(clock.clone()).build();
+    /// let layer = RateLimitLayer::builder(limiter.clone(), Global).headers(false).build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let status = || async {
+    ///     svc.clone().oneshot(http::Request::new(())).await.unwrap().status()
+    /// };
+    /// futures_executor::block_on(async {
+    ///     assert_eq!(status().await, 200);
+    ///     assert_eq!(status().await, 429);
+    ///     clock.advance(Duration::from_secs(1)); // the limiter's clock
+    ///     assert_eq!(status().await, 200);
+    /// });
+    /// // The clone kept is the layer's limiter.
+    /// assert_eq!((limiter.stats().admitted, limiter.stats().denied), (2, 1));
+    /// limiter.set_quota(Quota::per_second(2));
+    /// assert_eq!(layer.limiter().quota(), Quota::per_second(2));
     /// ```
     pub fn builder(limiter: Limiter<E::Key>, key: E) -> Builder<E> {
         Builder::new(limiter, key)
@@ -69,8 +88,11 @@ impl<E: KeyExtractor> RateLimitLayer<E> {
 /// # Examples
 ///
 /// ```
+/// use std::convert::Infallible;
+/// use std::net::SocketAddr;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate_tower::{MissingKey, PeerIp, RateLimitLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), PeerIp::new())
 ///     .policy_name("per-ip")
@@ -78,7 +100,17 @@ impl<E: KeyExtractor> RateLimitLayer<E> {
 ///     .headers(true)
 ///     .on_missing_key(MissingKey::Reject)
 ///     .build();
-/// # let _ = layer;
+/// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::new()))
+/// }));
+/// let mut from_peer = http::Request::new(());
+/// from_peer.extensions_mut().insert("192.0.2.7:4000".parse::<SocketAddr>().unwrap());
+/// futures_executor::block_on(async {
+///     let ok = svc.clone().oneshot(from_peer).await.unwrap();
+///     assert_eq!(ok.headers()["ratelimit-policy"], "\"per-ip\";q=10;w=1");
+///     // No peer address, no key: refused.
+///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 400);
+/// });
 /// ```
 pub struct Builder<E: KeyExtractor, M = Reject, R = EmptyBody> {
     config: Config<E>,
@@ -135,13 +167,24 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{Limiter, Quota};
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, ManualClock, Quota};
     /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
-    /// let quiet = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
-    ///     .headers(false)
-    ///     .build();
-    /// # let _ = quiet;
+    /// let limiter = Limiter::builder(Quota::per_second(1)).clock(ManualClock::new()).build();
+    /// let quiet = RateLimitLayer::builder(limiter, Global).headers(false).build();
+    /// let svc = quiet.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     let ok = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert!(ok.headers().is_empty());
+    ///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(refused.status(), 429);
+    ///     assert_eq!(refused.headers().len(), 1); // `Retry-After` alone
+    ///     assert_eq!(refused.headers()["retry-after"], "1");
+    /// });
     /// ```
     pub fn headers(mut self, on: bool) -> Self {
         self.config.format.ietf = on;
@@ -346,17 +389,33 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// // Internal tokens are not limited.
     /// let layer = RateLimitLayer::builder(
-    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     Limiter::keyed(Quota::per_minute(1)),
     ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
     /// )
     /// .allow_if(|key: &http::HeaderValue| key.as_bytes().starts_with(b"internal-"))
     /// .build();
-    /// # let _ = layer;
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let with = |key: &str| http::Request::get("/").header("x-api-key", key).body(()).unwrap();
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..3 {
+    ///         let internal = svc.clone().oneshot(with("internal-7")).await.unwrap();
+    ///         assert_eq!(internal.status(), 200);
+    ///         assert!(internal.headers().get("ratelimit").is_none()); // no fields
+    ///     }
+    ///     assert_eq!(svc.clone().oneshot(with("client-1")).await.unwrap().status(), 200);
+    ///     assert_eq!(svc.clone().oneshot(with("client-1")).await.unwrap().status(), 429);
+    /// });
+    /// let counts = layer.counts();
+    /// assert_eq!((counts.allowlisted, counts.admitted, counts.rejected), (3, 1, 1));
     /// ```
     pub fn allow_if<F>(mut self, allow: F) -> Self
     where
@@ -375,17 +434,30 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use http::HeaderValue;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let layer = RateLimitLayer::builder(
-    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     Limiter::keyed(Quota::per_minute(1)),
     ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
     /// )
     /// .allow_keys([HeaderValue::from_static("monitoring")])
     /// .build();
-    /// # let _ = layer;
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let with = |key: &str| http::Request::get("/").header("x-api-key", key).body(()).unwrap();
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..3 {
+    ///         assert_eq!(svc.clone().oneshot(with("monitoring")).await.unwrap().status(), 200);
+    ///     }
+    ///     assert_eq!(svc.clone().oneshot(with("monitoring-2")).await.unwrap().status(), 200);
+    ///     assert_eq!(svc.clone().oneshot(with("monitoring-2")).await.unwrap().status(), 429);
+    /// });
+    /// assert_eq!(layer.counts().allowlisted, 3);
     /// ```
     pub fn allow_keys<I>(self, keys: I) -> Self
     where
@@ -408,17 +480,37 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate_tower::{ClientIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// # fn main() -> Result<(), tollgate_tower::CidrError> {
     /// let layer = RateLimitLayer::builder(
-    ///     Limiter::keyed(Quota::per_second(10)),
+    ///     Limiter::keyed(Quota::per_minute(1)),
     ///     ClientIp::trusting(["10.0.0.0/8"])?,
     /// )
     /// .allow_cidrs(["192.0.2.0/24", "2001:db8:aa::/48"])?
     /// .build();
-    /// # let _ = layer;
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// // A client's request, through the load balancer at 10.0.0.2.
+    /// let from = |client: &str| {
+    ///     let req = http::Request::get("/").header("x-forwarded-for", client);
+    ///     let mut req = req.body(()).unwrap();
+    ///     req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+    ///     req
+    /// };
+    /// futures_executor::block_on(async {
+    ///     for client in ["192.0.2.7", "192.0.2.7", "2001:db8:aa:1::5", "2001:db8:aa:1::5"] {
+    ///         assert_eq!(svc.clone().oneshot(from(client)).await.unwrap().status(), 200);
+    ///     }
+    ///     assert_eq!(svc.clone().oneshot(from("198.51.100.4")).await.unwrap().status(), 200);
+    ///     assert_eq!(svc.clone().oneshot(from("198.51.100.4")).await.unwrap().status(), 429);
+    /// });
+    /// assert_eq!(layer.counts().allowlisted, 4);
     /// # Ok(())
     /// # }
     /// ```
@@ -445,14 +537,39 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
     /// use tollgate::{Limiter, Quota};
-    /// use tollgate_tower::{DryRun, PeerIp, RateLimitLayer};
+    /// use tollgate_tower::{DryRun, DryRunRefusal, PeerIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let trial: RateLimitLayer<PeerIp, DryRun> =
-    ///     RateLimitLayer::builder(Limiter::keyed(Quota::per_second(10)), PeerIp::new())
+    ///     RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), PeerIp::new())
     ///         .dry_run()
     ///         .build();
-    /// # let _ = trial;
+    /// let svc = trial.layer(service_fn(|req: http::Request<()>| async move {
+    ///     let marked = req.extensions().get::<DryRunRefusal>().map(|r| r.status().as_u16());
+    ///     Ok::<_, Infallible>(http::Response::new(marked))
+    /// }));
+    /// let from_peer = || {
+    ///     let mut req = http::Request::new(());
+    ///     req.extensions_mut().insert("192.0.2.7:4000".parse::<SocketAddr>().unwrap());
+    ///     req
+    /// };
+    /// futures_executor::block_on(async {
+    ///     let first = svc.clone().oneshot(from_peer()).await.unwrap();
+    ///     assert_eq!((first.status().as_u16(), *first.body()), (200, None));
+    ///     assert!(first.headers().contains_key("ratelimit"));
+    ///     // Over the limit: served, marked, and without fields.
+    ///     let over = svc.clone().oneshot(from_peer()).await.unwrap();
+    ///     assert_eq!((over.status().as_u16(), *over.body()), (200, Some(429)));
+    ///     assert!(over.headers().is_empty());
+    ///     // No key: served, marked as the 400 it would have been.
+    ///     let keyless = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(*keyless.body(), Some(400));
+    /// });
+    /// let counts = trial.counts();
+    /// assert_eq!((counts.admitted, counts.dry_run_refused, counts.rejected), (1, 2, 0));
     /// ```
     pub fn dry_run(self) -> Builder<E, DryRun, R> {
         Builder {
@@ -472,14 +589,22 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
     ///     .policy_name("global")
     ///     .unwrap()
     ///     .build();
-    /// # let _ = layer;
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let ok = futures_executor::block_on(svc.oneshot(http::Request::new(()))).unwrap();
+    /// assert_eq!(ok.headers()["ratelimit-policy"], "\"global\";q=1;w=1");
+    /// assert_eq!(ok.headers()["ratelimit"], "\"global\";r=0;t=1");
+    ///
     /// let bad = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
     ///     .policy_name("größe");
     /// assert!(bad.is_err());
@@ -495,13 +620,27 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate_tower::{MissingKey, PeerIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), PeerIp::new())
     ///     .on_missing_key(MissingKey::Allow)
     ///     .build();
-    /// # let _ = layer;
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// // No peer address, so no key: served (not limited, no fields) rather than a 400.
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..3 {
+    ///         let keyless = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///         assert_eq!(keyless.status(), 200);
+    ///         assert!(keyless.headers().is_empty());
+    ///     }
+    /// });
+    /// let counts = layer.counts();
+    /// assert_eq!((counts.missing_key_allowed, counts.no_peer_address), (3, 3));
     /// ```
     pub fn on_missing_key(mut self, policy: MissingKey) -> Self {
         self.config.missing_key = policy;
@@ -516,8 +655,10 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate_tower::{HeaderKey, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let layer = RateLimitLayer::builder(
     ///     Limiter::keyed(Quota::per_second(1)),
@@ -528,7 +669,19 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     ///     _ => Quota::per_second(1),
     /// })
     /// .build();
-    /// # let _ = layer;
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let request = |key: &str, tier: &str| {
+    ///     let req = http::Request::get("/").header("x-api-key", key).header("x-tier", tier);
+    ///     req.body(()).unwrap()
+    /// };
+    /// futures_executor::block_on(async {
+    ///     let paid = svc.clone().oneshot(request("k-1", "paid")).await.unwrap();
+    ///     assert_eq!(paid.headers()["ratelimit-policy"], "\"default\";q=100;w=1");
+    ///     let free = svc.clone().oneshot(request("k-2", "free")).await.unwrap();
+    ///     assert_eq!(free.headers()["ratelimit-policy"], "\"default\";q=1;w=1");
+    /// });
     /// ```
     pub fn quota_for<F>(mut self, f: F) -> Self
     where
@@ -688,8 +841,11 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate_tower::{Global, HeaderKey, PeerIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
     ///     .policy_name("per-ip")
@@ -703,7 +859,32 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     ///     .stack("global", Limiter::keyed(Quota::per_second(1000)), Global)
     ///     .unwrap()
     ///     .build();
-    /// # let _ = layer;
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let request = |api_key: Option<&str>| {
+    ///     let mut req = http::Request::get("/");
+    ///     if let Some(key) = api_key {
+    ///         req = req.header("x-api-key", key);
+    ///     }
+    ///     let mut req = req.body(()).unwrap();
+    ///     req.extensions_mut().insert("192.0.2.7:4000".parse::<SocketAddr>().unwrap());
+    ///     req
+    /// };
+    /// futures_executor::block_on(async {
+    ///     let keyed = svc.clone().oneshot(request(Some("k-1"))).await.unwrap();
+    ///     assert_eq!(
+    ///         keyed.headers()["ratelimit-policy"],
+    ///         r#""per-ip";q=5;w=1, "per-key";q=50;w=1, "global";q=1000;w=1"#
+    ///     );
+    ///     // Without an API key, the per-key limit does not apply.
+    ///     let keyless = svc.clone().oneshot(request(None)).await.unwrap();
+    ///     assert_eq!(keyless.status(), 200);
+    ///     assert_eq!(
+    ///         keyless.headers()["ratelimit-policy"],
+    ///         r#""per-ip";q=5;w=1, "global";q=1000;w=1"#
+    ///     );
+    /// });
     /// ```
     pub fn stack<E2: KeyExtractor>(
         mut self,
@@ -728,18 +909,48 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
     /// use std::time::Duration;
-    /// use tollgate::{Limiter, Quota};
+    /// use futures_lite::future::poll_once;
+    /// use tollgate::{Limiter, ManualClock, Quota};
     /// use tollgate_tower::{PeerIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
+    /// let clock = ManualClock::new(); // time moves when the example says
     /// // Smooth bursts out at 10/s, queueing up to half a second of them.
-    /// let layer = RateLimitLayer::builder(
-    ///     Limiter::keyed(Quota::per_second(10).allow_burst(1)),
-    ///     PeerIp::new(),
-    /// )
-    /// .delay(Duration::from_millis(500))
-    /// .build();
-    /// # let _ = layer;
+    /// let limiter = Limiter::builder(Quota::per_second(10).allow_burst(1))
+    ///     .clock(clock.clone())
+    ///     .build();
+    /// let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+    ///     .delay(Duration::from_millis(500))
+    ///     .build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let from_peer = || {
+    ///     let mut req = http::Request::new(());
+    ///     req.extensions_mut().insert("192.0.2.7:4000".parse::<SocketAddr>().unwrap());
+    ///     req
+    /// };
+    /// futures_executor::block_on(async {
+    ///     assert_eq!(svc.clone().oneshot(from_peer()).await.unwrap().status(), 200);
+    ///     // A burst of six more: five queue, 0.1 s to 0.5 s each...
+    ///     let mut queued = Vec::new();
+    ///     for _ in 0..5 {
+    ///         let mut waiting = Box::pin(svc.clone().oneshot(from_peer()));
+    ///         assert!(poll_once(&mut waiting).await.is_none());
+    ///         queued.push(waiting);
+    ///     }
+    ///     // ...and the sixth, whose turn would come after 0.6 s, is refused at once.
+    ///     assert_eq!(svc.clone().oneshot(from_peer()).await.unwrap().status(), 429);
+    ///     clock.advance(Duration::from_millis(500));
+    ///     for waiting in queued {
+    ///         assert_eq!(waiting.await.unwrap().status(), 200);
+    ///     }
+    /// });
+    /// let counts = layer.counts();
+    /// assert_eq!((counts.admitted, counts.delayed, counts.rejected), (1, 5, 1));
     /// ```
     pub fn delay(self, max: Duration) -> Builder<E, Delay, R> {
         Builder {
@@ -754,11 +965,21 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use tollgate::{Limiter, Quota};
-    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tollgate_tower::{Global, RateLimitLayer, Reject};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
-    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global).build();
-    /// # let _ = layer;
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global).build();
+    /// let Reject = layer.mode(); // the defaults: reject mode, the IETF fields
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     let ok = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(ok.headers()["ratelimit-policy"], "\"default\";q=1;w=60");
+    ///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 429);
+    /// });
     /// ```
     pub fn build(self) -> RateLimitLayer<E, M, R> {
         RateLimitLayer {
