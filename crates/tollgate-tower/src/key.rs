@@ -158,11 +158,16 @@ impl PeerIp {
     /// # Examples
     ///
     /// ```
-    /// let layer = tollgate_tower::RateLimitLayer::new(
-    ///     tollgate::Quota::per_second(10),
-    ///     tollgate_tower::PeerIp::new(),
-    /// );
-    /// # let _ = layer;
+    /// use std::net::SocketAddr;
+    /// use tollgate_tower::{KeyExtractor, PeerIp};
+    ///
+    /// let key_of = |peer: &str| {
+    ///     let mut req = http::Request::new(());
+    ///     req.extensions_mut().insert(peer.parse::<SocketAddr>().unwrap());
+    ///     PeerIp::new().extract(&req.into_parts().0)
+    /// };
+    /// assert_eq!(key_of("192.0.2.7:4000"), Some("192.0.2.7".parse().unwrap()));
+    /// assert_eq!(key_of("[2001:db8:1:2:3::9]:4000"), Some("2001:db8:1:2::".parse().unwrap()));
     /// ```
     pub fn new() -> PeerIp {
         PeerIp::default()
@@ -173,8 +178,18 @@ impl PeerIp {
     /// # Examples
     ///
     /// ```
-    /// let per_site = tollgate_tower::PeerIp::new().ipv6_prefix(48);
-    /// # let _ = per_site;
+    /// use std::net::SocketAddr;
+    /// use tollgate_tower::{KeyExtractor, PeerIp};
+    ///
+    /// let per_site = PeerIp::new().ipv6_prefix(48);
+    /// let key_of = |peer: &str| {
+    ///     let mut req = http::Request::new(());
+    ///     req.extensions_mut().insert(peer.parse::<SocketAddr>().unwrap());
+    ///     per_site.extract(&req.into_parts().0)
+    /// };
+    /// // Two networks of one /48 site: one key.
+    /// assert_eq!(key_of("[2001:db8:1:2::9]:4000"), Some("2001:db8:1::".parse().unwrap()));
+    /// assert_eq!(key_of("[2001:db8:1:ff::7]:4000"), key_of("[2001:db8:1:2::9]:4000"));
     /// ```
     pub fn ipv6_prefix(mut self, bits: u8) -> PeerIp {
         self.prefixes.v6 = bits.min(128);
@@ -186,8 +201,14 @@ impl PeerIp {
     /// # Examples
     ///
     /// ```
-    /// let per_slash24 = tollgate_tower::PeerIp::new().ipv4_prefix(24);
-    /// # let _ = per_slash24;
+    /// use std::net::SocketAddr;
+    /// use tollgate_tower::{KeyExtractor, PeerIp};
+    ///
+    /// let per_slash24 = PeerIp::new().ipv4_prefix(24);
+    /// let mut req = http::Request::new(());
+    /// req.extensions_mut().insert("192.0.2.77:4000".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(per_slash24.extract(&parts), Some("192.0.2.0".parse().unwrap()));
     /// ```
     pub fn ipv4_prefix(mut self, bits: u8) -> PeerIp {
         self.prefixes.v4 = bits.min(32);
@@ -289,11 +310,18 @@ impl ClientIp {
     /// # Examples
     ///
     /// ```
-    /// use tollgate_tower::{Cidr, ClientIp};
+    /// use std::net::SocketAddr;
+    /// use tollgate_tower::{Cidr, ClientIp, KeyExtractor};
     ///
     /// let lb: Cidr = "192.168.0.0/16".parse().unwrap();
     /// let client_ip = ClientIp::from_cidrs(vec![lb]);
-    /// # let _ = client_ip;
+    /// let mut req = http::Request::get("/")
+    ///     .header("x-forwarded-for", "203.0.113.9")
+    ///     .body(())
+    ///     .unwrap();
+    /// req.extensions_mut().insert("192.168.4.2:40000".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(client_ip.extract(&parts), Some("203.0.113.9".parse().unwrap()));
     /// ```
     pub fn from_cidrs(cidrs: Vec<Cidr>) -> ClientIp {
         ClientIp {
@@ -308,10 +336,18 @@ impl ClientIp {
     /// # Examples
     ///
     /// ```
+    /// use std::net::SocketAddr;
     /// use tollgate_tower::{ClientIp, ForwardedHeader};
     ///
     /// let behind_nginx = ClientIp::trusting(["127.0.0.1"]).unwrap().header(ForwardedHeader::XRealIp);
-    /// # let _ = behind_nginx;
+    /// let mut req = http::Request::get("/")
+    ///     .header("x-real-ip", "203.0.113.9")
+    ///     .header("x-forwarded-for", "6.6.6.6") // not read: the client may have written it
+    ///     .body(())
+    ///     .unwrap();
+    /// req.extensions_mut().insert("127.0.0.1:40000".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(behind_nginx.client_addr(&parts), Some("203.0.113.9".parse().unwrap()));
     /// ```
     pub fn header(mut self, header: ForwardedHeader) -> ClientIp {
         self.header = header;
@@ -323,8 +359,18 @@ impl ClientIp {
     /// # Examples
     ///
     /// ```
-    /// let client_ip = tollgate_tower::ClientIp::trusting(["10.0.0.0/8"]).unwrap().ipv6_prefix(56);
-    /// # let _ = client_ip;
+    /// use std::net::SocketAddr;
+    /// use tollgate_tower::{ClientIp, KeyExtractor};
+    ///
+    /// let client_ip = ClientIp::trusting(["10.0.0.0/8"]).unwrap().ipv6_prefix(56);
+    /// let mut req = http::Request::get("/")
+    ///     .header("x-forwarded-for", "2001:db8:0:ab12::1")
+    ///     .body(())
+    ///     .unwrap();
+    /// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(client_ip.extract(&parts), Some("2001:db8:0:ab00::".parse().unwrap()));
+    /// assert_eq!(client_ip.client_addr(&parts), Some("2001:db8:0:ab12::1".parse().unwrap()));
     /// ```
     pub fn ipv6_prefix(mut self, bits: u8) -> ClientIp {
         self.prefixes.v6 = bits.min(128);
@@ -336,8 +382,17 @@ impl ClientIp {
     /// # Examples
     ///
     /// ```
-    /// let client_ip = tollgate_tower::ClientIp::trusting(["10.0.0.0/8"]).unwrap().ipv4_prefix(24);
-    /// # let _ = client_ip;
+    /// use std::net::SocketAddr;
+    /// use tollgate_tower::{ClientIp, KeyExtractor};
+    ///
+    /// let client_ip = ClientIp::trusting(["10.0.0.0/8"]).unwrap().ipv4_prefix(24);
+    /// let mut req = http::Request::get("/")
+    ///     .header("x-forwarded-for", "198.51.100.77")
+    ///     .body(())
+    ///     .unwrap();
+    /// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(client_ip.extract(&parts), Some("198.51.100.0".parse().unwrap()));
     /// ```
     pub fn ipv4_prefix(mut self, bits: u8) -> ClientIp {
         self.prefixes.v4 = bits.min(32);
@@ -480,11 +535,24 @@ impl HeaderKey {
     /// # Examples
     ///
     /// ```
-    /// use tollgate_tower::HeaderKey;
+    /// use tollgate_tower::{HeaderKey, KeyExtractor};
     ///
     /// let by_token = HeaderKey::new(http::header::AUTHORIZATION);
     /// let by_api_key = HeaderKey::new("x-api-key");
-    /// # let _ = (by_token, by_api_key);
+    /// let (parts, ()) = http::Request::get("/")
+    ///     .header("authorization", "Bearer t-1")
+    ///     .header("x-api-key", "k-2")
+    ///     .body(())
+    ///     .unwrap()
+    ///     .into_parts();
+    /// assert_eq!(by_token.extract(&parts).unwrap(), "Bearer t-1");
+    /// assert_eq!(by_api_key.extract(&parts).unwrap(), "k-2");
+    /// ```
+    ///
+    /// A name that is not lower case panics, as [`HeaderName::from_static`] does:
+    ///
+    /// ```should_panic
+    /// tollgate_tower::HeaderKey::new("X-Api-Key");
     /// ```
     pub fn new(name: impl Into<HeaderKeyName>) -> HeaderKey {
         HeaderKey {
@@ -543,8 +611,13 @@ impl<T> ExtensionKey<T> {
     /// # Examples
     ///
     /// ```
-    /// let by_tenant = tollgate_tower::ExtensionKey::<String>::new();
-    /// # let _ = by_tenant;
+    /// use tollgate_tower::{ExtensionKey, KeyExtractor};
+    ///
+    /// let by_tenant = ExtensionKey::<String>::new();
+    /// let mut req = http::Request::get("/").body(()).unwrap();
+    /// req.extensions_mut().insert(String::from("acme")); // what the tenant layer resolved
+    /// let (parts, ()) = req.into_parts();
+    /// assert_eq!(by_tenant.extract(&parts).as_deref(), Some("acme"));
     /// ```
     pub fn new() -> ExtensionKey<T> {
         ExtensionKey {
