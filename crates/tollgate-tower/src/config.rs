@@ -89,17 +89,32 @@ where
 /// # Examples
 ///
 /// ```
+/// use std::convert::Infallible;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate_tower::{HeaderKey, MissingKey, RateLimitLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// // Requests without an API key are not limited by this layer (another one may be).
 /// let layer = RateLimitLayer::builder(
-///     Limiter::keyed(Quota::per_second(10)),
+///     Limiter::keyed(Quota::per_minute(1)),
 ///     HeaderKey::new(http::HeaderName::from_static("x-api-key")),
 /// )
 /// .on_missing_key(MissingKey::Allow)
 /// .build();
-/// # let _ = layer;
+/// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::new()))
+/// }));
+/// let keyed = || http::Request::get("/").header("x-api-key", "k-1").body(()).unwrap();
+/// futures_executor::block_on(async {
+///     assert_eq!(svc.clone().oneshot(keyed()).await.unwrap().status(), 200);
+///     assert_eq!(svc.clone().oneshot(keyed()).await.unwrap().status(), 429);
+///     for _ in 0..3 {
+///         let keyless = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+///         assert_eq!(keyless.status(), 200);
+///         assert!(keyless.headers().get("ratelimit").is_none()); // not described either
+///     }
+/// });
+/// assert_eq!(layer.counts().missing_key_allowed, 3);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]

@@ -63,13 +63,33 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{Limiter, Quota};
+    /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
+    /// use tollgate::Quota;
     /// use tollgate_tower::{HeaderKey, KeyExtractor, PeerIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let by_key_or_peer = HeaderKey::new(http::HeaderName::from_static("x-api-key"))
     ///     .or(PeerIp::new());
-    /// let layer = RateLimitLayer::new(Quota::per_second(10), by_key_or_peer);
-    /// # let _ = layer;
+    /// let layer = RateLimitLayer::new(Quota::per_minute(1), by_key_or_peer);
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// let from_peer = |req: http::request::Builder| {
+    ///     let mut req = req.body(()).unwrap();
+    ///     req.extensions_mut().insert("192.0.2.7:4000".parse::<SocketAddr>().unwrap());
+    ///     req
+    /// };
+    /// let with_key = || from_peer(http::Request::get("/").header("x-api-key", "k-1"));
+    /// let without = || from_peer(http::Request::get("/"));
+    /// futures_executor::block_on(async {
+    ///     assert_eq!(svc.clone().oneshot(with_key()).await.unwrap().status(), 200);
+    ///     // Keyed by the peer address instead: a limit of its own.
+    ///     assert_eq!(svc.clone().oneshot(without()).await.unwrap().status(), 200);
+    ///     assert_eq!(svc.clone().oneshot(without()).await.unwrap().status(), 429);
+    ///     // Neither an API key nor a peer address: the missing-key policy, a 400.
+    ///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 400);
+    /// });
     /// ```
     fn or<B: KeyExtractor>(self, fallback: B) -> Or<Self, B>
     where

@@ -24,8 +24,11 @@ use crate::service::RateLimit;
 /// # Examples
 ///
 /// ```
+/// use std::convert::Infallible;
+/// use std::net::SocketAddr;
 /// use tollgate::Quota;
 /// use tollgate_tower::{ClientIp, RateLimitLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// // Behind a load balancer in 10.0.0.0/8: 10 requests per second per client, bursts of 20.
 /// let layer = RateLimitLayer::new(
@@ -33,7 +36,18 @@ use crate::service::RateLimit;
 ///     ClientIp::trusting(["10.0.0.0/8"]).unwrap(),
 /// );
 /// let limiter = layer.limiter().clone(); // for stats()
-/// # let _ = limiter;
+/// let svc = layer.clone().layer(service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::new()))
+/// }));
+/// let mut req = http::Request::get("/")
+///     .header("x-forwarded-for", "203.0.113.9")
+///     .body(())
+///     .unwrap();
+/// req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+/// let ok = futures_executor::block_on(svc.oneshot(req)).unwrap();
+/// assert_eq!(ok.headers()["ratelimit-policy"], "\"default\";q=20;w=2");
+/// assert_eq!(limiter.stats().admitted, 1); // the clones share one limiter
+/// assert_eq!(layer.counts().admitted, 1);
 /// ```
 pub struct RateLimitLayer<E: KeyExtractor, M = Reject, R = EmptyBody> {
     pub(crate) config: Arc<Config<E>>,

@@ -95,8 +95,10 @@
 //!
 //! ```
 //! use std::convert::Infallible;
+//! use std::net::SocketAddr;
 //! use tollgate::Quota;
 //! use tollgate_tower::{ClientIp, RateLimitLayer};
+//! use tower::ServiceExt;
 //!
 //! # fn main() -> Result<(), tollgate_tower::CidrError> {
 //! let app = tower::service_fn(|_: http::Request<()>| async {
@@ -108,7 +110,17 @@
 //!     ClientIp::trusting(["10.0.0.0/8"])?,
 //! );
 //! let svc = tower::ServiceBuilder::new().layer(layer).service(app);
-//! # let _ = svc;
+//!
+//! // Two clients' requests, as the load balancer at 10.0.0.2 forwards them.
+//! for client in ["203.0.113.9", "198.51.100.4"] {
+//!     let req = http::Request::get("/").header("x-forwarded-for", client);
+//!     let mut req = req.body(()).unwrap();
+//!     req.extensions_mut().insert("10.0.0.2:40000".parse::<SocketAddr>().unwrap());
+//!     let ok = futures_executor::block_on(svc.clone().oneshot(req)).unwrap();
+//!     assert_eq!(ok.body(), "hello");
+//!     assert_eq!(ok.headers()["ratelimit-policy"], "\"default\";q=10;w=2");
+//! }
+//! assert_eq!(svc.limiter().stats().keys_held, 2); // one limit per client, none for the balancer
 //! # Ok(())
 //! # }
 //! ```

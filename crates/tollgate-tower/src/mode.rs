@@ -10,11 +10,22 @@ use std::time::Duration;
 /// # Examples
 ///
 /// ```
+/// use std::convert::Infallible;
 /// use tollgate_tower::{Global, RateLimitLayer, Reject};
+/// use tower::{Layer, ServiceExt, service_fn};
 ///
 /// let layer: RateLimitLayer<Global, Reject> =
-///     RateLimitLayer::new(tollgate::Quota::per_second(1), Global);
-/// # let _ = layer;
+///     RateLimitLayer::new(tollgate::Quota::per_minute(1), Global);
+/// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(String::new()))
+/// }));
+/// futures_executor::block_on(async {
+///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 200);
+///     let refused = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+///     assert_eq!(refused.status(), 429);
+///     assert!(refused.headers().contains_key("retry-after"));
+/// });
+/// assert_eq!(layer.counts().rejected, 1);
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Reject;

@@ -124,7 +124,12 @@ impl<B: Default> RefusalResponse<B> for EmptyBody {
 /// let layer: Layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), PeerIp::new())
 ///     .on_refusal(refuse as fn(Refusal) -> Response<String>)
 ///     .build();
-/// # let _ = layer;
+/// let svc = tower::Layer::layer(&layer, tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(Response::new(String::from("hello")))
+/// }));
+/// // A request without a peer address has no key: refused, with the hook's body.
+/// let refused = tower::ServiceExt::oneshot(svc, http::Request::new(()));
+/// assert_eq!(futures_executor::block_on(refused).unwrap().body(), "400 Bad Request\n");
 /// ```
 pub struct OnRefusal<F>(pub(crate) F);
 
