@@ -151,10 +151,13 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
+    /// use tollgate::Quota;
     /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
     /// let layer = tollgate_client::PoliteLayer::with_rates(rates.clone());
-    /// # let _ = layer;
+    /// rates.announce("example.com:80", Quota::per_second(50)); // learned elsewhere
+    /// assert_eq!(layer.rates().rate("example.com:80"), 50.0); // the layer paces by it
     /// ```
     pub fn with_rates(rates: AdaptiveRate<str>) -> PoliteLayer {
         PoliteLayer {
@@ -178,9 +181,26 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate_client::AdaptiveConfig;
-    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0)).max_in_flight(2);
-    /// # let _ = layer;
+    /// use std::convert::Infallible;
+    /// use std::time::Duration;
+    /// use tollgate_client::{AdaptiveConfig, MAX_RATE, PoliteLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// // A stand-in client that takes 10 ms to answer.
+    /// let client = service_fn(|_req: http::Request<()>| async {
+    ///     tollgate::timer::sleep(Duration::from_millis(10)).await;
+    ///     Ok::<_, Infallible>(http::Response::new(()))
+    /// });
+    /// // Unpaced (the highest rate), so that only the permits hold requests back.
+    /// let layer = PoliteLayer::new(AdaptiveConfig::new(MAX_RATE)).max_in_flight(2);
+    /// let polite = layer.layer(client);
+    /// let get = || {
+    ///     let req = http::Request::get("http://example.com/").body(()).unwrap();
+    ///     polite.clone().oneshot(req)
+    /// };
+    /// futures_executor::block_on(async { tokio::join!(get(), get(), get()) });
+    /// let host = layer.host("example.com:80").unwrap();
+    /// assert_eq!((host.requests, host.in_flight_max), (3, 2)); // the third waited for a permit
     /// ```
     #[must_use]
     pub fn max_in_flight(mut self, n: usize) -> Self {
@@ -194,9 +214,20 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryPolicy};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// // A stand-in client that answers every request with 503.
+    /// let client = service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::builder().status(503).body(()).unwrap())
+    /// });
     /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0)).retry(RetryPolicy::never());
-    /// # let _ = layer;
+    /// let req = http::Request::get("http://example.com/").body(()).unwrap();
+    /// let res = futures_executor::block_on(layer.layer(client).oneshot(req)).unwrap();
+    /// assert_eq!(res.status(), 503);
+    /// let host = layer.host("example.com:80").unwrap();
+    /// assert_eq!((host.requests, host.retries, host.gave_up), (1, 0, 1)); // not retried
     /// ```
     #[must_use]
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -210,12 +241,26 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
+    /// use std::convert::Infallible;
     /// use tollgate_client::{AdaptiveConfig, PoliteLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
     ///
     /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0)).key(|parts| {
     ///     parts.headers.get("x-tenant")?.to_str().ok().map(str::to_owned)
     /// });
-    /// # let _ = layer;
+    /// // A stand-in client that answers 200.
+    /// let client = service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(()))
+    /// });
+    /// let polite = layer.layer(client);
+    /// futures_executor::block_on(async {
+    ///     let req = http::Request::get("http://example.com/").header("x-tenant", "acme");
+    ///     polite.clone().oneshot(req.body(()).unwrap()).await.unwrap();
+    ///     let req = http::Request::get("http://example.com/"); // no tenant: unpaced
+    ///     polite.clone().oneshot(req.body(()).unwrap()).await.unwrap();
+    /// });
+    /// let keys: Vec<_> = layer.hosts().into_iter().map(|h| (h.key, h.requests)).collect();
+    /// assert_eq!(keys, [("acme".to_owned(), 1)]);
     /// ```
     #[must_use]
     pub fn key<F>(mut self, f: F) -> Self
@@ -236,9 +281,22 @@ impl PoliteLayer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate_client::AdaptiveConfig;
-    /// let layer = tollgate_client::PoliteLayer::new(AdaptiveConfig::new(10.0)).track_hosts(100);
-    /// # let _ = layer;
+    /// use std::convert::Infallible;
+    /// use tollgate_client::{AdaptiveConfig, PoliteLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0)).track_hosts(2);
+    /// // A stand-in client that answers 200.
+    /// let client = service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(()))
+    /// });
+    /// let polite = layer.layer(client);
+    /// for host in ["a.example", "b.example", "c.example"] {
+    ///     let req = http::Request::get(format!("http://{host}/")).body(()).unwrap();
+    ///     futures_executor::block_on(polite.clone().oneshot(req)).unwrap();
+    /// }
+    /// let keys: Vec<_> = layer.hosts().into_iter().map(|h| h.key).collect();
+    /// assert_eq!(keys, ["b.example:80", "c.example:80"]); // a, least recently used, evicted
     /// ```
     #[must_use]
     pub fn track_hosts(mut self, n: usize) -> Self {
