@@ -528,7 +528,7 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     }
 
     /// Dry-run mode: every request is decided and counted as usual, but none is refused.
-    /// A request that would have been refused (`429`, or the `400` / `503` the layer
+    /// A request that would have been refused (`429`, or the `400` / `503` / `413` the layer
     /// answers by itself) is passed to the service with a [`DryRunRefusal`](crate::DryRunRefusal) in its
     /// extensions, and counted in [`Counts::dry_run_refused`](crate::Counts::dry_run_refused); it consumes nothing, as a
     /// refusal would not. Its response gets no rate-limit fields and no `Retry-After`
@@ -825,8 +825,12 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// stacked before it): per IP, then per API key, then a global budget. A request is
     /// served only if every limit admits it; a refusal by any of them gives back what the
     /// others admitted ([`Limiter::undo`], as [`tollgate::check_all`] does), so a client
-    /// refused by the global budget keeps its own allowance. A request without a key for a
-    /// stacked limit is not limited by it. The IETF fields list every policy that admitted
+    /// refused by the global budget keeps its own allowance. A request in which a stacked
+    /// limit's key source finds no key ([`NoKey::Absent`](crate::NoKey::Absent): no API key)
+    /// is not limited by it; one it cannot attribute or that carries no peer address
+    /// ([`NoKey::Unattributable`](crate::NoKey::Unattributable),
+    /// [`NoKey::NoPeerAddress`](crate::NoKey::NoPeerAddress)) gets the missing-key policy, so a
+    /// per-client limit cannot be escaped that way. The IETF fields list every policy that admitted
     /// the request; a `429` carries the refusing policy's fields.
     ///
     /// In delay mode, only the layer's own limit waits; the stacked limits are checked

@@ -114,7 +114,7 @@ pub struct Counts {
     pub rejected: u64,
     /// Delay mode: passed to the service after waiting their turn.
     pub delayed: u64,
-    /// Dry-run mode: would have been refused (`429`, `400` or `503`), passed to the
+    /// Dry-run mode: would have been refused (`429`, `400`, `503` or `413`), passed to the
     /// service, marked with [`DryRunRefusal`](crate::DryRunRefusal).
     pub dry_run_refused: u64,
     /// Passed to the service unlimited because their key is on the allowlist.

@@ -22,7 +22,7 @@ use http::{HeaderMap, StatusCode};
 pub struct DryRun;
 
 /// The mark a dry-run layer puts in the extensions of a request it would have refused:
-/// the status it would have answered with (`429`, `400` or `503`) and the fields it would
+/// the status it would have answered with (`429`, `400`, `503` or `413`) and the fields it would
 /// have sent (`Retry-After`, the rate-limit fields). The request is passed on; read the
 /// mark in your service, or in a layer inside this one, to log or measure.
 ///

@@ -125,6 +125,27 @@ async fn dry_run_decides_counts_and_marks_but_never_refuses() {
     );
     assert_eq!(layer.counts().dry_run_refused, 1);
     assert_eq!(layer.counts().missing_key_rejected, 0);
+
+    // A request costing more than the burst would have been a 413, with no Retry-After.
+    let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(2)), PeerIp::new())
+        .cost_for(|parts: &http::request::Parts| {
+            if parts.headers.contains_key("x-big") {
+                3
+            } else {
+                1
+            }
+        })
+        .dry_run()
+        .build();
+    let addr = serve_over(layer.clone(), dry_run_reporter()).await;
+    let mut conn = connect(addr).await;
+    let (status, h) = get(&mut conn, &[("x-big", b"1")]).await;
+    assert_eq!(
+        (status, &h["x-would-be"]),
+        (StatusCode::OK, &http::HeaderValue::from_static("413"))
+    );
+    assert!(h.get("x-would-retry-after").is_none());
+    assert_eq!(layer.counts().dry_run_refused, 1);
 }
 
 /// Dry run with stacked limits: a refusal by either the layer's own limit or a stacked one
