@@ -40,7 +40,9 @@ use crate::stats::Counters;
 ///     .local_cache(10_000)
 ///     .connect(client)
 ///     .await?;
-/// # let _ = limiter; Ok(()) }
+/// assert_eq!(limiter.quota(), Quota::per_second(100));
+/// assert_eq!(limiter.redis_key("alice"), b"api:rl:alice".to_vec());
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
 pub struct FleetBuilder {
@@ -125,13 +127,25 @@ impl FleetBuilder {
     /// # Examples
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
     /// use std::time::Duration;
     /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter};
     ///
-    /// let builder = FleetLimiter::builder(Quota::per_second(5))
-    ///     .circuit_breaker(3, Duration::from_millis(500));
-    /// # let _ = builder;
+    /// let client = redis::Client::open("redis://127.0.0.1:1/")?; // no Redis here
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5))
+    ///     .circuit_breaker(3, Duration::from_secs(30))
+    ///     .fault_policy(FaultPolicy::FailOpen)
+    ///     .connect(client)
+    ///     .await?;
+    /// for _ in 0..5 {
+    ///     limiter.check("alice").await.unwrap(); // failed open
+    /// }
+    /// let s = limiter.stats();
+    /// // Three calls failed; the breaker opened and the last two checks were not sent.
+    /// assert_eq!((s.round_trips, s.circuit_opened, s.short_circuited), (3, 1, 2));
+    /// # Ok(()) }
     /// ```
     pub fn circuit_breaker(mut self, failures: u32, cool_down: Duration) -> Self {
         self.breaker = (failures, cool_down);
@@ -147,13 +161,24 @@ impl FleetBuilder {
     /// # Examples
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
     /// use std::time::Duration;
     /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
     ///
-    /// let builder =
-    /// FleetLimiter::builder(Quota::per_second(5)).timeout(Duration::from_millis(20));
-    /// # let _ = builder;
+    /// // A port that takes connections and never answers: a Redis that hangs.
+    /// let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// let client = redis::Client::open(format!("redis://{}/", silent.local_addr()?))?;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5))
+    ///     .timeout(Duration::from_millis(20))
+    ///     .fault_policy(FaultPolicy::FailOpen)
+    ///     .connect(client)
+    ///     .await?;
+    /// assert_eq!(limiter.check("alice").await.unwrap().source(), Source::FailOpen);
+    /// let s = limiter.stats();
+    /// assert_eq!((s.faults, s.timeouts), (1, 1)); // a timeout is a fault
+    /// # Ok(()) }
     /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -167,14 +192,19 @@ impl FleetBuilder {
     ///
     /// # Examples
     ///
-    /// ```
+    /// ```no_run
+    /// # async fn f(client: redis::Client) -> redis::RedisResult<()> {
     /// use std::time::Duration;
     /// use tollgate::Quota;
     /// use tollgate_redis::FleetLimiter;
     ///
-    /// let builder =
-    /// FleetLimiter::builder(Quota::per_second(5)).heartbeat(Duration::from_millis(500));
-    /// # let _ = builder;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5))
+    ///     .heartbeat(Duration::from_millis(500))
+    ///     .connect(client)
+    ///     .await?;
+    /// tokio::time::sleep(Duration::from_millis(500)).await;
+    /// assert!(limiter.stats().fleet_size >= 1); // this node, counted in Redis
+    /// # Ok(()) }
     /// ```
     pub fn heartbeat(mut self, every: Duration) -> Self {
         self.heartbeat = every;
@@ -186,12 +216,19 @@ impl FleetBuilder {
     /// # Examples
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
     /// use tollgate::Quota;
-    /// use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
     ///
-    /// let builder =
-    /// FleetLimiter::builder(Quota::per_second(5)).fault_policy(FaultPolicy::FailOpen);
-    /// # let _ = builder;
+    /// let client = redis::Client::open("redis://127.0.0.1:1/")?; // no Redis here
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5))
+    ///     .fault_policy(FaultPolicy::FailOpen)
+    ///     .connect(client)
+    ///     .await?;
+    /// assert_eq!(limiter.check("alice").await.unwrap().source(), Source::FailOpen);
+    /// assert_eq!(limiter.stats().failed_open, 1);
+    /// # Ok(()) }
     /// ```
     pub fn fault_policy(mut self, policy: FaultPolicy) -> Self {
         self.policy = policy;
@@ -203,12 +240,21 @@ impl FleetBuilder {
     ///
     /// # Examples
     ///
-    /// ```
+    /// ```no_run
+    /// # async fn f(client: redis::Client) -> redis::RedisResult<()> {
     /// use tollgate::Quota;
     /// use tollgate_redis::FleetLimiter;
     ///
-    /// let every_check_asks_redis = FleetLimiter::builder(Quota::per_second(5)).local_cache(0);
-    /// # let _ = every_check_asks_redis;
+    /// let every_check_asks_redis = FleetLimiter::builder(Quota::per_second(5))
+    ///     .local_cache(0)
+    ///     .connect(client)
+    ///     .await?;
+    /// for _ in 0..10 {
+    ///     let _ = every_check_asks_redis.check("alice").await; // 5 admitted, then refused
+    /// }
+    /// let s = every_check_asks_redis.stats();
+    /// assert_eq!((s.round_trips, s.local_refusals), (10, 0)); // the refusals asked Redis too
+    /// # Ok(()) }
     /// ```
     pub fn local_cache(mut self, keys: usize) -> Self {
         self.cache = keys;
@@ -243,16 +289,23 @@ impl FleetBuilder {
     ///
     /// # Examples
     ///
-    /// ```
+    /// ```no_run
+    /// # async fn f(client: redis::Client) -> redis::RedisResult<()> {
     /// use std::time::Duration;
     /// use tollgate::Quota;
     /// use tollgate_redis::FleetLimiter;
     ///
     /// // 1,000/s; a node takes 10 cells at a time and spends them within 20 ms: over any
     /// // window W, at most b + floor((W + 20 ms) / 1 ms) per key.
-    /// let builder = FleetLimiter::builder(Quota::per_second(1_000).allow_burst(50))
-    ///     .lease(10, Duration::from_millis(20));
-    /// # let _ = builder;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(1_000).allow_burst(50))
+    ///     .lease(10, Duration::from_millis(20))
+    ///     .connect(client)
+    ///     .await?;
+    /// limiter.check("hot").await.unwrap(); // takes a lease of 10 cells and spends one
+    /// limiter.check("hot").await.unwrap(); // spends a leased cell, without a round trip
+    /// let s = limiter.stats();
+    /// assert_eq!((s.round_trips, s.leased, s.spent_locally), (1, 10, 1));
+    /// # Ok(()) }
     /// ```
     pub fn lease(mut self, cells: u32, max_hold: Duration) -> Self {
         self.lease = (cells > 1 && !max_hold.is_zero()).then_some((cells, max_hold));
@@ -266,15 +319,20 @@ impl FleetBuilder {
     ///
     /// # Examples
     ///
-    /// ```
+    /// ```no_run
+    /// # async fn f(client: redis::Client) -> redis::RedisResult<()> {
     /// use std::time::Duration;
     /// use redis::aio::ConnectionManagerConfig;
     /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
+    /// use tollgate_redis::{FleetLimiter, Source};
     ///
     /// let config = ConnectionManagerConfig::new().set_max_delay(Duration::from_millis(200));
-    /// let builder = FleetLimiter::builder(Quota::per_second(5)).connection_manager(config);
-    /// # let _ = builder;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5))
+    ///     .connection_manager(config)
+    ///     .connect(client)
+    ///     .await?;
+    /// assert_eq!(limiter.check("alice").await.unwrap().source(), Source::Redis);
+    /// # Ok(()) }
     /// ```
     pub fn connection_manager(mut self, config: ConnectionManagerConfig) -> Self {
         self.manager = Some(config);
@@ -292,14 +350,21 @@ impl FleetBuilder {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f() -> redis::RedisResult<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
     /// use tollgate::Quota;
-    /// use tollgate_redis::FleetLimiter;
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
     ///
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
-    /// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
-    /// # let _ = limiter; Ok(()) }
+    /// // Nothing listens on port 1: `connect` succeeds all the same, as it connects lazily.
+    /// let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5))
+    ///     .fault_policy(FaultPolicy::FailOpen)
+    ///     .connect(client)
+    ///     .await?;
+    /// // Until Redis answers, checks follow the fault policy.
+    /// assert_eq!(limiter.check("alice").await.unwrap().source(), Source::FailOpen);
+    /// # Ok(()) }
     /// ```
     pub async fn connect(self, client: Client) -> Result<FleetLimiter, RedisError> {
         let config = self.manager.unwrap_or_else(|| {
@@ -372,14 +437,17 @@ impl FleetLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f() -> redis::RedisResult<()> {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
     /// use tollgate::Quota;
     /// use tollgate_redis::FleetLimiter;
     ///
-    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// # // No Redis on port 1: `connect` is lazy, and the quota is the builder's.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
     /// let limiter = FleetLimiter::builder(Quota::per_minute(60)).connect(client).await?;
-    /// # let _ = limiter; Ok(()) }
+    /// assert_eq!(limiter.quota(), Quota::per_minute(60));
+    /// # Ok(()) }
     /// ```
     pub fn builder(quota: Quota) -> FleetBuilder {
         FleetBuilder {
