@@ -36,8 +36,9 @@ pub enum Source {
 /// # Examples
 ///
 /// ```
-/// use std::time::Duration;
-/// use tollgate_redis::{Admitted, Source};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redis::RedisResult<()> {
+/// use tollgate_redis::Admitted;
 ///
 /// fn headers(ok: &Admitted) -> [(&'static str, String); 3] {
 ///     [
@@ -46,7 +47,18 @@ pub enum Source {
 ///         ("RateLimit-Reset", ok.reset_after().as_secs().to_string()),
 ///     ]
 /// }
-/// # let _ = headers;
+/// # use tollgate::Quota;
+/// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+/// # // No Redis on port 1: the check fails open, with the values Redis gives a first check.
+/// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+/// # let limiter = FleetLimiter::builder(Quota::per_minute(60))
+/// #     .fault_policy(FaultPolicy::FailOpen)
+/// #     .connect(client)
+/// #     .await?;
+/// let ok = limiter.check("alice").await.unwrap(); // a first request, 60 a minute
+/// let values = headers(&ok).map(|(_, value)| value);
+/// assert_eq!(values, ["60", "59", "1"]);
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted {

@@ -221,8 +221,12 @@ impl FleetLimiter {
     /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
     /// use std::time::Duration;
     ///
-    /// let r = limiter.until_n_ready("uploader", 4).within(Duration::from_secs(1)).await;
-    /// # let _ = r;
+    /// let four = limiter.until_n_ready("uploader", 4).within(Duration::from_secs(1));
+    /// let ok = four.await.unwrap();
+    /// assert!(ok.remaining() + 4 <= ok.limit()); // the four cells are spent
+    /// let too_many = limiter.quota().burst() + 1;
+    /// let err = limiter.until_n_ready("uploader", too_many).await.unwrap_err();
+    /// assert!(err.is_insufficient_capacity()); // never admissible: refused at once
     /// # }
     /// ```
     pub fn until_n_ready(&self, key: impl AsRef<[u8]>, n: u32) -> UntilReady {
@@ -289,8 +293,8 @@ impl FleetLimiter {
     /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
     /// use tollgate::Quota;
     ///
-    /// let ok = limiter.peek_with("alice", Quota::per_minute(10)).await;
-    /// # let _ = ok;
+    /// let ok = limiter.peek_with("alice", Quota::per_minute(10)).await.unwrap();
+    /// assert_eq!(ok.limit(), 10); // the burst of this call's quota
     /// # }
     /// ```
     pub async fn peek_with(&self, key: impl AsRef<[u8]>, quota: Quota) -> Result<Admitted, Error> {

@@ -63,7 +63,9 @@ type Waiting = Pin<Box<dyn Future<Output = Result<Admitted, Error>> + Send>>;
 /// println!("admitted, {} left", ok.remaining());
 /// // A bounded wait: refused at once if the cell is more than 50 ms off.
 /// let r = limiter.until_ready("alice").within(Duration::from_millis(50)).await;
-/// # let _ = r;
+/// if let Err(e) = r {
+///     assert!(e.retry_after().unwrap() > Duration::from_millis(50)); // further off
+/// }
 /// # }
 /// ```
 #[must_use = "futures do nothing unless polled"]
