@@ -145,10 +145,10 @@
 //! # Speed
 //!
 //! On the repository's 2-core test machine a hello-world hyper server spends about 9–12 µs
-//! of CPU per request; the layer adds about 90 ns to that with the fields off and about
-//! 270 ns with them on (one client; `BENCHMARKS.md` in the repository has every figure and
-//! the command). Most of what the fields cost is the `http` crate's header map, which any
-//! layer that writes two fields pays (about 115 ns for two fixed values, no limiter).
+//! of CPU per request; the layer adds about 80 ns to that with the fields off and about
+//! 200 ns with them on (one client; `BENCHMARKS.md` in the repository has every figure and
+//! the command). Much of what the fields cost is the `http` crate's header map, which any
+//! layer that writes two fields pays (60–95 ns for two fixed values, no limiter).
 //!
 //! The clock is the next largest item: the core reads `std::time::Instant` (about 30 ns
 //! here), which is monotonic everywhere. Where Linux keeps time with an invariant
