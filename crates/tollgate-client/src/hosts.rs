@@ -21,6 +21,7 @@ use crate::signal::ServerSignal;
 /// assert!(layer.host("example.com:80").is_none()); // never seen
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct HostSnapshot {
     /// The host's key.
     pub key: String,
