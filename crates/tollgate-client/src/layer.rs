@@ -44,8 +44,12 @@ const COUNTED_WAIT: Duration = Duration::from_millis(1);
 ///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with a reset) holds the host back
 ///   until the reset (at most 60 s).
 ///
-/// GET, HEAD and OPTIONS requests are retried on 429, 5xx and errors of the inner service,
-/// as the [`RetryPolicy`] decides; other methods and every other 4xx are never retried.
+/// GET, HEAD and OPTIONS requests are retried on 429, 5xx and the errors of the inner
+/// service that [`RetryPolicy::retries_error`] accepts (a refused, reset or timed-out
+/// connection; not a DNS failure, a TLS error or an invalid URI), as the [`RetryPolicy`]
+/// decides; other methods and every other 4xx are never retried. The inner service's error
+/// must be a `std::error::Error` so that it can be classified (map tower's `BoxError` to
+/// a type of your own).
 /// After the last try the last response (or error) is returned as it came. Requests are
 /// cloned for each attempt, so the request body must be `Clone` (an empty or buffered
 /// body: `String`, `Full<Bytes>`, `Empty<Bytes>`).
@@ -499,7 +503,7 @@ impl<S, ReqB, ResB> Service<Request<ReqB>> for Polite<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
-    S::Error: Send + 'static,
+    S::Error: std::error::Error + Send + 'static,
     ReqB: Clone + Send + 'static,
     ResB: Send + 'static,
 {
@@ -565,8 +569,11 @@ where
                                 },
                             }
                         }
-                        Err(_) => {
+                        Err(e) => {
                             shared.hosts.with(&key, |c| c.errors += 1);
+                            if !shared.retry.retries_error(e) {
+                                return res;
+                            }
                             Failure::Transient { retry_after: None }
                         }
                     };

@@ -12,8 +12,11 @@
 //! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
 //!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
 //!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.
-//! * Idempotent requests (GET, HEAD, OPTIONS) are retried on 429, 5xx and transport errors
-//!   under a [`RetryPolicy`]; a 4xx other than 429 is never retried.
+//! * Idempotent requests (GET, HEAD, OPTIONS) are retried on 429, 5xx and the transport
+//!   errors a second attempt may get past (a refused, reset or timed-out connection:
+//!   [`is_transient_error`], widened by [`RetryPolicy::retry_errors_if`]) under a
+//!   [`RetryPolicy`]; a 4xx other than 429 is never retried, nor a DNS failure, a TLS error,
+//!   an invalid URI or an error the classifier does not know.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
 //!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
@@ -80,5 +83,5 @@ pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
 #[cfg(feature = "reqwest")]
 pub use reqwest::{Reqwest, ReqwestFuture};
-pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState};
+pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState, is_transient_error};
 pub use signal::{ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after};
