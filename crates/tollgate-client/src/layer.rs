@@ -27,6 +27,9 @@ const MAX_RESET_HOLD: Duration = Duration::from_secs(60);
 /// An attempt that waited at least this long counts in [`HostSnapshot::waits`].
 const COUNTED_WAIT: Duration = Duration::from_millis(1);
 
+/// Plain 5xx answers (no `Retry-After`) in a row that lower a host's rate as a throttle does.
+const SERVER_ERROR_RUN: u32 = 3;
+
 /// The polite client layer: wraps a tower HTTP client so that each host gets at most
 /// [`max_in_flight`](PoliteLayer::max_in_flight) requests at once, paced at a rate learned
 /// from its answers ([`AdaptiveRate`]), with idempotent requests retried under a
@@ -44,10 +47,16 @@ const COUNTED_WAIT: Duration = Duration::from_millis(1);
 ///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with a reset) holds the host back
 ///   until the reset (at most 60 s).
 ///
+/// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
+/// a 429 does: a server failing under load gets less of it.
+///
 /// GET, HEAD and OPTIONS requests are retried on 429, 5xx and the errors of the inner
 /// service that [`RetryPolicy::retries_error`] accepts (a refused, reset or timed-out
 /// connection; not a DNS failure, a TLS error or an invalid URI), as the [`RetryPolicy`]
-/// decides; other methods and every other 4xx are never retried. The inner service's error
+/// decides, within the host's [`RetryBudget`](crate::RetryBudget) (by default at most 20 %
+/// of its first attempts over the last 10 s, plus 1 retry per second; a refused retry
+/// returns the last answer and counts in [`HostSnapshot::budget_refused`]); other methods
+/// and every other 4xx are never retried. The inner service's error
 /// must be a `std::error::Error` so that it can be classified (map tower's `BoxError` to
 /// a type of your own).
 /// After the last try the last response (or error) is returned as it came. Requests are
@@ -369,6 +378,7 @@ impl Shared {
             errors: c.errors,
             retries: c.retries,
             gave_up: c.gave_up,
+            budget_refused: c.budget_refused,
             waits: c.waits,
             waited: c.waited,
             last_signal: c.last_signal,
@@ -417,6 +427,31 @@ impl Shared {
             }
             c.last_signal = Some(*sig);
         });
+    }
+}
+
+impl Shared {
+    /// Counts a plain 5xx (one without `Retry-After`, which [`apply`](Shared::apply) reads
+    /// as a throttle already) in the host's run; the run's [`SERVER_ERROR_RUN`]th lowers
+    /// the rate as a throttle does, and starts a new run. Any other answer ends the run.
+    fn server_error_run(&self, key: &str, sig: &ServerSignal) {
+        let plain = matches!(sig.verdict, Verdict::ServerError | Verdict::Unavailable)
+            && sig.retry_after.is_none();
+        let slow_down = self.hosts.with(key, |c| {
+            c.server_errors_in_a_row = if plain {
+                c.server_errors_in_a_row + 1
+            } else {
+                0
+            };
+            let full = c.server_errors_in_a_row >= SERVER_ERROR_RUN;
+            if full {
+                c.server_errors_in_a_row = 0;
+            }
+            full
+        });
+        if slow_down {
+            self.rates.throttled(key, None);
+        }
     }
 }
 
@@ -527,6 +562,7 @@ where
                 let idempotent =
                     matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
                 let mut state = shared.retry.start();
+                let budget = shared.retry.retry_budget();
                 loop {
                     let asked = Instant::now();
                     let permit = shared.inflight.acquire(&key).await;
@@ -544,6 +580,9 @@ where
                         }
                         c.in_flight_max = c.in_flight_max.max(in_flight);
                         c.sent(sent_at);
+                        if let (Some(b), 0) = (budget, state.retries()) {
+                            c.budget.first(&b, sent_at);
+                        }
                     });
                     let res = send(inner.clone(), parts.clone(), body.clone()).await;
                     drop(permit);
@@ -559,6 +598,7 @@ where
                             // burst ran out, not that the rate is too high.
                             let bunched = shared.hosts.with(&key, |c| c.bunched(sent_at, paced));
                             shared.apply(&key, &sig, bunched);
+                            shared.server_error_run(&key, &sig);
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,
                                 Verdict::Throttled => Failure::Throttled {
@@ -582,7 +622,20 @@ where
                     }
                     match shared.retry.decide(&mut state, failure) {
                         Decision::Retry(delay) => {
-                            shared.hosts.with(&key, |c| c.retries += 1);
+                            let now = shared.rates.now();
+                            let allowed = shared.hosts.with(&key, |c| {
+                                let allowed = budget.is_none_or(|b| c.budget.retry(&b, now));
+                                if allowed {
+                                    c.retries += 1;
+                                } else {
+                                    c.budget_refused += 1;
+                                    c.gave_up += 1;
+                                }
+                                allowed
+                            });
+                            if !allowed {
+                                return res;
+                            }
                             drop(res);
                             RetryPolicy::sleep(delay).await;
                         }

@@ -9,6 +9,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::budget::RetryBudget;
+
 /// A user's rule for errors that [`is_transient_error`] does not retry.
 type ErrorHook = dyn Fn(&(dyn Error + 'static)) -> bool + Send + Sync;
 
@@ -198,7 +200,9 @@ impl RetryState {
 ///   gives up instead of waiting that long.
 /// * [`give_up_after_throttles`](RetryPolicy::give_up_after_throttles) 429s in a row give up:
 ///   a server that refuses again after its own `Retry-After` is not going to be talked round.
-/// * At most [`max_retries`](RetryPolicy::max_retries) retries in all.
+/// * At most [`max_retries`](RetryPolicy::max_retries) retries in all, and in the client
+///   layer, a host's retries within its [`RetryBudget`] (on by default; see
+///   [`budget`](RetryPolicy::budget), [`no_budget`](RetryPolicy::no_budget)).
 /// * An error of the wrapped client is retried only if [`retries_error`](RetryPolicy::retries_error)
 ///   says so: a refused, reset or timed-out connection ([`is_transient_error`]), or what your
 ///   [`retry_errors_if`](RetryPolicy::retry_errors_if) hook accepts.
@@ -234,6 +238,7 @@ pub struct RetryPolicy {
     max_retry_after: Duration,
     give_up_after_throttles: u32,
     retry_errors_if: Option<Arc<ErrorHook>>,
+    budget: Option<RetryBudget>,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -246,6 +251,7 @@ impl fmt::Debug for RetryPolicy {
             .field("max_retry_after", &self.max_retry_after)
             .field("give_up_after_throttles", &self.give_up_after_throttles)
             .field("retry_errors_if", &self.retry_errors_if.is_some())
+            .field("budget", &self.budget)
             .finish()
     }
 }
@@ -265,6 +271,7 @@ impl PartialEq for RetryPolicy {
             && self.jitter == other.jitter
             && self.max_retry_after == other.max_retry_after
             && self.give_up_after_throttles == other.give_up_after_throttles
+            && self.budget == other.budget
     }
 }
 
@@ -276,7 +283,9 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The defaults: 3 retries, base 100 ms, delays capped at 10 s, jitter 0.5, a
-    /// `Retry-After` of up to 60 s honoured, giving up on the second 429 in a row.
+    /// `Retry-After` of up to 60 s honoured, giving up on the second 429 in a row; in the
+    /// client layer, a host's retries within the default [`RetryBudget`] (20 % of its
+    /// first attempts over 10 s, plus 1 per second).
     ///
     /// # Examples
     ///
@@ -293,6 +302,7 @@ impl RetryPolicy {
             max_retry_after: Duration::from_secs(60),
             give_up_after_throttles: 2,
             retry_errors_if: None,
+            budget: Some(RetryBudget::default()),
         }
     }
 
@@ -432,6 +442,50 @@ impl RetryPolicy {
     pub fn give_up_after_throttles(mut self, n: u32) -> Self {
         self.give_up_after_throttles = n;
         self
+    }
+
+    /// Caps each host's retries at `budget` (the client layer keeps the count per host).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_client::{RetryBudget, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::new().budget(RetryBudget::new(0.1));
+    /// assert_eq!(policy.retry_budget(), Some(RetryBudget::new(0.1)));
+    /// ```
+    #[must_use]
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// No retry budget: each request is retried up to [`max_retries`](RetryPolicy::max_retries)
+    /// times whatever the host's other requests did (a host failing everything then gets
+    /// `1 + max_retries` times its load).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let policy = tollgate_client::RetryPolicy::new().no_budget();
+    /// assert_eq!(policy.retry_budget(), None);
+    /// ```
+    #[must_use]
+    pub fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// The retry budget, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_client::{RetryBudget, RetryPolicy};
+    /// assert_eq!(RetryPolicy::new().retry_budget(), Some(RetryBudget::default()));
+    /// ```
+    pub fn retry_budget(&self) -> Option<RetryBudget> {
+        self.budget
     }
 
     /// Also retries the errors of the wrapped client for which `f` is true, beyond those
