@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use http::request::Parts;
-use http::{Method, Request, Response};
+use http::{Request, Response};
 use tollgate::{InFlight, Timestamp};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -50,15 +50,19 @@ const SERVER_ERROR_RUN: u32 = 3;
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
 /// a 429 does: a server failing under load gets less of it.
 ///
-/// GET, HEAD and OPTIONS requests are retried on 429, 5xx and the errors of the inner
-/// service that [`RetryPolicy::retries_error`] accepts (a refused, reset or timed-out
-/// connection; not a DNS failure, a TLS error or an invalid URI), as the [`RetryPolicy`]
-/// decides, within the host's [`RetryBudget`](crate::RetryBudget) (by default at most 20 %
-/// of its first attempts over the last 10 s, plus 1 retry per second; a refused retry
-/// returns the last answer and counts in [`HostSnapshot::budget_refused`]); other methods
-/// and every other 4xx are never retried. The inner service's error
-/// must be a `std::error::Error` so that it can be classified (map tower's `BoxError` to
-/// a type of your own).
+/// Retries, as the [`RetryPolicy`] decides:
+///
+/// * which requests: GET, HEAD and OPTIONS; PUT, DELETE and a POST with an
+///   `Idempotency-Key` header only after [`RetryPolicy::retry_writes`]; no other;
+/// * on what: 429, 5xx, and the errors of the inner service that
+///   [`RetryPolicy::retries_error`] accepts (a refused, reset or timed-out connection; not
+///   a DNS failure, a TLS error or an invalid URI); never another 4xx;
+/// * how many: within the host's [`RetryBudget`](crate::RetryBudget) (by default at most
+///   20 % of its first attempts over the last 10 s, plus 1 retry per second); a refused
+///   retry returns the last answer and counts in [`HostSnapshot::budget_refused`].
+///
+/// The inner service's error must be a `std::error::Error` so that it can be classified
+/// (map tower's `BoxError` to a type of your own).
 /// After the last try the last response (or error) is returned as it came. Requests are
 /// cloned for each attempt, so the request body must be `Clone` (an empty or buffered
 /// body: `String`, `Full<Bytes>`, `Empty<Bytes>`).
@@ -221,8 +225,8 @@ impl PoliteLayer {
         self
     }
 
-    /// The retry policy for idempotent requests ([`RetryPolicy::never`] to switch retries
-    /// off).
+    /// The retry policy: which requests are retried, on what, how often
+    /// ([`RetryPolicy::never`] to switch retries off).
     ///
     /// # Examples
     ///
@@ -559,8 +563,7 @@ where
                 let Some(key) = (shared.key)(&parts) else {
                     return send(inner, parts, body).await;
                 };
-                let idempotent =
-                    matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+                let idempotent = shared.retry.retries_method(&parts.method, &parts.headers);
                 let mut state = shared.retry.start();
                 let budget = shared.retry.retry_budget();
                 loop {

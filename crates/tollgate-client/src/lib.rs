@@ -12,7 +12,8 @@
 //! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
 //!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
 //!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.
-//! * Idempotent requests (GET, HEAD, OPTIONS) are retried on 429, 5xx and the transport
+//! * GET, HEAD and OPTIONS requests (PUT, DELETE and a POST with an `Idempotency-Key`
+//!   header too, after [`RetryPolicy::retry_writes`]) are retried on 429, 5xx and the transport
 //!   errors a second attempt may get past (a refused, reset or timed-out connection:
 //!   [`is_transient_error`], widened by [`RetryPolicy::retry_errors_if`]) under a
 //!   [`RetryPolicy`]; a 4xx other than 429 is never retried, nor a DNS failure, a TLS error,

@@ -9,6 +9,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::{HeaderMap, Method};
+
 use crate::budget::RetryBudget;
 
 /// A user's rule for errors that [`is_transient_error`] does not retry.
@@ -207,8 +209,10 @@ impl RetryState {
 ///   says so: a refused, reset or timed-out connection ([`is_transient_error`]), or what your
 ///   [`retry_errors_if`](RetryPolicy::retry_errors_if) hook accepts.
 ///
-/// Which requests may be retried at all (idempotent methods; never a 4xx other than 429) is
-/// the caller's rule: the client layer applies it.
+/// Which requests may be retried at all is [`retries_method`](RetryPolicy::retries_method)'s
+/// rule: GET, HEAD and OPTIONS by default; PUT, DELETE and a POST carrying an
+/// `Idempotency-Key` header only after [`retry_writes`](RetryPolicy::retry_writes). Never a
+/// 4xx other than 429: the client layer applies that.
 /// [`sleep`](RetryPolicy::sleep) waits on tollgate's timer, with no runtime.
 ///
 /// # Examples
@@ -239,6 +243,7 @@ pub struct RetryPolicy {
     give_up_after_throttles: u32,
     retry_errors_if: Option<Arc<ErrorHook>>,
     budget: Option<RetryBudget>,
+    writes: bool,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -252,6 +257,7 @@ impl fmt::Debug for RetryPolicy {
             .field("give_up_after_throttles", &self.give_up_after_throttles)
             .field("retry_errors_if", &self.retry_errors_if.is_some())
             .field("budget", &self.budget)
+            .field("writes", &self.writes)
             .finish()
     }
 }
@@ -272,6 +278,7 @@ impl PartialEq for RetryPolicy {
             && self.max_retry_after == other.max_retry_after
             && self.give_up_after_throttles == other.give_up_after_throttles
             && self.budget == other.budget
+            && self.writes == other.writes
     }
 }
 
@@ -303,6 +310,7 @@ impl RetryPolicy {
             give_up_after_throttles: 2,
             retry_errors_if: None,
             budget: Some(RetryBudget::default()),
+            writes: false,
         }
     }
 
@@ -442,6 +450,57 @@ impl RetryPolicy {
     pub fn give_up_after_throttles(mut self, n: u32) -> Self {
         self.give_up_after_throttles = n;
         self
+    }
+
+    /// Also retries PUT and DELETE requests, and POST requests that carry an
+    /// `Idempotency-Key` header (the server then answers a repeat with the first outcome);
+    /// off by default. Idempotent by RFC 9110, PUT and DELETE are still writes: retry them
+    /// only if the server's handlers are, and a POST only if the server honours the key.
+    /// A POST without the key, PATCH and other methods are never retried.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{HeaderMap, Method};
+    /// use tollgate_client::RetryPolicy;
+    ///
+    /// let mut keyed = HeaderMap::new();
+    /// keyed.insert("idempotency-key", "8e03978e-40d5-43e8".parse().unwrap());
+    /// let none = HeaderMap::new();
+    /// let default = RetryPolicy::new();
+    /// assert!(!default.retries_method(&Method::PUT, &none));
+    /// let writes = RetryPolicy::new().retry_writes(true);
+    /// assert!(writes.retries_method(&Method::PUT, &none));
+    /// assert!(writes.retries_method(&Method::DELETE, &none));
+    /// assert!(writes.retries_method(&Method::POST, &keyed));
+    /// assert!(!writes.retries_method(&Method::POST, &none)); // no key: never
+    /// ```
+    #[must_use]
+    pub fn retry_writes(mut self, on: bool) -> Self {
+        self.writes = on;
+        self
+    }
+
+    /// Whether a request of `method` with `headers` may be retried at all: GET, HEAD and
+    /// OPTIONS always; with [`retry_writes`](RetryPolicy::retry_writes), PUT, DELETE and a
+    /// POST with an `Idempotency-Key` header.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{HeaderMap, Method};
+    ///
+    /// let policy = tollgate_client::RetryPolicy::new();
+    /// assert!(policy.retries_method(&Method::GET, &HeaderMap::new()));
+    /// assert!(!policy.retries_method(&Method::DELETE, &HeaderMap::new()));
+    /// ```
+    pub fn retries_method(&self, method: &Method, headers: &HeaderMap) -> bool {
+        match *method {
+            Method::GET | Method::HEAD | Method::OPTIONS => true,
+            Method::PUT | Method::DELETE => self.writes,
+            Method::POST => self.writes && headers.contains_key("idempotency-key"),
+            _ => false,
+        }
     }
 
     /// Caps each host's retries at `budget` (the client layer keeps the count per host).

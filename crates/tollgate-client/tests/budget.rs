@@ -2,44 +2,19 @@
 //! the retry budget caps the extra load retries put on it, and a run of plain 5xx lowers
 //! its rate.
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+mod support;
+
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
-use http_body_util::{Empty, Full};
-use hyper::body::{Bytes, Incoming};
+use http::{Request, StatusCode};
+use http_body_util::Empty;
+use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
+use hyper_util::rt::TokioExecutor;
+use support::hosts::answering;
 use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryBudget, RetryPolicy};
 use tower::{Layer, ServiceExt};
-
-/// A server answering every request with `status`; returns its port and its request count.
-async fn answering(status: StatusCode) -> (u16, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(AtomicU64::new(0));
-    let count = Arc::clone(&seen);
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let count = Arc::clone(&count);
-            let svc = hyper::service::service_fn(move |_req: Request<Incoming>| {
-                count.fetch_add(1, Ordering::Relaxed);
-                let mut res = Response::new(Full::new(Bytes::new()));
-                *res.status_mut() = status;
-                async move { Ok::<_, Infallible>(res) }
-            });
-            tokio::spawn(async move {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc);
-                let _ = conn.await;
-            });
-        }
-    });
-    (port, seen)
-}
 
 /// Sends `n` GETs one after the other to `port` through `layer`; each ends in `status`.
 async fn get_n(layer: &PoliteLayer, port: u16, n: usize, status: StatusCode) {
