@@ -21,6 +21,11 @@ const SLOTS: usize = 10;
 /// asked can still be retried). A retry over the budget is not sent: the last answer is
 /// returned and the refusal counted in [`HostSnapshot::budget_refused`](crate::HostSnapshot::budget_refused).
 ///
+/// The counts are kept per host key with the host's counters, on the rates' clock: a host
+/// evicted from the table ([`PoliteLayer::track_hosts`](crate::PoliteLayer::track_hosts))
+/// starts again with an empty window. Retries of a 429 and of a 5xx or an error draw on
+/// the same budget.
+///
 /// Without it, a host answering every request with a plain 5xx gets `1 + max_retries`
 /// times the load it failed under. The default ([`RetryPolicy::new`](crate::RetryPolicy::new)):
 /// 20 % of first attempts over 10 s, plus 1 retry per second.
