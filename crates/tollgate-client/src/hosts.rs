@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tollgate::Timestamp;
 
+use crate::budget::Spent;
 use crate::lru::{Lru, lock};
 use crate::signal::ServerSignal;
 
@@ -45,8 +46,10 @@ pub struct HostSnapshot {
     pub errors: u64,
     /// Retries sent.
     pub retries: u64,
-    /// Requests given up on by the retry policy.
+    /// Requests given up on by the retry policy (budget refusals included).
     pub gave_up: u64,
+    /// Retries the policy wanted but the host's [`RetryBudget`](crate::RetryBudget) refused.
+    pub budget_refused: u64,
     /// Attempts that had to wait (for a permit or for the rate).
     pub waits: u64,
     /// The total time attempts waited.
@@ -67,6 +70,11 @@ pub(crate) struct Counters {
     pub(crate) errors: u64,
     pub(crate) retries: u64,
     pub(crate) gave_up: u64,
+    pub(crate) budget_refused: u64,
+    /// First attempts and retries over the retry budget's window.
+    pub(crate) budget: Spent,
+    /// Plain 5xx answers (no `Retry-After`) in a row.
+    pub(crate) server_errors_in_a_row: u32,
     pub(crate) waits: u64,
     pub(crate) waited: Duration,
     pub(crate) last_signal: Option<ServerSignal>,

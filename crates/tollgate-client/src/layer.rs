@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use http::request::Parts;
-use http::{Method, Request, Response};
+use http::{Request, Response};
 use tollgate::{InFlight, Timestamp};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -26,6 +26,9 @@ const MAX_RESET_HOLD: Duration = Duration::from_secs(60);
 
 /// An attempt that waited at least this long counts in [`HostSnapshot::waits`].
 const COUNTED_WAIT: Duration = Duration::from_millis(1);
+
+/// Plain 5xx answers (no `Retry-After`) in a row that lower a host's rate as a throttle does.
+const SERVER_ERROR_RUN: u32 = 3;
 
 /// The polite client layer: wraps a tower HTTP client so that each host gets at most
 /// [`max_in_flight`](PoliteLayer::max_in_flight) requests at once, paced at a rate learned
@@ -44,8 +47,22 @@ const COUNTED_WAIT: Duration = Duration::from_millis(1);
 ///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with a reset) holds the host back
 ///   until the reset (at most 60 s).
 ///
-/// GET, HEAD and OPTIONS requests are retried on 429, 5xx and errors of the inner service,
-/// as the [`RetryPolicy`] decides; other methods and every other 4xx are never retried.
+/// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
+/// a 429 does: a server failing under load gets less of it.
+///
+/// Retries, as the [`RetryPolicy`] decides:
+///
+/// * which requests: GET, HEAD and OPTIONS; PUT, DELETE and a POST with an
+///   `Idempotency-Key` header only after [`RetryPolicy::retry_writes`]; no other;
+/// * on what: 429, 5xx, and the errors of the inner service that
+///   [`RetryPolicy::retries_error`] accepts (a refused, reset or timed-out connection; not
+///   a DNS failure, a TLS error or an invalid URI); never another 4xx;
+/// * how many: within the host's [`RetryBudget`](crate::RetryBudget) (by default at most
+///   20 % of its first attempts over the last 10 s, plus 1 retry per second); a refused
+///   retry returns the last answer and counts in [`HostSnapshot::budget_refused`].
+///
+/// The inner service's error must be a `std::error::Error` so that it can be classified
+/// (map tower's `BoxError` to a type of your own).
 /// After the last try the last response (or error) is returned as it came. Requests are
 /// cloned for each attempt, so the request body must be `Clone` (an empty or buffered
 /// body: `String`, `Full<Bytes>`, `Empty<Bytes>`).
@@ -208,8 +225,8 @@ impl PoliteLayer {
         self
     }
 
-    /// The retry policy for idempotent requests ([`RetryPolicy::never`] to switch retries
-    /// off).
+    /// The retry policy: which requests are retried, on what, how often
+    /// ([`RetryPolicy::never`] to switch retries off).
     ///
     /// # Examples
     ///
@@ -365,6 +382,7 @@ impl Shared {
             errors: c.errors,
             retries: c.retries,
             gave_up: c.gave_up,
+            budget_refused: c.budget_refused,
             waits: c.waits,
             waited: c.waited,
             last_signal: c.last_signal,
@@ -413,6 +431,31 @@ impl Shared {
             }
             c.last_signal = Some(*sig);
         });
+    }
+}
+
+impl Shared {
+    /// Counts a plain 5xx (one without `Retry-After`, which [`apply`](Shared::apply) reads
+    /// as a throttle already) in the host's run; the run's [`SERVER_ERROR_RUN`]th lowers
+    /// the rate as a throttle does, and starts a new run. Any other answer ends the run.
+    fn server_error_run(&self, key: &str, sig: &ServerSignal) {
+        let plain = matches!(sig.verdict, Verdict::ServerError | Verdict::Unavailable)
+            && sig.retry_after.is_none();
+        let slow_down = self.hosts.with(key, |c| {
+            c.server_errors_in_a_row = if plain {
+                c.server_errors_in_a_row + 1
+            } else {
+                0
+            };
+            let full = c.server_errors_in_a_row >= SERVER_ERROR_RUN;
+            if full {
+                c.server_errors_in_a_row = 0;
+            }
+            full
+        });
+        if slow_down {
+            self.rates.throttled(key, None);
+        }
     }
 }
 
@@ -499,7 +542,7 @@ impl<S, ReqB, ResB> Service<Request<ReqB>> for Polite<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
-    S::Error: Send + 'static,
+    S::Error: std::error::Error + Send + 'static,
     ReqB: Clone + Send + 'static,
     ResB: Send + 'static,
 {
@@ -520,9 +563,9 @@ where
                 let Some(key) = (shared.key)(&parts) else {
                     return send(inner, parts, body).await;
                 };
-                let idempotent =
-                    matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+                let idempotent = shared.retry.retries_method(&parts.method, &parts.headers);
                 let mut state = shared.retry.start();
+                let budget = shared.retry.retry_budget();
                 loop {
                     let asked = Instant::now();
                     let permit = shared.inflight.acquire(&key).await;
@@ -540,6 +583,9 @@ where
                         }
                         c.in_flight_max = c.in_flight_max.max(in_flight);
                         c.sent(sent_at);
+                        if let (Some(b), 0) = (budget, state.retries()) {
+                            c.budget.first(&b, sent_at);
+                        }
                     });
                     let res = send(inner.clone(), parts.clone(), body.clone()).await;
                     drop(permit);
@@ -555,6 +601,7 @@ where
                             // burst ran out, not that the rate is too high.
                             let bunched = shared.hosts.with(&key, |c| c.bunched(sent_at, paced));
                             shared.apply(&key, &sig, bunched);
+                            shared.server_error_run(&key, &sig);
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,
                                 Verdict::Throttled => Failure::Throttled {
@@ -565,8 +612,11 @@ where
                                 },
                             }
                         }
-                        Err(_) => {
+                        Err(e) => {
                             shared.hosts.with(&key, |c| c.errors += 1);
+                            if !shared.retry.retries_error(e) {
+                                return res;
+                            }
                             Failure::Transient { retry_after: None }
                         }
                     };
@@ -575,7 +625,20 @@ where
                     }
                     match shared.retry.decide(&mut state, failure) {
                         Decision::Retry(delay) => {
-                            shared.hosts.with(&key, |c| c.retries += 1);
+                            let now = shared.rates.now();
+                            let allowed = shared.hosts.with(&key, |c| {
+                                let allowed = budget.is_none_or(|b| c.budget.retry(&b, now));
+                                if allowed {
+                                    c.retries += 1;
+                                } else {
+                                    c.budget_refused += 1;
+                                    c.gave_up += 1;
+                                }
+                                allowed
+                            });
+                            if !allowed {
+                                return res;
+                            }
                             drop(res);
                             RetryPolicy::sleep(delay).await;
                         }

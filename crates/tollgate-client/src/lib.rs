@@ -12,8 +12,15 @@
 //! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
 //!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
 //!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.
-//! * Idempotent requests (GET, HEAD, OPTIONS) are retried on 429, 5xx and transport errors
-//!   under a [`RetryPolicy`]; a 4xx other than 429 is never retried.
+//! * GET, HEAD and OPTIONS requests (PUT, DELETE and a POST with an `Idempotency-Key`
+//!   header too, after [`RetryPolicy::retry_writes`]) are retried on 429, 5xx and the transport
+//!   errors a second attempt may get past (a refused, reset or timed-out connection:
+//!   [`is_transient_error`], widened by [`RetryPolicy::retry_errors_if`]) under a
+//!   [`RetryPolicy`]; a 4xx other than 429 is never retried, nor a DNS failure, a TLS error,
+//!   an invalid URI or an error the classifier does not know.
+//!   Each host's retries stay within a [`RetryBudget`] (by default 20 % of its first
+//!   attempts over 10 s, plus 1 per second), and a run of plain 5xx lowers its rate as a
+//!   429 does, so a failing host is not sent more than it failed under.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
 //!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
@@ -67,6 +74,7 @@
 /// bisection between the slowest throttled and the fastest confirmed rate; `Retry-After`
 /// pushes and announced policies; driving a keyed [`tollgate::Limiter`].
 mod adaptive;
+mod budget;
 mod hosts;
 mod layer;
 mod lru;
@@ -76,9 +84,10 @@ mod retry;
 mod signal;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
+pub use budget::RetryBudget;
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
 #[cfg(feature = "reqwest")]
 pub use reqwest::{Reqwest, ReqwestFuture};
-pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState};
+pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState, is_transient_error};
 pub use signal::{ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after};

@@ -1,8 +1,83 @@
 //! [`RetryPolicy`]: exponential backoff with jitter, capped, that listens to the server's
 //! `Retry-After` and gives up on a repeated 429. Nothing here knows HTTP: the caller says
-//! what went wrong with a [`Failure`].
+//! what went wrong with a [`Failure`]. Which errors of the wrapped client are worth a retry
+//! is [`is_transient_error`]'s call, widened by [`RetryPolicy::retry_errors_if`].
 
+use std::error::Error;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
 use std::time::Duration;
+
+use http::{HeaderMap, Method};
+
+use crate::budget::RetryBudget;
+
+/// A user's rule for errors that [`is_transient_error`] does not retry.
+type ErrorHook = dyn Fn(&(dyn Error + 'static)) -> bool + Send + Sync;
+
+/// The `std::io::Error` kinds a second attempt may get past: the peer refused or dropped
+/// the connection, or it timed out.
+const TRANSIENT_KINDS: [io::ErrorKind; 6] = [
+    io::ErrorKind::ConnectionRefused,
+    io::ErrorKind::ConnectionReset,
+    io::ErrorKind::ConnectionAborted,
+    io::ErrorKind::TimedOut,
+    io::ErrorKind::BrokenPipe,
+    io::ErrorKind::UnexpectedEof,
+];
+
+/// Whether an error of the wrapped client may pass on a second attempt: some error in its
+/// [`source`](Error::source) chain (itself included, and the payload of an `io::Error`) is
+/// a `std::io::Error` of kind
+/// `ConnectionRefused`, `ConnectionReset`, `ConnectionAborted`, `TimedOut`, `BrokenPipe` or
+/// `UnexpectedEof`, or (feature `reqwest`) a `reqwest::Error` that
+/// [`is_timeout`](https://docs.rs/reqwest/0.12/reqwest/struct.Error.html#method.is_timeout).
+///
+/// Anything else is not: a DNS failure, a TLS error, an invalid URI, a body error, and
+/// every error this function does not know. reqwest's `is_connect()` is true of DNS and
+/// TCP failures alike (hyper-util's connect error is private), so a connect error counts
+/// only through the `io::Error` under it: a refused TCP connect is `ConnectionRefused`,
+/// while a failed name lookup is a kind of its own and TLS errors are `InvalidData` or
+/// `Other`. [`RetryPolicy::retry_errors_if`] adds errors of your own.
+///
+/// # Examples
+///
+/// ```
+/// use std::io;
+/// use tollgate_client::is_transient_error;
+///
+/// let refused = io::Error::new(io::ErrorKind::ConnectionRefused, "refused");
+/// assert!(is_transient_error(&refused));
+/// let wrapped = io::Error::other(refused); // found down the source chain
+/// assert!(is_transient_error(&wrapped));
+/// let denied = io::Error::new(io::ErrorKind::PermissionDenied, "denied");
+/// assert!(!is_transient_error(&denied));
+/// ```
+pub fn is_transient_error(err: &(dyn Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if TRANSIENT_KINDS.contains(&io.kind()) {
+                return true;
+            }
+            // An io::Error's `source` is its payload's source, so the payload (an io::Error
+            // wrapped as `Other`, say) is looked at on its own.
+            if let Some(inner) = io.get_ref() {
+                next = Some(inner);
+                continue;
+            }
+        }
+        #[cfg(feature = "reqwest")]
+        if let Some(re) = e.downcast_ref::<reqwest::Error>() {
+            if re.is_timeout() {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}
 
 /// Why an attempt failed, as the retry policy needs to know it.
 ///
@@ -127,10 +202,17 @@ impl RetryState {
 ///   gives up instead of waiting that long.
 /// * [`give_up_after_throttles`](RetryPolicy::give_up_after_throttles) 429s in a row give up:
 ///   a server that refuses again after its own `Retry-After` is not going to be talked round.
-/// * At most [`max_retries`](RetryPolicy::max_retries) retries in all.
+/// * At most [`max_retries`](RetryPolicy::max_retries) retries in all, and in the client
+///   layer, a host's retries within its [`RetryBudget`] (on by default; see
+///   [`budget`](RetryPolicy::budget), [`no_budget`](RetryPolicy::no_budget)).
+/// * An error of the wrapped client is retried only if [`retries_error`](RetryPolicy::retries_error)
+///   says so: a refused, reset or timed-out connection ([`is_transient_error`]), or what your
+///   [`retry_errors_if`](RetryPolicy::retry_errors_if) hook accepts.
 ///
-/// Which requests may be retried at all (idempotent methods; never a 4xx other than 429) is
-/// the caller's rule: the client layer applies it.
+/// Which requests may be retried at all is [`retries_method`](RetryPolicy::retries_method)'s
+/// rule: GET, HEAD and OPTIONS by default; PUT, DELETE and a POST carrying an
+/// `Idempotency-Key` header only after [`retry_writes`](RetryPolicy::retry_writes). Never a
+/// 4xx other than 429: the client layer applies that.
 /// [`sleep`](RetryPolicy::sleep) waits on tollgate's timer, with no runtime.
 ///
 /// # Examples
@@ -151,7 +233,7 @@ impl RetryState {
 /// let told = Failure::Throttled { retry_after: Some(Duration::from_secs(3)) };
 /// assert_eq!(policy.decide(&mut state, told), Decision::Retry(Duration::from_secs(3)));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Clone)]
 pub struct RetryPolicy {
     max_retries: u32,
     base: Duration,
@@ -159,6 +241,45 @@ pub struct RetryPolicy {
     jitter: f64,
     max_retry_after: Duration,
     give_up_after_throttles: u32,
+    retry_errors_if: Option<Arc<ErrorHook>>,
+    budget: Option<RetryBudget>,
+    writes: bool,
+}
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("max_retries", &self.max_retries)
+            .field("base", &self.base)
+            .field("max_delay", &self.max_delay)
+            .field("jitter", &self.jitter)
+            .field("max_retry_after", &self.max_retry_after)
+            .field("give_up_after_throttles", &self.give_up_after_throttles)
+            .field("retry_errors_if", &self.retry_errors_if.is_some())
+            .field("budget", &self.budget)
+            .field("writes", &self.writes)
+            .finish()
+    }
+}
+
+/// Equal settings; two hooks are equal only if they are the same one (clones of a policy).
+impl PartialEq for RetryPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        let hooks = match (&self.retry_errors_if, &other.retry_errors_if) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        hooks
+            && self.max_retries == other.max_retries
+            && self.base == other.base
+            && self.max_delay == other.max_delay
+            && self.jitter == other.jitter
+            && self.max_retry_after == other.max_retry_after
+            && self.give_up_after_throttles == other.give_up_after_throttles
+            && self.budget == other.budget
+            && self.writes == other.writes
+    }
 }
 
 impl Default for RetryPolicy {
@@ -169,7 +290,9 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The defaults: 3 retries, base 100 ms, delays capped at 10 s, jitter 0.5, a
-    /// `Retry-After` of up to 60 s honoured, giving up on the second 429 in a row.
+    /// `Retry-After` of up to 60 s honoured, giving up on the second 429 in a row; in the
+    /// client layer, a host's retries within the default [`RetryBudget`] (20 % of its
+    /// first attempts over 10 s, plus 1 per second).
     ///
     /// # Examples
     ///
@@ -185,6 +308,9 @@ impl RetryPolicy {
             jitter: 0.5,
             max_retry_after: Duration::from_secs(60),
             give_up_after_throttles: 2,
+            retry_errors_if: None,
+            budget: Some(RetryBudget::default()),
+            writes: false,
         }
     }
 
@@ -324,6 +450,147 @@ impl RetryPolicy {
     pub fn give_up_after_throttles(mut self, n: u32) -> Self {
         self.give_up_after_throttles = n;
         self
+    }
+
+    /// Also retries PUT and DELETE requests, and POST requests that carry an
+    /// `Idempotency-Key` header (the server then answers a repeat with the first outcome);
+    /// off by default. Idempotent by RFC 9110, PUT and DELETE are still writes: retry them
+    /// only if the server's handlers are, and a POST only if the server honours the key.
+    /// A POST without the key, PATCH and other methods are never retried.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{HeaderMap, Method};
+    /// use tollgate_client::RetryPolicy;
+    ///
+    /// let mut keyed = HeaderMap::new();
+    /// keyed.insert("idempotency-key", "8e03978e-40d5-43e8".parse().unwrap());
+    /// let none = HeaderMap::new();
+    /// let default = RetryPolicy::new();
+    /// assert!(!default.retries_method(&Method::PUT, &none));
+    /// let writes = RetryPolicy::new().retry_writes(true);
+    /// assert!(writes.retries_method(&Method::PUT, &none));
+    /// assert!(writes.retries_method(&Method::DELETE, &none));
+    /// assert!(writes.retries_method(&Method::POST, &keyed));
+    /// assert!(!writes.retries_method(&Method::POST, &none)); // no key: never
+    /// ```
+    #[must_use]
+    pub fn retry_writes(mut self, on: bool) -> Self {
+        self.writes = on;
+        self
+    }
+
+    /// Whether a request of `method` with `headers` may be retried at all: GET, HEAD and
+    /// OPTIONS always; with [`retry_writes`](RetryPolicy::retry_writes), PUT, DELETE and a
+    /// POST with an `Idempotency-Key` header.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::{HeaderMap, Method};
+    ///
+    /// let policy = tollgate_client::RetryPolicy::new();
+    /// assert!(policy.retries_method(&Method::GET, &HeaderMap::new()));
+    /// assert!(!policy.retries_method(&Method::DELETE, &HeaderMap::new()));
+    /// ```
+    pub fn retries_method(&self, method: &Method, headers: &HeaderMap) -> bool {
+        match *method {
+            Method::GET | Method::HEAD | Method::OPTIONS => true,
+            Method::PUT | Method::DELETE => self.writes,
+            Method::POST => self.writes && headers.contains_key("idempotency-key"),
+            _ => false,
+        }
+    }
+
+    /// Caps each host's retries at `budget` (the client layer keeps the count per host).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_client::{RetryBudget, RetryPolicy};
+    ///
+    /// let policy = RetryPolicy::new().budget(RetryBudget::new(0.1));
+    /// assert_eq!(policy.retry_budget(), Some(RetryBudget::new(0.1)));
+    /// ```
+    #[must_use]
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// No retry budget: each request is retried up to [`max_retries`](RetryPolicy::max_retries)
+    /// times whatever the host's other requests did (a host failing everything then gets
+    /// `1 + max_retries` times its load).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let policy = tollgate_client::RetryPolicy::new().no_budget();
+    /// assert_eq!(policy.retry_budget(), None);
+    /// ```
+    #[must_use]
+    pub fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// The retry budget, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_client::{RetryBudget, RetryPolicy};
+    /// assert_eq!(RetryPolicy::new().retry_budget(), Some(RetryBudget::default()));
+    /// ```
+    pub fn retry_budget(&self) -> Option<RetryBudget> {
+        self.budget
+    }
+
+    /// Also retries the errors of the wrapped client for which `f` is true, beyond those
+    /// [`is_transient_error`] retries (which `f` cannot veto). `f` sees the error as the
+    /// client returned it; walk its [`source`](Error::source) chain for what it wraps. The
+    /// retries still follow the schedule, the retry limit and (in the client layer) the
+    /// method rule.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io;
+    /// use tollgate_client::RetryPolicy;
+    ///
+    /// let unreachable = io::Error::new(io::ErrorKind::NetworkUnreachable, "no route");
+    /// assert!(!RetryPolicy::new().retries_error(&unreachable)); // not by default
+    /// let policy = RetryPolicy::new().retry_errors_if(|err| {
+    ///     err.downcast_ref::<io::Error>()
+    ///         .is_some_and(|e| e.kind() == io::ErrorKind::NetworkUnreachable)
+    /// });
+    /// assert!(policy.retries_error(&unreachable));
+    /// ```
+    #[must_use]
+    pub fn retry_errors_if<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&(dyn Error + 'static)) -> bool + Send + Sync + 'static,
+    {
+        self.retry_errors_if = Some(Arc::new(f));
+        self
+    }
+
+    /// Whether an error of the wrapped client is worth a retry: [`is_transient_error`], or
+    /// the [`retry_errors_if`](RetryPolicy::retry_errors_if) hook.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io;
+    /// use tollgate_client::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::new();
+    /// assert!(policy.retries_error(&io::Error::from(io::ErrorKind::ConnectionReset)));
+    /// assert!(!policy.retries_error(&io::Error::from(io::ErrorKind::InvalidInput)));
+    /// ```
+    pub fn retries_error(&self, err: &(dyn Error + 'static)) -> bool {
+        is_transient_error(err) || self.retry_errors_if.as_ref().is_some_and(|f| f(err))
     }
 
     /// The schedule's delay before retry `retry` (0 for the first), without jitter:

@@ -37,3 +37,31 @@ async fn the_layer_learns_through_reqwest() {
     let err = client.oneshot(req).await.unwrap_err();
     assert!(err.is_builder(), "{err}");
 }
+
+/// A GET through the layer over reqwest to `url`: the error, and the host's attempts.
+async fn failed_attempts(url: &str, key: &str) -> (reqwest::Error, u64) {
+    let layer = tollgate_client::PoliteLayer::new(tollgate_client::AdaptiveConfig::new(1_000.0))
+        .retry(tollgate_client::RetryPolicy::new().base(std::time::Duration::from_millis(1)));
+    let client = layer.layer(Reqwest::new(reqwest::Client::new()));
+    let req = http::Request::get(url).body(String::new()).unwrap();
+    let err = client.oneshot(req).await.unwrap_err();
+    (err, layer.host(key).expect("tracked").requests)
+}
+
+#[tokio::test]
+async fn a_refused_connect_is_retried_a_failed_lookup_is_not() {
+    let port = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let (err, n) = failed_attempts(
+        &format!("http://127.0.0.1:{port}/"),
+        &format!("127.0.0.1:{port}"),
+    )
+    .await;
+    assert!(err.is_connect(), "{err}");
+    assert_eq!(n, 4, "{err}"); // the try and the default 3 retries
+    let (err, n) = failed_attempts("http://no-such-host.invalid/", "no-such-host.invalid:80").await;
+    assert!(err.is_connect(), "{err}"); // reqwest says connect for DNS too
+    assert_eq!(n, 1, "{err}");
+}

@@ -132,3 +132,28 @@ pub async fn start(spec: HostSpec) -> Host {
     });
     Host { spec, addr, served }
 }
+
+/// A server answering every request with `status`; returns its port and its request count.
+pub async fn answering(status: StatusCode) -> (u16, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicU64::new(0));
+    let count = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let count = Arc::clone(&count);
+            let svc = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                count.fetch_add(1, Ordering::Relaxed);
+                let mut res = Response::new(Full::new(Bytes::new()));
+                *res.status_mut() = status;
+                async move { Ok::<_, Infallible>(res) }
+            });
+            tokio::spawn(async move {
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc);
+                let _ = conn.await;
+            });
+        }
+    });
+    (port, seen)
+}
