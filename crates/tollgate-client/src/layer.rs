@@ -21,9 +21,6 @@ use crate::signal::{ServerSignal, Verdict};
 
 type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 
-/// The longest a `RateLimit: r=0;t=N` field holds a host back.
-const MAX_RESET_HOLD: Duration = Duration::from_secs(60);
-
 /// An attempt that waited at least this long counts in [`HostSnapshot::waits`].
 const COUNTED_WAIT: Duration = Duration::from_millis(1);
 
@@ -38,11 +35,14 @@ const COUNTED_WAIT: Duration = Duration::from_millis(1);
 /// response's [`ServerSignal`] then moves the rate:
 ///
 /// * 1xx-3xx: a success (additive increase while probing);
-/// * 429, or 503 with `Retry-After`: a throttle (multiplicative decrease; the host's next
-///   admission moves out by `Retry-After`, capped by the [`AdaptiveConfig`]);
+/// * 429, a 403 that refuses for rate (remaining 0 or `Retry-After`, as GitHub's spent
+///   limits), or a 503 with `Retry-After` or a spent quota: a throttle (multiplicative
+///   decrease; the host's next admission moves out by the [hold](ServerSignal::hold),
+///   capped by the [`AdaptiveConfig`]);
 /// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly;
-///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with a reset) holds the host back
-///   until the reset (at most 60 s).
+///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`) holds
+///   the host back until the reset, whatever the status it comes on (a 200, a 403, a
+///   429 without `Retry-After`).
 ///
 /// GET, HEAD and OPTIONS requests are retried on 429, 5xx and errors of the inner service,
 /// as the [`RetryPolicy`] decides; other methods and every other 4xx are never retried.
@@ -381,28 +381,31 @@ impl Shared {
         if let Some(policy) = sig.policy {
             self.rates.announce(key, policy);
         }
+        // The server's hold (Retry-After, or a spent quota's reset) applies on every status.
+        let hold = sig.hold();
         match sig.verdict {
-            Verdict::Success => {
-                self.rates.success(key);
-                if let (Some(0), Some(reset)) = (sig.remaining, sig.reset) {
-                    let _ = self
-                        .rates
-                        .limiter()
-                        .penalize(key, reset.min(MAX_RESET_HOLD));
-                }
-            }
             Verdict::Throttled | Verdict::Unavailable
-                if bunched && (sig.verdict == Verdict::Throttled || sig.retry_after.is_some()) =>
+                if bunched && (sig.verdict == Verdict::Throttled || hold.is_some()) =>
             {
-                self.rates.overrun(key, sig.retry_after);
+                self.rates.overrun(key, hold);
             }
             Verdict::Throttled => {
-                self.rates.throttled(key, sig.retry_after);
+                self.rates.throttled(key, hold);
             }
-            Verdict::Unavailable if sig.retry_after.is_some() => {
-                self.rates.throttled(key, sig.retry_after);
+            Verdict::Unavailable if hold.is_some() => {
+                self.rates.throttled(key, hold);
             }
-            Verdict::Unavailable | Verdict::ServerError | Verdict::Final => {}
+            Verdict::Success => {
+                self.rates.success(key);
+                if let Some(hold) = hold {
+                    self.rates.hold(key, hold);
+                }
+            }
+            Verdict::Unavailable | Verdict::ServerError | Verdict::Final => {
+                if let Some(hold) = hold {
+                    self.rates.hold(key, hold);
+                }
+            }
         }
         self.hosts.with(key, |c| {
             match sig.verdict {
@@ -558,10 +561,10 @@ where
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,
                                 Verdict::Throttled => Failure::Throttled {
-                                    retry_after: sig.retry_after,
+                                    retry_after: sig.hold(),
                                 },
                                 Verdict::Unavailable | Verdict::ServerError => Failure::Transient {
-                                    retry_after: sig.retry_after,
+                                    retry_after: sig.hold().max(sig.retry_after),
                                 },
                             }
                         }

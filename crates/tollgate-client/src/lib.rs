@@ -6,9 +6,14 @@
 //!   request type, so wrap it in `Reqwest`, feature `reqwest`). Each request is keyed by its host (or your key); it
 //!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
 //!   [`AdaptiveRate`], then goes out. The response's signals feed the rate back:
-//!   a success raises it, a 429 (or a 503 with `Retry-After`) lowers it and pushes the
-//!   host's next admission by `Retry-After`, and an announced policy (`RateLimit-Policy`,
-//!   `X-RateLimit-Limit;w=`) is paced to exactly.
+//!   a success raises it, a 429 (or a 503 with `Retry-After`, or a 403 that refuses for
+//!   rate) lowers it, and an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit;w=`)
+//!   is paced to exactly.
+//! * Holds are honoured whatever the status carrying them: `Retry-After` on a refusal, and
+//!   a spent quota (`RateLimit: r=0;t=N`, or `X-RateLimit-Remaining: 0` with
+//!   `X-RateLimit-Reset` as delta or Unix seconds) on any status, a 200, a 403 (GitHub's
+//!   spent primary limit), a 429 without `Retry-After`: the host's next admission moves out
+//!   by it ([`ServerSignal::hold`]). A 403 without rate-limit fields is an ordinary 403.
 //! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
 //!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
 //!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.

@@ -198,3 +198,34 @@ fn legacy_fields() {
     );
     assert_eq!(s.remaining, None);
 }
+
+#[test]
+fn a_403_refusing_for_rate_is_a_throttle_and_holds_are_read_on_every_status() {
+    let spent = [("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "600")];
+    let s = read(403, &spent);
+    assert_eq!(s.verdict, Verdict::Throttled);
+    assert_eq!(s.hold(), Some(Duration::from_secs(600)));
+    let s = read(403, &[("retry-after", "5")]); // a secondary limit
+    assert_eq!(
+        (s.verdict, s.hold()),
+        (Verdict::Throttled, Some(Duration::from_secs(5)))
+    );
+    for plain in [&[][..], &[("x-ratelimit-remaining", "12")][..]] {
+        let s = read(403, plain);
+        assert_eq!((s.verdict, s.hold()), (Verdict::Final, None), "{plain:?}");
+    }
+    // A 429 with only RateLimit's t, and other statuses with a spent quota.
+    let s = read(429, &[("ratelimit", "\"p\";r=0;t=9")]);
+    assert_eq!(
+        (s.verdict, s.hold()),
+        (Verdict::Throttled, Some(Duration::from_secs(9)))
+    );
+    for status in [200, 404, 500, 503] {
+        assert_eq!(read(status, &spent).hold(), Some(Duration::from_secs(600)));
+    }
+    // The later of Retry-After and the reset; a Retry-After on a redirect is no hold.
+    let s = read(429, &[("retry-after", "700"), ("ratelimit", "p;r=0;t=9")]);
+    assert_eq!(s.hold(), Some(Duration::from_secs(700)));
+    assert_eq!(read(301, &[("retry-after", "5")]).hold(), None);
+    assert_eq!(read(200, &[("ratelimit", "p;r=3;t=9")]).hold(), None); // not spent
+}

@@ -306,6 +306,33 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
         }
     }
 
+    /// The server said `key`'s quota is spent for `wait` (`RateLimit: r=0;t=N`,
+    /// `X-RateLimit-Remaining: 0` with a reset), on whatever status: the key's next
+    /// admission moves out by it (capped as in [`throttled`](AdaptiveRate::throttled); a
+    /// later admission already due stays). The rate and the counts stay: a spent quota is
+    /// the server's window, not a sign that the pace was wrong.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), ManualClock::new());
+    /// rates.hold("example.com", Duration::from_secs(30));
+    /// let wait = rates.check("example.com").unwrap_err().retry_after();
+    /// assert_eq!(wait, Some(Duration::from_secs(30)));
+    /// assert_eq!(rates.rate("example.com"), 10.0); // not lowered
+    /// ```
+    pub fn hold(&self, key: &K, wait: Duration) {
+        let shared = &*self.shared;
+        // As in `throttled`: a full limiter table paces at the rate alone.
+        let _ = shared
+            .limiter
+            .penalize(key, wait.min(shared.config.max_retry_after));
+    }
+
     /// The server announced its policy for `key` (`RateLimit-Policy`, `X-RateLimit-Limit`):
     /// from now on the key is paced at exactly that rate, clamped to floor and ceiling, and
     /// successes and throttles no longer move it (a throttle still pushes by its
