@@ -15,6 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::adaptive::{AdaptiveConfig, AdaptiveRate};
+use crate::error::PoliteError;
 use crate::hosts::{HostSnapshot, Hosts};
 use crate::retry::{Decision, Failure, RetryPolicy};
 use crate::signal::{ServerSignal, Verdict};
@@ -38,7 +39,7 @@ const COUNTED_WAIT: Duration = Duration::from_millis(1);
 /// * 429, a 403 that refuses for rate (remaining 0 or `Retry-After`, as GitHub's spent
 ///   limits), or a 503 with `Retry-After` or a spent quota: a throttle (multiplicative
 ///   decrease; the host's next admission moves out by the [hold](ServerSignal::hold),
-///   capped by the [`AdaptiveConfig`]);
+///   for as long as the server says unless the [`AdaptiveConfig`] sets a cap);
 /// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly;
 ///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`) holds
 ///   the host back until the reset, whatever the status it comes on (a 200, a 403, a
@@ -46,9 +47,13 @@ const COUNTED_WAIT: Duration = Duration::from_millis(1);
 ///
 /// GET, HEAD and OPTIONS requests are retried on 429, 5xx and errors of the inner service,
 /// as the [`RetryPolicy`] decides; other methods and every other 4xx are never retried.
-/// After the last try the last response (or error) is returned as it came. Requests are
-/// cloned for each attempt, so the request body must be `Clone` (an empty or buffered
-/// body: `String`, `Full<Bytes>`, `Empty<Bytes>`).
+/// After the last try the last response (or the inner error, as [`PoliteError::Inner`]) is
+/// returned as it came. Requests are cloned for each attempt, so the request body must be
+/// `Clone` (an empty or buffered body: `String`, `Full<Bytes>`, `Empty<Bytes>`).
+///
+/// A hold is waited out in full, however long the server asked. With
+/// [`max_wait`](PoliteLayer::max_wait), a request whose host's turn is further off fails at
+/// once, unsent, with [`PoliteError::Held`] and the instant the host opens.
 ///
 /// Requests whose key cannot be found (no host in the URI) go through unpaced.
 ///
@@ -92,6 +97,8 @@ struct Shared {
     hosts: Arc<Hosts>,
     /// The rates' clock reading when the layer was made (`last_decrease` is since then).
     created: Timestamp,
+    /// The longest an attempt waits for its host's turn; `None`: as long as the host says.
+    max_wait: Option<Duration>,
 }
 
 impl fmt::Debug for PoliteLayer {
@@ -100,6 +107,7 @@ impl fmt::Debug for PoliteLayer {
             .field("rates", &self.shared.rates)
             .field("inflight", &self.shared.inflight)
             .field("retry", &self.shared.retry)
+            .field("max_wait", &self.shared.max_wait)
             .finish_non_exhaustive()
     }
 }
@@ -167,6 +175,7 @@ impl PoliteLayer {
                 key: Arc::new(host_key),
                 hosts: Arc::new(Hosts::new(10_000)),
                 created: rates.now(),
+                max_wait: None,
                 rates,
             }),
         }
@@ -268,6 +277,50 @@ impl PoliteLayer {
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
         Arc::make_mut(&mut self.shared).key = Arc::new(f);
+        self
+    }
+
+    /// Refuses at once, with [`PoliteError::Held`], a request whose host's turn is more than
+    /// `max` away: a host held by its `Retry-After` or a spent quota's reset (which the layer
+    /// honours in full, for as long as the server says, unless the [`AdaptiveConfig`]'s
+    /// `max_retry_after` caps it), or paced that slowly. The error says when the host opens
+    /// again ([`PoliteError::held_until`]); the request is not sent and holds nothing.
+    ///
+    /// Off by default: a request waits as long as its host says. The bound is per attempt,
+    /// on the wait for the host's turn (a wait for an in-flight permit, or a retry's delay,
+    /// is not counted: the [`RetryPolicy`] bounds the latter with its own
+    /// `max_retry_after`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::time::{Duration, Instant};
+    /// use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryPolicy};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// // A stand-in client whose host is closed for an hour.
+    /// let client = service_fn(|_req: http::Request<()>| async {
+    ///     let res = http::Response::builder().status(429).header("retry-after", "3600");
+    ///     Ok::<_, Infallible>(res.body(()).unwrap())
+    /// });
+    /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0))
+    ///     .retry(RetryPolicy::never())
+    ///     .max_wait(Duration::from_secs(10));
+    /// let polite = layer.layer(client);
+    /// let get = || http::Request::get("http://example.com/").body(()).unwrap();
+    /// futures_executor::block_on(async {
+    ///     let res = polite.clone().oneshot(get()).await.unwrap();
+    ///     assert_eq!(res.status(), 429); // the server's answer, as it came
+    ///     let err = polite.clone().oneshot(get()).await.unwrap_err(); // at once, unsent
+    ///     let opens = err.held_until().unwrap();
+    ///     assert!(opens > Instant::now() + Duration::from_secs(3_590)); // the whole hour
+    /// });
+    /// assert_eq!(layer.host("example.com:80").unwrap().requests, 1);
+    /// ```
+    #[must_use]
+    pub fn max_wait(mut self, max: Duration) -> Self {
+        Arc::make_mut(&mut self.shared).max_wait = Some(max);
         self
     }
 
@@ -507,8 +560,8 @@ where
     ResB: Send + 'static,
 {
     type Response = Response<ResB>;
-    type Error = S::Error;
-    type Future = ResponseFuture<Response<ResB>, S::Error>;
+    type Error = PoliteError<S::Error>;
+    type Future = ResponseFuture<Response<ResB>, PoliteError<S::Error>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -521,7 +574,7 @@ where
         ResponseFuture {
             inner: Box::pin(async move {
                 let Some(key) = (shared.key)(&parts) else {
-                    return send(inner, parts, body).await;
+                    return send(inner, parts, body).await.map_err(PoliteError::Inner);
                 };
                 let idempotent =
                     matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
@@ -529,8 +582,20 @@ where
                 loop {
                     let asked = Instant::now();
                     let permit = shared.inflight.acquire(&key).await;
-                    // An error here is only a full limiter table: go on at the rate alone.
-                    let _ = shared.rates.until_ready(&key).await;
+                    let turn = shared.rates.until_ready(&key);
+                    match shared.max_wait {
+                        Some(max) => {
+                            if let Err(e) = turn.within(max).await {
+                                if let Some(wait) = e.retry_after() {
+                                    return Err(PoliteError::held(wait));
+                                }
+                            }
+                        }
+                        // An error here is only a full limiter table: go on at the rate alone.
+                        None => {
+                            let _ = turn.await;
+                        }
+                    }
                     let waited = asked.elapsed();
                     let in_flight = shared.inflight.in_flight(&key);
                     let sent_at = shared.rates.now();
@@ -544,7 +609,9 @@ where
                         c.in_flight_max = c.in_flight_max.max(in_flight);
                         c.sent(sent_at);
                     });
-                    let res = send(inner.clone(), parts.clone(), body.clone()).await;
+                    let res = send(inner.clone(), parts.clone(), body.clone())
+                        .await
+                        .map_err(PoliteError::Inner);
                     drop(permit);
                     let failure = match &res {
                         Ok(response) => {

@@ -14,6 +14,11 @@
 //!   `X-RateLimit-Reset` as delta or Unix seconds) on any status, a 200, a 403 (GitHub's
 //!   spent primary limit), a 429 without `Retry-After`: the host's next admission moves out
 //!   by it ([`ServerSignal::hold`]). A 403 without rate-limit fields is an ordinary 403.
+//! * Long holds are honoured, not probed: a host that says `Retry-After: 3600` gets no
+//!   request for an hour (a cap, [`AdaptiveConfig::max_retry_after`], is off by default).
+//!   A request that should not wait that long is bounded by [`PoliteLayer::max_wait`]
+//!   (off by default): past it, it fails at once with [`PoliteError::Held`], which says
+//!   when the host opens again ([`PoliteError::held_until`]).
 //! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
 //!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
 //!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.
@@ -72,6 +77,7 @@
 /// bisection between the slowest throttled and the fastest confirmed rate; `Retry-After`
 /// pushes and announced policies; driving a keyed [`tollgate::Limiter`].
 mod adaptive;
+mod error;
 mod hosts;
 mod layer;
 mod lru;
@@ -81,6 +87,7 @@ mod retry;
 mod signal;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
+pub use error::PoliteError;
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
 #[cfg(feature = "reqwest")]

@@ -1,13 +1,14 @@
 //! Holds the server asks for, over a real socket (a scripted hyper server on 127.0.0.1):
 //! a spent limit is honoured whatever the status carrying it (GitHub's 403, a 429 with only
-//! `RateLimit: r=0;t=N`, a 503), and an ordinary 403 is no rate signal. The client paces on
-//! a `ManualClock`, so a hold is seen by the next request staying unsent until the clock
-//! moves past it, never by waiting it out.
+//! `RateLimit: r=0;t=N`, a 503), and an ordinary 403 is no rate signal; an hour's hold is
+//! honoured for the hour, and a request bounded by `max_wait` fails at once with the
+//! instant the host opens. The client paces on a `ManualClock`, so a hold is seen by the
+//! next request staying unsent until the clock moves past it, never by waiting it out.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
@@ -211,4 +212,100 @@ async fn a_403_is_a_throttle_only_with_rate_limit_fields() {
     let host = layer.host(&key(&url)).unwrap();
     assert_eq!((host.throttled, host.rate), (0, 1_000.0));
     assert_eq!(held_for(&layer, &key(&url)), Some(Duration::from_millis(1)));
+}
+
+#[tokio::test]
+async fn a_retry_after_of_an_hour_holds_the_host_for_the_hour() {
+    let hour = Duration::from_secs(3_600);
+    let answer = (429, vec![("retry-after", "3600".to_owned())]);
+    assert_eq!(first_holds_the_second(answer, hour).await, 429);
+    // GitHub's reset an hour ahead, likewise.
+    let answer = (
+        403,
+        vec![
+            ("x-ratelimit-remaining", "0".to_owned()),
+            ("x-ratelimit-reset", epoch_in(3_600)),
+        ],
+    );
+    assert_eq!(first_holds_the_second(answer, hour).await, 403);
+}
+
+#[tokio::test]
+async fn past_max_wait_a_held_host_fails_at_once_with_the_instant_it_opens() {
+    let hour = Duration::from_secs(3_600);
+    let answers = [
+        (429, vec![("retry-after", "3600".to_owned())]),
+        (
+            403,
+            vec![
+                ("x-ratelimit-remaining", "0".to_owned()),
+                ("x-ratelimit-reset", epoch_in(3_600)),
+            ],
+        ),
+    ];
+    for answer in answers {
+        let first = answer.0;
+        let (url, seen) = serve(vec![answer, (200, vec![])]).await;
+        let clock = ManualClock::new();
+        let layer = paced(&clock).max_wait(Duration::from_secs(10));
+        let svc = client(&layer);
+        let res = svc.clone().oneshot(get(&url)).await.expect("answers");
+        assert_eq!(res.status(), first);
+
+        // At once (the generous timeout only guards against a hang), unsent.
+        let before = Instant::now();
+        let second = svc.clone().oneshot(get(&url));
+        let err = tokio::time::timeout(Duration::from_secs(20), second)
+            .await
+            .expect("refused at once, not after the hour")
+            .expect_err("the host is held for an hour");
+        let after = Instant::now();
+        assert!(err.is_held(), "{first}: {err}");
+        let wait = err.retry_after().unwrap();
+        assert!(
+            wait <= hour && wait + Duration::from_secs(2) >= hour,
+            "{first}: {wait:?}"
+        );
+        let until = err.held_until().unwrap();
+        assert!(
+            until + Duration::from_secs(2) >= before + hour && until <= after + hour,
+            "{first}: opens {:?} after the request",
+            until.saturating_duration_since(before)
+        );
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "{first}: sent while held");
+        let host = layer.host(&key(&url)).unwrap();
+        assert_eq!(host.requests, 1);
+
+        // Near the end of the hold, the turn is within the bound: waited for, then sent.
+        clock.advance(hour - Duration::from_secs(5));
+        let third = tokio::spawn(svc.clone().oneshot(get(&url)));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "{first}: sent while held");
+        clock.advance(Duration::from_secs(6));
+        let res = tokio::time::timeout(Duration::from_secs(30), third)
+            .await
+            .expect("sent after the hold")
+            .unwrap()
+            .expect("answers");
+        assert_eq!(res.status(), 200);
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+}
+
+#[tokio::test]
+async fn an_absurd_retry_after_is_held_without_a_panic() {
+    let answer = (
+        429,
+        vec![("retry-after", "99999999999999999999".to_owned())],
+    );
+    let (url, seen) = serve(vec![answer, (200, vec![])]).await;
+    let layer = paced(&ManualClock::new()).max_wait(Duration::from_secs(10));
+    let svc = client(&layer);
+    let res = svc.clone().oneshot(get(&url)).await.expect("answers");
+    assert_eq!(res.status(), 429);
+    let err = svc.oneshot(get(&url)).await.expect_err("held");
+    let years = err.retry_after().unwrap().as_secs() / (365 * 86_400);
+    assert!(years >= 36, "{err}"); // as good as never
+    assert!(err.held_until().unwrap() > Instant::now() + Duration::from_secs(36 * 365 * 86_400));
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
 }

@@ -36,7 +36,7 @@ use tollgate::{Admitted, Clock, Error, Limiter, MonotonicClock, Quota, Timestamp
 ///   tried is halfway to the slowest rate that was throttled (a bisection);
 /// * [`throttled`](AdaptiveRate::throttled): back to the fastest rate confirmed, or a
 ///   multiplicative decrease if none is known, and the key's next admission moves out by
-///   the server's `Retry-After` (capped);
+///   the server's `Retry-After`, in full unless the configuration caps it;
 /// * [`announce`](AdaptiveRate::announce): the server said its policy; the key is paced to
 ///   it exactly instead of probing.
 ///
@@ -242,7 +242,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
 
     /// The server refused a request of `key` for rate: the rate drops (at most once per
     /// cooldown, never below the floor), and if `retry_after` is given the key's next
-    /// admission moves out by it (capped at the configured maximum; a later admission
+    /// admission moves out by it (in full, or up to the configuration's
+    /// [`max_retry_after`](AdaptiveConfig::max_retry_after) if it sets one; a later admission
     /// already due stays). Returns whether the rate was lowered.
     ///
     /// # Examples
