@@ -11,9 +11,13 @@
 //!   is paced to exactly.
 //! * Holds are honoured whatever the status carrying them: `Retry-After` on a refusal, and
 //!   a spent quota (`RateLimit: r=0;t=N`, or `X-RateLimit-Remaining: 0` with
-//!   `X-RateLimit-Reset` as delta or Unix seconds) on any status, a 200, a 403 (GitHub's
-//!   spent primary limit), a 429 without `Retry-After`: the host's next admission moves out
-//!   by it ([`ServerSignal::hold`]). A 403 without rate-limit fields is an ordinary 403.
+//!   `X-RateLimit-Reset`) on any status, a 200, a 403 (GitHub's spent primary limit), a 429
+//!   without `Retry-After`: the host's next admission moves out by it
+//!   ([`ServerSignal::hold`]). A 403 without rate-limit fields is an ordinary 403.
+//! * `X-RateLimit-Reset` is read as delta seconds, Unix seconds (above 10⁹) or Unix
+//!   milliseconds (above 10¹²), with an optional decimal fraction; an HTTP-date
+//!   `Retry-After` and a Unix-time reset are measured from the response's `Date` when it
+//!   has one (the server's clock), so a server whose clock is off still gets its wait.
 //! * Long holds are honoured, not probed: a host that says `Retry-After: 3600` gets no
 //!   request for an hour (a cap, [`AdaptiveConfig::max_retry_after`], is off by default).
 //!   A request that should not wait that long is bounded by [`PoliteLayer::max_wait`]

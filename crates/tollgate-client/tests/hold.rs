@@ -89,6 +89,11 @@ fn epoch_in(secs: u64) -> String {
     (now.as_secs() + secs).to_string()
 }
 
+/// Whether `wait` is within the 2 s that whole-second fields leave of `want`.
+fn near(wait: Duration, want: Duration) -> bool {
+    wait.abs_diff(want) <= Duration::from_secs(2)
+}
+
 /// The wait the host's next request would have now, if any (nothing consumed).
 fn held_for(layer: &PoliteLayer, key: &str) -> Option<Duration> {
     let rates = layer.rates();
@@ -114,11 +119,11 @@ async fn first_holds_the_second(first: Answer, hold: Duration) -> StatusCode {
         .status();
     assert_eq!(seen.load(Ordering::SeqCst), 1);
 
-    // The hold, as the limiter has it: the server's reset in whole seconds from the wall
-    // clock, so up to 2 s short of `hold` (the second may turn between the two readings).
+    // The hold, as the limiter has it: a reset or date in whole seconds, measured from the
+    // server's `Date` (whole seconds too) or the wall clock, so within 2 s of `hold`.
     let wait = held_for(&layer, &key(&url)).expect("the host is held");
     assert!(
-        wait <= hold && wait + Duration::from_secs(2) >= hold,
+        near(wait, hold),
         "{status}: held for {wait:?}, not {hold:?}"
     );
 
@@ -129,7 +134,7 @@ async fn first_holds_the_second(first: Answer, hold: Duration) -> StatusCode {
     assert_eq!(seen.load(Ordering::SeqCst), 1, "{status}: sent while held");
     assert!(!second.is_finished());
     // ... and goes out once it is past.
-    clock.advance(Duration::from_secs(4));
+    clock.advance(Duration::from_secs(6));
     let res = tokio::time::timeout(Duration::from_secs(30), second)
         .await
         .expect("sent after the hold")
@@ -262,13 +267,11 @@ async fn past_max_wait_a_held_host_fails_at_once_with_the_instant_it_opens() {
         let after = Instant::now();
         assert!(err.is_held(), "{first}: {err}");
         let wait = err.retry_after().unwrap();
-        assert!(
-            wait <= hour && wait + Duration::from_secs(2) >= hour,
-            "{first}: {wait:?}"
-        );
+        assert!(near(wait, hour), "{first}: {wait:?}");
         let until = err.held_until().unwrap();
         assert!(
-            until + Duration::from_secs(2) >= before + hour && until <= after + hour,
+            until + Duration::from_secs(2) >= before + hour
+                && until <= after + hour + Duration::from_secs(2),
             "{first}: opens {:?} after the request",
             until.saturating_duration_since(before)
         );
@@ -281,7 +284,7 @@ async fn past_max_wait_a_held_host_fails_at_once_with_the_instant_it_opens() {
         let third = tokio::spawn(svc.clone().oneshot(get(&url)));
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(seen.load(Ordering::SeqCst), 1, "{first}: sent while held");
-        clock.advance(Duration::from_secs(6));
+        clock.advance(Duration::from_secs(8));
         let res = tokio::time::timeout(Duration::from_secs(30), third)
             .await
             .expect("sent after the hold")
@@ -308,4 +311,53 @@ async fn an_absurd_retry_after_is_held_without_a_panic() {
     assert!(years >= 36, "{err}"); // as good as never
     assert!(err.held_until().unwrap() > Instant::now() + Duration::from_secs(36 * 365 * 86_400));
     assert_eq!(seen.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn resets_in_milliseconds_and_fractions_are_read() {
+    let ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 30_000;
+    for (reset, hold) in [
+        (ms.to_string(), 30.0),              // Unix milliseconds
+        (format!("{}.5", ms / 1_000), 30.0), // Unix seconds with a fraction
+        ("20.5".to_owned(), 20.5),           // delta seconds with a fraction
+    ] {
+        let answer = (
+            429,
+            vec![
+                ("x-ratelimit-remaining", "0".to_owned()),
+                ("x-ratelimit-reset", reset.clone()),
+            ],
+        );
+        let status = first_holds_the_second(answer, Duration::from_secs_f64(hold)).await;
+        assert_eq!(status, 429, "{reset}");
+    }
+}
+
+#[tokio::test]
+async fn an_http_date_retry_after_is_read_on_the_servers_clock() {
+    // The server's clock is an hour behind ours, and then an hour ahead: its Retry-After
+    // date is 40 s after its own Date either way.
+    for skew in [-3_600i64, 3_600] {
+        let server_now = if skew < 0 {
+            SystemTime::now() - Duration::from_secs(skew.unsigned_abs())
+        } else {
+            SystemTime::now() + Duration::from_secs(skew.unsigned_abs())
+        };
+        let answer = (
+            503,
+            vec![
+                ("date", httpdate::fmt_http_date(server_now)),
+                (
+                    "retry-after",
+                    httpdate::fmt_http_date(server_now + Duration::from_secs(40)),
+                ),
+            ],
+        );
+        let status = first_holds_the_second(answer, Duration::from_secs(40)).await;
+        assert_eq!(status, 503, "skew {skew}");
+    }
 }
