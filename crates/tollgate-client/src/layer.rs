@@ -15,14 +15,12 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::adaptive::{AdaptiveConfig, AdaptiveRate};
+use crate::error::PoliteError;
 use crate::hosts::{HostSnapshot, Hosts};
 use crate::retry::{Decision, Failure, RetryPolicy};
 use crate::signal::{ServerSignal, Verdict};
 
 type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
-
-/// The longest a `RateLimit: r=0;t=N` field holds a host back.
-const MAX_RESET_HOLD: Duration = Duration::from_secs(60);
 
 /// An attempt that waited at least this long counts in [`HostSnapshot::waits`].
 const COUNTED_WAIT: Duration = Duration::from_millis(1);
@@ -41,11 +39,14 @@ const SERVER_ERROR_RUN: u32 = 3;
 /// response's [`ServerSignal`] then moves the rate:
 ///
 /// * 1xx-3xx: a success (additive increase while probing);
-/// * 429, or 503 with `Retry-After`: a throttle (multiplicative decrease; the host's next
-///   admission moves out by `Retry-After`, capped by the [`AdaptiveConfig`]);
+/// * 429, a 403 that refuses for rate (remaining 0 or `Retry-After`, as GitHub's spent
+///   limits), or a 503 with `Retry-After` or a spent quota: a throttle (multiplicative
+///   decrease; the host's next admission moves out by the [hold](ServerSignal::hold),
+///   for as long as the server says unless the [`AdaptiveConfig`] sets a cap);
 /// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly;
-///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with a reset) holds the host back
-///   until the reset (at most 60 s).
+///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`) holds
+///   the host back until the reset, whatever the status it comes on (a 200, a 403, a
+///   429 without `Retry-After`).
 ///
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
 /// a 429 does: a server failing under load gets less of it.
@@ -62,10 +63,14 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///   retry returns the last answer and counts in [`HostSnapshot::budget_refused`].
 ///
 /// The inner service's error must be a `std::error::Error` so that it can be classified
-/// (map tower's `BoxError` to a type of your own).
-/// After the last try the last response (or error) is returned as it came. Requests are
-/// cloned for each attempt, so the request body must be `Clone` (an empty or buffered
-/// body: `String`, `Full<Bytes>`, `Empty<Bytes>`).
+/// (map tower's `BoxError` to a type of your own). After the last try the last response (or
+/// the inner error, as [`PoliteError::Inner`]) is returned as it came. Requests are cloned
+/// for each attempt, so the request body must be `Clone` (an empty or buffered body:
+/// `String`, `Full<Bytes>`, `Empty<Bytes>`).
+///
+/// A hold is waited out in full, however long the server asked. With
+/// [`max_wait`](PoliteLayer::max_wait), a request whose host's turn is further off fails at
+/// once, unsent, with [`PoliteError::Held`] and the instant the host opens.
 ///
 /// Requests whose key cannot be found (no host in the URI) go through unpaced.
 ///
@@ -109,6 +114,8 @@ struct Shared {
     hosts: Arc<Hosts>,
     /// The rates' clock reading when the layer was made (`last_decrease` is since then).
     created: Timestamp,
+    /// The longest an attempt waits for its host's turn; `None`: as long as the host says.
+    max_wait: Option<Duration>,
 }
 
 impl fmt::Debug for PoliteLayer {
@@ -117,6 +124,7 @@ impl fmt::Debug for PoliteLayer {
             .field("rates", &self.shared.rates)
             .field("inflight", &self.shared.inflight)
             .field("retry", &self.shared.retry)
+            .field("max_wait", &self.shared.max_wait)
             .finish_non_exhaustive()
     }
 }
@@ -184,6 +192,7 @@ impl PoliteLayer {
                 key: Arc::new(host_key),
                 hosts: Arc::new(Hosts::new(10_000)),
                 created: rates.now(),
+                max_wait: None,
                 rates,
             }),
         }
@@ -285,6 +294,50 @@ impl PoliteLayer {
         F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     {
         Arc::make_mut(&mut self.shared).key = Arc::new(f);
+        self
+    }
+
+    /// Refuses at once, with [`PoliteError::Held`], a request whose host's turn is more than
+    /// `max` away: a host held by its `Retry-After` or a spent quota's reset (which the layer
+    /// honours in full, for as long as the server says, unless the [`AdaptiveConfig`]'s
+    /// `max_retry_after` caps it), or paced that slowly. The error says when the host opens
+    /// again ([`PoliteError::held_until`]); the request is not sent and holds nothing.
+    ///
+    /// Off by default: a request waits as long as its host says. The bound is per attempt,
+    /// on the wait for the host's turn (a wait for an in-flight permit, or a retry's delay,
+    /// is not counted: the [`RetryPolicy`] bounds the latter with its own
+    /// `max_retry_after`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::time::{Duration, Instant};
+    /// use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryPolicy};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// // A stand-in client whose host is closed for an hour.
+    /// let client = service_fn(|_req: http::Request<()>| async {
+    ///     let res = http::Response::builder().status(429).header("retry-after", "3600");
+    ///     Ok::<_, Infallible>(res.body(()).unwrap())
+    /// });
+    /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0))
+    ///     .retry(RetryPolicy::never())
+    ///     .max_wait(Duration::from_secs(10));
+    /// let polite = layer.layer(client);
+    /// let get = || http::Request::get("http://example.com/").body(()).unwrap();
+    /// futures_executor::block_on(async {
+    ///     let res = polite.clone().oneshot(get()).await.unwrap();
+    ///     assert_eq!(res.status(), 429); // the server's answer, as it came
+    ///     let err = polite.clone().oneshot(get()).await.unwrap_err(); // at once, unsent
+    ///     let opens = err.held_until().unwrap();
+    ///     assert!(opens > Instant::now() + Duration::from_secs(3_590)); // the whole hour
+    /// });
+    /// assert_eq!(layer.host("example.com:80").unwrap().requests, 1);
+    /// ```
+    #[must_use]
+    pub fn max_wait(mut self, max: Duration) -> Self {
+        Arc::make_mut(&mut self.shared).max_wait = Some(max);
         self
     }
 
@@ -399,28 +452,31 @@ impl Shared {
         if let Some(policy) = sig.policy {
             self.rates.announce(key, policy);
         }
+        // The server's hold (Retry-After, or a spent quota's reset) applies on every status.
+        let hold = sig.hold();
         match sig.verdict {
-            Verdict::Success => {
-                self.rates.success(key);
-                if let (Some(0), Some(reset)) = (sig.remaining, sig.reset) {
-                    let _ = self
-                        .rates
-                        .limiter()
-                        .penalize(key, reset.min(MAX_RESET_HOLD));
-                }
-            }
             Verdict::Throttled | Verdict::Unavailable
-                if bunched && (sig.verdict == Verdict::Throttled || sig.retry_after.is_some()) =>
+                if bunched && (sig.verdict == Verdict::Throttled || hold.is_some()) =>
             {
-                self.rates.overrun(key, sig.retry_after);
+                self.rates.overrun(key, hold);
             }
             Verdict::Throttled => {
-                self.rates.throttled(key, sig.retry_after);
+                self.rates.throttled(key, hold);
             }
-            Verdict::Unavailable if sig.retry_after.is_some() => {
-                self.rates.throttled(key, sig.retry_after);
+            Verdict::Unavailable if hold.is_some() => {
+                self.rates.throttled(key, hold);
             }
-            Verdict::Unavailable | Verdict::ServerError | Verdict::Final => {}
+            Verdict::Success => {
+                self.rates.success(key);
+                if let Some(hold) = hold {
+                    self.rates.hold(key, hold);
+                }
+            }
+            Verdict::Unavailable | Verdict::ServerError | Verdict::Final => {
+                if let Some(hold) = hold {
+                    self.rates.hold(key, hold);
+                }
+            }
         }
         self.hosts.with(key, |c| {
             match sig.verdict {
@@ -547,8 +603,8 @@ where
     ResB: Send + 'static,
 {
     type Response = Response<ResB>;
-    type Error = S::Error;
-    type Future = ResponseFuture<Response<ResB>, S::Error>;
+    type Error = PoliteError<S::Error>;
+    type Future = ResponseFuture<Response<ResB>, PoliteError<S::Error>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -561,7 +617,7 @@ where
         ResponseFuture {
             inner: Box::pin(async move {
                 let Some(key) = (shared.key)(&parts) else {
-                    return send(inner, parts, body).await;
+                    return send(inner, parts, body).await.map_err(PoliteError::Inner);
                 };
                 let idempotent = shared.retry.retries_method(&parts.method, &parts.headers);
                 let mut state = shared.retry.start();
@@ -569,8 +625,20 @@ where
                 loop {
                     let asked = Instant::now();
                     let permit = shared.inflight.acquire(&key).await;
-                    // An error here is only a full limiter table: go on at the rate alone.
-                    let _ = shared.rates.until_ready(&key).await;
+                    let turn = shared.rates.until_ready(&key);
+                    match shared.max_wait {
+                        Some(max) => {
+                            if let Err(e) = turn.within(max).await {
+                                if let Some(wait) = e.retry_after() {
+                                    return Err(PoliteError::held(wait));
+                                }
+                            }
+                        }
+                        // An error here is only a full limiter table: go on at the rate alone.
+                        None => {
+                            let _ = turn.await;
+                        }
+                    }
                     let waited = asked.elapsed();
                     let in_flight = shared.inflight.in_flight(&key);
                     let sent_at = shared.rates.now();
@@ -587,7 +655,9 @@ where
                             c.budget.first(&b, sent_at);
                         }
                     });
-                    let res = send(inner.clone(), parts.clone(), body.clone()).await;
+                    let res = send(inner.clone(), parts.clone(), body.clone())
+                        .await
+                        .map_err(PoliteError::Inner);
                     drop(permit);
                     let failure = match &res {
                         Ok(response) => {
@@ -605,16 +675,22 @@ where
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,
                                 Verdict::Throttled => Failure::Throttled {
-                                    retry_after: sig.retry_after,
+                                    retry_after: sig.hold(),
                                 },
                                 Verdict::Unavailable | Verdict::ServerError => Failure::Transient {
-                                    retry_after: sig.retry_after,
+                                    retry_after: sig.hold().max(sig.retry_after),
                                 },
                             }
                         }
                         Err(e) => {
                             shared.hosts.with(&key, |c| c.errors += 1);
-                            if !shared.retry.retries_error(e) {
+                            // The policy (and a user's hook) judges the client's own error,
+                            // not the wrapper this layer returns it in.
+                            let retry = match e {
+                                PoliteError::Inner(inner) => shared.retry.retries_error(inner),
+                                _ => false,
+                            };
+                            if !retry {
                                 return res;
                             }
                             Failure::Transient { retry_after: None }

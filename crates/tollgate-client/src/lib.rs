@@ -6,9 +6,23 @@
 //!   request type, so wrap it in `Reqwest`, feature `reqwest`). Each request is keyed by its host (or your key); it
 //!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
 //!   [`AdaptiveRate`], then goes out. The response's signals feed the rate back:
-//!   a success raises it, a 429 (or a 503 with `Retry-After`) lowers it and pushes the
-//!   host's next admission by `Retry-After`, and an announced policy (`RateLimit-Policy`,
-//!   `X-RateLimit-Limit;w=`) is paced to exactly.
+//!   a success raises it, a 429 (or a 503 with `Retry-After`, or a 403 that refuses for
+//!   rate) lowers it, and an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit;w=`)
+//!   is paced to exactly.
+//! * Holds are honoured whatever the status carrying them: `Retry-After` on a refusal, and
+//!   a spent quota (`RateLimit: r=0;t=N`, or `X-RateLimit-Remaining: 0` with
+//!   `X-RateLimit-Reset`) on any status, a 200, a 403 (GitHub's spent primary limit), a 429
+//!   without `Retry-After`: the host's next admission moves out by it
+//!   ([`ServerSignal::hold`]). A 403 without rate-limit fields is an ordinary 403.
+//! * `X-RateLimit-Reset` is read as delta seconds, Unix seconds (above 10⁹) or Unix
+//!   milliseconds (above 10¹²), with an optional decimal fraction; an HTTP-date
+//!   `Retry-After` and a Unix-time reset are measured from the response's `Date` when it
+//!   has one (the server's clock), so a server whose clock is off still gets its wait.
+//! * Long holds are honoured, not probed: a host that says `Retry-After: 3600` gets no
+//!   request for an hour (a cap, [`AdaptiveConfig::max_retry_after`], is off by default).
+//!   A request that should not wait that long is bounded by [`PoliteLayer::max_wait`]
+//!   (off by default): past it, it fails at once with [`PoliteError::Held`], which says
+//!   when the host opens again ([`PoliteError::held_until`]).
 //! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
 //!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
 //!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.
@@ -75,6 +89,7 @@
 /// pushes and announced policies; driving a keyed [`tollgate::Limiter`].
 mod adaptive;
 mod budget;
+mod error;
 mod hosts;
 mod layer;
 mod lru;
@@ -85,6 +100,7 @@ mod signal;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
 pub use budget::RetryBudget;
+pub use error::PoliteError;
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
 #[cfg(feature = "reqwest")]

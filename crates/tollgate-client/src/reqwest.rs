@@ -25,7 +25,7 @@ use tower_service::Service;
 /// use tollgate_client::{AdaptiveConfig, PoliteLayer, Reqwest};
 /// use tower::{Layer, ServiceExt};
 ///
-/// # async fn crawl() -> Result<(), reqwest::Error> {
+/// # async fn crawl() -> Result<(), tollgate_client::PoliteError<reqwest::Error>> {
 /// let layer = PoliteLayer::new(AdaptiveConfig::new(5.0)).max_in_flight(4);
 /// let client = layer.layer(Reqwest::new(reqwest::Client::new()));
 /// let req = http::Request::get("http://example.com/").body(String::new()).unwrap();

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::header::{HeaderMap, HeaderName, RETRY_AFTER};
+use http::header::{DATE, HeaderMap, HeaderName, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 use tollgate::Quota;
 
@@ -33,13 +33,16 @@ const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 pub enum Verdict {
     /// 1xx, 2xx, 3xx: the request went through.
     Success,
-    /// 429: refused for rate.
+    /// 429: refused for rate. [`ServerSignal::read`] also gives it to a 403 whose fields
+    /// say it is a rate refusal (`X-RateLimit-Remaining: 0`, `RateLimit: r=0`, or a
+    /// `Retry-After`), as GitHub sends for a spent limit; [`Verdict::of`] sees only the status.
     Throttled,
     /// 503: the server is unavailable (for rate if it sent `Retry-After`).
     Unavailable,
     /// Another 5xx: a server error that may pass.
     ServerError,
-    /// A 4xx other than 429: the request itself is wrong; never retried.
+    /// A 4xx other than 429 (and other than a 403 refusing for rate): the request itself is
+    /// wrong; never retried.
     Final,
 }
 
@@ -92,7 +95,8 @@ pub struct ServerSignal {
     pub status: StatusCode,
     /// The kind of answer.
     pub verdict: Verdict,
-    /// `Retry-After`, as a wait from now (an HTTP-date in the past is zero).
+    /// `Retry-After`, as a wait from now (an HTTP-date is measured from the response's
+    /// `Date` if it has one; one in the past is zero).
     pub retry_after: Option<Duration>,
     /// The server's policy: from `RateLimit-Policy` (the most restrictive of its items), or
     /// from `X-RateLimit-Limit` with a `w` parameter. A bare `X-RateLimit-Limit: 100` does not
@@ -100,13 +104,22 @@ pub struct ServerSignal {
     pub policy: Option<Quota>,
     /// Requests left (`RateLimit`'s `r`, or `X-RateLimit-Remaining`), the least over items.
     pub remaining: Option<u64>,
-    /// When the quota is back in full (`RateLimit`'s `t`, or `X-RateLimit-Reset` as
-    /// delta-seconds or, above 10⁹, as Unix seconds).
+    /// When the quota is back in full (`RateLimit`'s `t`, or `X-RateLimit-Reset`: delta
+    /// seconds, Unix seconds above 10⁹, Unix milliseconds above 10¹², each with an optional
+    /// decimal fraction).
     pub reset: Option<Duration>,
 }
 
 impl ServerSignal {
     /// Reads a response's status and fields; `now` turns HTTP-dates into waits.
+    ///
+    /// Dates are the server's clock: when the response has a `Date` field, an HTTP-date
+    /// `Retry-After` and a Unix-time `X-RateLimit-Reset` are measured from it instead of from
+    /// `now`, so a server whose clock is off by minutes still gets the wait it meant.
+    ///
+    /// The fields are read whatever the status. A 403 that carries a rate refusal (a
+    /// remaining count of 0, or a `Retry-After`) is [`Verdict::Throttled`], as GitHub's
+    /// spent limits are; a 403 without them is an ordinary [`Verdict::Final`].
     ///
     /// # Examples
     ///
@@ -122,22 +135,82 @@ impl ServerSignal {
     /// ```
     pub fn read(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> ServerSignal {
         let ietf = field(headers, &RATELIMIT).and_then(|v| parse_ratelimit(&v));
+        // The server's own clock, if it said it.
+        let now = single(headers, &DATE)
+            .and_then(|d| httpdate::parse_http_date(d.trim()).ok())
+            .unwrap_or(now);
+        let retry_after = headers
+            .get(RETRY_AFTER)
+            .and_then(|v| parse_retry_after(v, now));
+        let remaining = ietf
+            .map(|(r, _)| r)
+            .or_else(|| single(headers, &X_REMAINING).and_then(|v| parse_integer(v.trim())));
+        let verdict = match Verdict::of(status) {
+            Verdict::Final
+                if status == StatusCode::FORBIDDEN
+                    && (remaining == Some(0) || retry_after.is_some()) =>
+            {
+                Verdict::Throttled
+            }
+            v => v,
+        };
         ServerSignal {
             status,
-            verdict: Verdict::of(status),
-            retry_after: headers
-                .get(RETRY_AFTER)
-                .and_then(|v| parse_retry_after(v, now)),
+            verdict,
+            retry_after,
             policy: field(headers, &RATELIMIT_POLICY)
                 .and_then(|v| parse_policy(&v))
                 .or_else(|| field(headers, &X_LIMIT).and_then(|v| parse_legacy_limit(&v))),
-            remaining: ietf
-                .map(|(r, _)| r)
-                .or_else(|| single(headers, &X_REMAINING).and_then(|v| parse_integer(v.trim()))),
+            remaining,
             reset: ietf.map(|(_, t)| t).or_else(|| {
                 single(headers, &X_RESET).and_then(|v| parse_legacy_reset(v.trim(), now))
             }),
         }
+    }
+}
+
+impl ServerSignal {
+    /// How long the server says to send nothing more: the `Retry-After` of a refusal (429,
+    /// 503, or a 403 that is [`Verdict::Throttled`]) and the reset of a spent quota (a
+    /// remaining count of 0 with a reset, on any status), the later of the two. `None` if it
+    /// said neither. A `Retry-After` on another status (a redirect, a 500) is not a hold.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use http::{HeaderMap, StatusCode};
+    /// use tollgate_client::{ServerSignal, Verdict};
+    ///
+    /// // GitHub's spent primary limit: a 403 with remaining 0 and the reset.
+    /// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+    /// headers.insert("x-ratelimit-reset", "1700000600".parse().unwrap());
+    /// let s = ServerSignal::read(StatusCode::FORBIDDEN, &headers, now);
+    /// assert_eq!(s.verdict, Verdict::Throttled);
+    /// assert_eq!(s.hold(), Some(Duration::from_secs(600)));
+    ///
+    /// // A 429 whose RateLimit field says when, with no Retry-After.
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("ratelimit", "\"p\";r=0;t=30".parse().unwrap());
+    /// let s = ServerSignal::read(StatusCode::TOO_MANY_REQUESTS, &headers, now);
+    /// assert_eq!(s.hold(), Some(Duration::from_secs(30)));
+    ///
+    /// // A 403 without rate-limit fields is an ordinary 403.
+    /// let s = ServerSignal::read(StatusCode::FORBIDDEN, &HeaderMap::new(), now);
+    /// assert_eq!((s.verdict, s.hold()), (Verdict::Final, None));
+    /// ```
+    pub fn hold(&self) -> Option<Duration> {
+        let asked = match self.verdict {
+            Verdict::Throttled | Verdict::Unavailable => self.retry_after,
+            Verdict::Success | Verdict::ServerError | Verdict::Final => None,
+        };
+        let spent = match (self.remaining, self.reset) {
+            (Some(0), Some(reset)) => Some(reset),
+            _ => None,
+        };
+        asked.max(spent)
     }
 }
 
@@ -168,7 +241,9 @@ fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     first.to_str().ok()
 }
 
-/// `Retry-After`: delay-seconds (saturating on huge values) or an HTTP-date.
+/// `Retry-After`: delay-seconds (saturating on huge values) or an HTTP-date, measured from
+/// `now` (the response's `Date` where it has one: the date is on the server's clock, and
+/// [`ServerSignal::read`] passes it).
 ///
 /// # Examples
 ///
@@ -364,13 +439,33 @@ fn parse_legacy_limit(value: &str) -> Option<Quota> {
     best
 }
 
-/// `X-RateLimit-Reset`: delta-seconds, or Unix seconds if above 10⁹.
+/// `X-RateLimit-Reset`, as servers send it: delta seconds, Unix seconds above 10⁹ (GitHub),
+/// Unix milliseconds above 10¹², each with an optional decimal fraction (Discord's
+/// `1470173023.123`). A time in the past is a wait of zero.
 fn parse_legacy_reset(value: &str, now: SystemTime) -> Option<Duration> {
-    let n = parse_integer(value)?;
-    if n > 1_000_000_000 {
-        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(n);
-        Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    let (whole, fraction) = match value.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (value, None),
+    };
+    let n = parse_integer(whole)?;
+    let nanos = match fraction {
+        None => 0,
+        // Up to nanoseconds; a finer fraction is cut, not refused.
+        Some(f) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => {
+            let digits = &f[..f.len().min(9)];
+            let scale = 10u32.pow(9 - digits.len() as u32);
+            digits.parse::<u32>().ok()? * scale
+        }
+        Some(_) => return None,
+    };
+    let value = Duration::new(n, nanos);
+    let at = if n > 1_000_000_000_000 {
+        value / 1_000
+    } else if n > 1_000_000_000 {
+        value
     } else {
-        Some(Duration::from_secs(n))
-    }
+        return Some(value);
+    };
+    let at = SystemTime::UNIX_EPOCH.checked_add(at)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }

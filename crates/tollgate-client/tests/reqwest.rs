@@ -35,7 +35,7 @@ async fn the_layer_learns_through_reqwest() {
     // No scheme: reqwest's builder error, through the layer, not a panic.
     let req = http::Request::get("/relative").body(String::new()).unwrap();
     let err = client.oneshot(req).await.unwrap_err();
-    assert!(err.is_builder(), "{err}");
+    assert!(err.inner().is_some_and(reqwest::Error::is_builder), "{err}");
 }
 
 /// A GET through the layer over reqwest to `url`: the error, and the host's attempts.
@@ -45,6 +45,9 @@ async fn failed_attempts(url: &str, key: &str) -> (reqwest::Error, u64) {
     let client = layer.layer(Reqwest::new(reqwest::Client::new()));
     let req = http::Request::get(url).body(String::new()).unwrap();
     let err = client.oneshot(req).await.unwrap_err();
+    let err = err
+        .into_inner()
+        .expect("the client's own error, not a hold");
     (err, layer.host(key).expect("tracked").requests)
 }
 

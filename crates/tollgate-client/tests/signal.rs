@@ -198,3 +198,101 @@ fn legacy_fields() {
     );
     assert_eq!(s.remaining, None);
 }
+
+#[test]
+fn a_403_refusing_for_rate_is_a_throttle_and_holds_are_read_on_every_status() {
+    let spent = [("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "600")];
+    let s = read(403, &spent);
+    assert_eq!(s.verdict, Verdict::Throttled);
+    assert_eq!(s.hold(), Some(Duration::from_secs(600)));
+    let s = read(403, &[("retry-after", "5")]); // a secondary limit
+    assert_eq!(
+        (s.verdict, s.hold()),
+        (Verdict::Throttled, Some(Duration::from_secs(5)))
+    );
+    for plain in [&[][..], &[("x-ratelimit-remaining", "12")][..]] {
+        let s = read(403, plain);
+        assert_eq!((s.verdict, s.hold()), (Verdict::Final, None), "{plain:?}");
+    }
+    // A 429 with only RateLimit's t, and other statuses with a spent quota.
+    let s = read(429, &[("ratelimit", "\"p\";r=0;t=9")]);
+    assert_eq!(
+        (s.verdict, s.hold()),
+        (Verdict::Throttled, Some(Duration::from_secs(9)))
+    );
+    for status in [200, 404, 500, 503] {
+        assert_eq!(read(status, &spent).hold(), Some(Duration::from_secs(600)));
+    }
+    // The later of Retry-After and the reset; a Retry-After on a redirect is no hold.
+    let s = read(429, &[("retry-after", "700"), ("ratelimit", "p;r=0;t=9")]);
+    assert_eq!(s.hold(), Some(Duration::from_secs(700)));
+    assert_eq!(read(301, &[("retry-after", "5")]).hold(), None);
+    assert_eq!(read(200, &[("ratelimit", "p;r=3;t=9")]).hold(), None); // not spent
+}
+
+#[test]
+fn resets_in_every_form_and_dates_on_the_servers_clock() {
+    // 2023-11-14T22:13:20Z: late enough for Unix milliseconds to pass 10^12.
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let read_at = |fields: &[(&str, &str)]| {
+        let mut h = HeaderMap::new();
+        for (k, v) in fields {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        ServerSignal::read(StatusCode::TOO_MANY_REQUESTS, &h, now)
+    };
+    let reset = |v: &str| read_at(&[("x-ratelimit-reset", v)]).reset;
+    let ms = Duration::from_millis;
+    assert_eq!(reset("30"), Some(ms(30_000))); // delta seconds
+    assert_eq!(reset("30.5"), Some(ms(30_500)));
+    assert_eq!(reset("0.25"), Some(ms(250)));
+    assert_eq!(reset("1700000030"), Some(ms(30_000))); // Unix seconds
+    assert_eq!(reset("1700000030.25"), Some(ms(30_250)));
+    assert_eq!(reset("1700000030250"), Some(ms(30_250))); // Unix milliseconds
+    assert_eq!(
+        reset("1700000030250.5"),
+        Some(Duration::from_micros(30_250_500))
+    );
+    assert_eq!(reset("1699999990000"), Some(Duration::ZERO)); // past
+    assert_eq!(reset("1.0000000019"), Some(Duration::new(1, 1))); // cut at nanoseconds
+    for bad in ["30.", ".5", "1.2.3", "3,5", "-1.5", "1e3", "30.x", " "] {
+        assert_eq!(reset(bad), None, "{bad:?}");
+    }
+
+    // The server's clock is an hour ahead: its dates are read against its own Date.
+    let server = now + Duration::from_secs(3_600);
+    let date = httpdate::fmt_http_date(server);
+    let later = httpdate::fmt_http_date(server + Duration::from_secs(30));
+    let s = read_at(&[("retry-after", &later)]);
+    assert_eq!(s.retry_after, Some(Duration::from_secs(3_630))); // no Date: our clock
+    let s = read_at(&[("date", &date), ("retry-after", &later)]);
+    assert_eq!(s.retry_after, Some(Duration::from_secs(30)));
+    let epoch = (1_700_000_000 + 3_600 + 30).to_string();
+    let s = read_at(&[("date", &date), ("x-ratelimit-reset", &epoch)]);
+    assert_eq!(s.reset, Some(Duration::from_secs(30)));
+    // An hour behind: the date is not in the past for the server.
+    let server = now - Duration::from_secs(3_600);
+    let s = read_at(&[
+        ("date", &httpdate::fmt_http_date(server)),
+        (
+            "retry-after",
+            &httpdate::fmt_http_date(server + Duration::from_secs(30)),
+        ),
+    ]);
+    assert_eq!(s.retry_after, Some(Duration::from_secs(30)));
+    // A malformed or repeated Date is ignored: our clock.
+    for dates in [&["yesterday"][..], &[date.as_str(), date.as_str()][..]] {
+        let mut fields: Vec<(&str, &str)> = dates.iter().map(|d| ("date", *d)).collect();
+        fields.push(("retry-after", &later));
+        assert_eq!(
+            read_at(&fields).retry_after,
+            Some(Duration::from_secs(3_630))
+        );
+    }
+    // Seconds in Retry-After are not dates: Date changes nothing.
+    let s = read_at(&[("date", &date), ("retry-after", "7")]);
+    assert_eq!(s.retry_after, Some(Duration::from_secs(7)));
+}

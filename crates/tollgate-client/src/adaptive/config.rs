@@ -18,8 +18,8 @@ pub const MIN_RATE: f64 = 1.0 / 86_400.0;
 ///   be safe, or multiplies the rate by [`decrease`](AdaptiveConfig::decrease) if none is,
 ///   down to the floor; at most once per [`cooldown`](AdaptiveConfig::cooldown) (the
 ///   responses of requests already sent at the old rate must not cut it again). It moves
-///   the key's next admission out by the server's `Retry-After`, capped at
-///   [`max_retry_after`](AdaptiveConfig::max_retry_after).
+///   the key's next admission out by the server's `Retry-After`, in full unless
+///   [`max_retry_after`](AdaptiveConfig::max_retry_after) caps it.
 /// * After the first throttle, a rate that draws [`confirm`](AdaptiveConfig::confirm)
 ///   successes without a throttle is safe, and the next rate tried is halfway to the
 ///   lowest rate throttled: a bisection, which stops within [`band`](AdaptiveConfig::band)
@@ -74,7 +74,7 @@ fn check_rate(what: &str, rate: f64) {
 impl AdaptiveConfig {
     /// A new key starts at `initial` requests per second. The defaults: floor 0.1, ceiling
     /// 10 000, increase 0.1 per success, decrease 0.8, band 3 %, cooldown 1 s, confirm 100,
-    /// reprobe 30 s, `Retry-After` capped at 60 s, 10 000 keys.
+    /// reprobe 30 s, `Retry-After` and resets honoured in full (no cap), 10 000 keys.
     ///
     /// # Panics
     ///
@@ -98,7 +98,7 @@ impl AdaptiveConfig {
             cooldown: Duration::from_secs(1),
             confirm: 100,
             reprobe: Duration::from_secs(30),
-            max_retry_after: Duration::from_secs(60),
+            max_retry_after: Duration::MAX,
             capacity: 10_000,
         }
     }
@@ -335,7 +335,15 @@ impl AdaptiveConfig {
         self
     }
 
-    /// The longest a server's `Retry-After` may hold a key back.
+    /// The longest a server's `Retry-After`, or the reset of a spent quota
+    /// ([`AdaptiveRate::hold`](crate::AdaptiveRate::hold)), may hold a key back.
+    ///
+    /// By default there is no cap: a host that says `Retry-After: 3600` gets no request for
+    /// an hour (a cap would have the client probe a host that said it is closed, and each
+    /// probe would be refused). A cap is for a client that would rather be refused than
+    /// trust a server's clock or a far-off reset; to keep a request from waiting that long
+    /// instead, bound the wait with
+    /// [`PoliteLayer::max_wait`](crate::PoliteLayer::max_wait).
     ///
     /// # Examples
     ///
@@ -344,11 +352,15 @@ impl AdaptiveConfig {
     /// use tollgate::ManualClock;
     /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
-    /// let config = AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
-    /// let rates = AdaptiveRate::with_clock(config, ManualClock::new());
-    /// rates.throttled("example.com", Some(Duration::from_secs(3_600))); // Retry-After: 3600
-    /// let wait = rates.check("example.com").unwrap_err().retry_after();
-    /// assert_eq!(wait, Some(Duration::from_secs(5)));
+    /// let hour = Duration::from_secs(3_600); // Retry-After: 3600
+    /// let held = |config| {
+    ///     let rates = AdaptiveRate::with_clock(config, ManualClock::new());
+    ///     rates.throttled("example.com", Some(hour));
+    ///     rates.check("example.com").unwrap_err().retry_after().unwrap()
+    /// };
+    /// assert_eq!(held(AdaptiveConfig::new(10.0)), hour); // the default: in full
+    /// let capped = AdaptiveConfig::new(10.0).max_retry_after(Duration::from_secs(5));
+    /// assert_eq!(held(capped), Duration::from_secs(5));
     /// ```
     #[must_use]
     pub fn max_retry_after(mut self, cap: Duration) -> Self {

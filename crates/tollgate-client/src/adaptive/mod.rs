@@ -36,7 +36,7 @@ use tollgate::{Admitted, Clock, Error, Limiter, MonotonicClock, Quota, Timestamp
 ///   tried is halfway to the slowest rate that was throttled (a bisection);
 /// * [`throttled`](AdaptiveRate::throttled): back to the fastest rate confirmed, or a
 ///   multiplicative decrease if none is known, and the key's next admission moves out by
-///   the server's `Retry-After` (capped);
+///   the server's `Retry-After`, in full unless the configuration caps it;
 /// * [`announce`](AdaptiveRate::announce): the server said its policy; the key is paced to
 ///   it exactly instead of probing.
 ///
@@ -242,7 +242,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
 
     /// The server refused a request of `key` for rate: the rate drops (at most once per
     /// cooldown, never below the floor), and if `retry_after` is given the key's next
-    /// admission moves out by it (capped at the configured maximum; a later admission
+    /// admission moves out by it (in full, or up to the configuration's
+    /// [`max_retry_after`](AdaptiveConfig::max_retry_after) if it sets one; a later admission
     /// already due stays). Returns whether the rate was lowered.
     ///
     /// # Examples
@@ -304,6 +305,33 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
             // As in `throttled`: a full limiter table paces at the rate alone.
             let _ = shared.limiter.penalize(key, wait);
         }
+    }
+
+    /// The server said `key`'s quota is spent for `wait` (`RateLimit: r=0;t=N`,
+    /// `X-RateLimit-Remaining: 0` with a reset), on whatever status: the key's next
+    /// admission moves out by it (capped as in [`throttled`](AdaptiveRate::throttled); a
+    /// later admission already due stays). The rate and the counts stay: a spent quota is
+    /// the server's window, not a sign that the pace was wrong.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::ManualClock;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), ManualClock::new());
+    /// rates.hold("example.com", Duration::from_secs(30));
+    /// let wait = rates.check("example.com").unwrap_err().retry_after();
+    /// assert_eq!(wait, Some(Duration::from_secs(30)));
+    /// assert_eq!(rates.rate("example.com"), 10.0); // not lowered
+    /// ```
+    pub fn hold(&self, key: &K, wait: Duration) {
+        let shared = &*self.shared;
+        // As in `throttled`: a full limiter table paces at the rate alone.
+        let _ = shared
+            .limiter
+            .penalize(key, wait.min(shared.config.max_retry_after));
     }
 
     /// The server announced its policy for `key` (`RateLimit-Policy`, `X-RateLimit-Limit`):

@@ -25,7 +25,7 @@ pub enum Signal {
     /// The server refused for rate (429, or 503 with `Retry-After`), asking to wait this long
     /// if it said so (after the cap).
     Throttled {
-        /// The wait asked for, capped at the configuration's `max_retry_after`.
+        /// The wait asked for, capped at the configuration's `max_retry_after` if it has one.
         retry_after: Option<Duration>,
     },
     /// The server announced its policy.
