@@ -27,27 +27,33 @@
 //! # Examples
 //!
 //! ```
+//! use std::time::Duration;
 //! use tollgate::{Limiter, Quota};
 //!
-//! // 5 requests per second per client, bursts of up to 5.
-//! let limiter = Limiter::keyed(Quota::per_second(5));
-//! match limiter.check("203.0.113.9") {
-//!     Ok(ok) => println!("serve; {} left", ok.remaining()),
-//!     Err(e) => println!("429; retry after {:?}", e.retry_after()),
+//! // 5 requests a minute per client, bursts of up to 5.
+//! let limiter = Limiter::keyed(Quota::per_minute(5));
+//! for left in (0..5).rev() {
+//!     let ok = limiter.check("203.0.113.9").unwrap(); // serve
+//!     assert_eq!(ok.remaining(), left);
 //! }
+//! let e = limiter.check("203.0.113.9").unwrap_err(); // 429
+//! assert!(e.retry_after().unwrap() > Duration::from_secs(10)); // about 12 s: a fifth of a minute
 //! ```
 //!
 //! Waiting, without a runtime:
 //!
 //! ```
+//! use std::time::{Duration, Instant};
 //! use tollgate::{Limiter, Quota};
 //!
 //! let per_host = Limiter::keyed(Quota::per_second(100).allow_burst(1));
+//! let start = Instant::now();
 //! futures_executor::block_on(async {
 //!     for _ in 0..3 {
 //!         per_host.until_ready("example.com").await.unwrap(); // 10 ms apart
 //!     }
 //! });
+//! assert!(start.elapsed() >= Duration::from_millis(20)); // the first at once
 //! ```
 //!
 //! The design, its invariants and where each is checked: [`design`].

@@ -100,11 +100,14 @@ impl DirectUntilReady<'_> {
     /// # Examples
     ///
     /// ```
+    /// use std::time::{Duration, Instant};
     /// use tollgate::{DirectLimiter, Quota};
     ///
     /// let limiter = DirectLimiter::new(Quota::per_second(1_000).allow_burst(1));
+    /// let start = Instant::now();
     /// limiter.until_ready().wait().unwrap(); // at once
     /// limiter.until_ready().wait().unwrap(); // parks ~1 ms
+    /// assert!(start.elapsed() >= Duration::from_millis(1));
     /// ```
     pub fn wait(self) -> Result<(), Error> {
         block_on(self)
@@ -143,14 +146,17 @@ impl DirectLimiter {
     /// # Examples
     ///
     /// ```
+    /// use std::time::{Duration, Instant};
     /// use tollgate::{DirectLimiter, Quota};
     ///
     /// let limiter = DirectLimiter::new(Quota::per_second(100).allow_burst(1));
+    /// let start = Instant::now();
     /// futures_executor::block_on(async {
     ///     for _ in 0..3 {
     ///         limiter.until_ready().await.unwrap(); // 10 ms apart
     ///     }
     /// });
+    /// assert!(start.elapsed() >= Duration::from_millis(20)); // the first at once
     /// ```
     pub fn until_ready(&self) -> DirectUntilReady<'_> {
         self.waiter(1)

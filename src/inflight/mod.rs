@@ -349,7 +349,9 @@ impl<K: Hash + ?Sized> InFlight<K> {
 /// let conc = InFlight::new(1);
 /// let fut: Acquire<'_> = conc.acquire("host");
 /// let permit = futures_executor::block_on(fut);
-/// drop(permit);
+/// assert_eq!(conc.in_flight("host"), 1);
+/// drop(permit); // gives it back
+/// assert_eq!(conc.in_flight("host"), 0);
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a> {
@@ -400,10 +402,14 @@ impl Acquire<'_> {
     /// let permit = conc.acquire("host").wait(); // free: at once
     /// std::thread::scope(|s| {
     ///     let waiter = s.spawn(|| drop(conc.acquire("host").wait())); // parks...
-    ///     std::thread::sleep(std::time::Duration::from_millis(10));
+    ///     while conc.waiting("host") == 0 {
+    ///         std::thread::yield_now(); // (until it has queued)
+    ///     }
+    ///     assert!(!waiter.is_finished());
     ///     drop(permit); // ...until this
     ///     waiter.join().unwrap();
     /// });
+    /// assert_eq!((conc.in_flight("host"), conc.waiting("host")), (0, 0));
     /// ```
     pub fn wait(self) -> Permit {
         block_on(self)

@@ -178,14 +178,17 @@ impl<K: Hash + ?Sized, S: BuildHasher + Send + Sync + 'static> Limiter<K, S> {
     /// # Examples
     ///
     /// ```
+    /// use std::time::{Duration, Instant};
     /// use tollgate::{Limiter, Quota};
     ///
     /// let limiter = Limiter::keyed(Quota::per_second(50));
+    /// let start = Instant::now();
     /// futures_executor::block_on(async {
     ///     for _ in 0..55 {
     ///         limiter.until_ready("example.com").await.unwrap(); // the last 5 wait ~20 ms each
     ///     }
     /// });
+    /// assert!(start.elapsed() >= Duration::from_millis(100)); // the burst of 50 at once
     /// ```
     pub fn until_ready(&self, key: &K) -> UntilReady<'_, S> {
         self.waiter(key, 1, None)

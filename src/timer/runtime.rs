@@ -82,7 +82,7 @@ const TURNS_BEFORE_YIELD: usize = 8;
 /// On tokio (with its `time` feature):
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 ///
 /// # fn main() {
 /// let rt = tokio::runtime::Builder::new_multi_thread()
@@ -94,10 +94,12 @@ const TURNS_BEFORE_YIELD: usize = 8;
 ///     let driver = tokio::spawn(tollgate::timer::drive(|at| {
 ///         tokio::time::sleep_until(at.into())
 ///     }));
-///     let limiter = tollgate::Limiter::keyed(tollgate::Quota::per_second(100));
+///     let limiter = tollgate::Limiter::keyed(tollgate::Quota::per_second(100).allow_burst(1));
+///     let start = Instant::now();
 ///     for _ in 0..3 {
 ///         limiter.until_ready(&"client").await.unwrap(); // woken on a worker thread
 ///     }
+///     assert!(start.elapsed() >= Duration::from_millis(20)); // 10 ms apart
 ///     driver.abort(); // detaches: the timer thread drives alone again
 /// });
 /// # }

@@ -303,11 +303,13 @@ impl fmt::Debug for Sleep {
 /// # Examples
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 ///
+/// let start = Instant::now();
 /// futures_executor::block_on(async {
 ///     tollgate::timer::sleep(Duration::from_millis(1)).await;
 /// });
+/// assert!(start.elapsed() >= Duration::from_millis(1)); // never early
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let now = nanos_since_origin(Instant::now());

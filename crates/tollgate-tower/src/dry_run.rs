@@ -10,13 +10,25 @@ use http::{HeaderMap, StatusCode};
 /// # Examples
 ///
 /// ```
+/// use std::convert::Infallible;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate_tower::{DryRun, Global, RateLimitLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
 ///
-/// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(1)), Global)
+/// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global)
 ///     .dry_run()
 ///     .build();
 /// let DryRun = layer.mode();
+/// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(()))
+/// }));
+/// futures_executor::block_on(async {
+///     for _ in 0..2 {
+///         let res = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+///         assert_eq!(res.status(), 200); // the second too, though over the limit
+///     }
+/// });
+/// assert_eq!(layer.counts().dry_run_refused, 1); // but counted
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DryRun;

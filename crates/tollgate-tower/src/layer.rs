@@ -115,11 +115,16 @@ impl<E: KeyExtractor, M, R> RateLimitLayer<E, M, R> {
     /// # Examples
     ///
     /// ```
-    /// let layer = tollgate_tower::RateLimitLayer::new(
-    ///     tollgate::Quota::per_second(5),
-    ///     tollgate_tower::Global,
-    /// );
-    /// let tollgate_tower::Reject = layer.mode();
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer, Reject};
+    ///
+    /// let layer = RateLimitLayer::new(Quota::per_second(5), Global);
+    /// let Reject = layer.mode(); // the default
+    /// let waits = RateLimitLayer::builder(Limiter::keyed(Quota::per_second(5)), Global)
+    ///     .delay(Duration::from_millis(500))
+    ///     .build();
+    /// assert_eq!(waits.mode().max(), Duration::from_millis(500));
     /// ```
     pub fn mode(&self) -> &M {
         &self.mode
