@@ -30,7 +30,8 @@ use tower_service::Service;
 /// let client = layer.layer(Reqwest::new(reqwest::Client::new()));
 /// let req = http::Request::get("http://example.com/").body(String::new()).unwrap();
 /// let res = client.oneshot(req).await?;
-/// println!("{} (paced at {:.1}/s)", res.status(), layer.host("example.com:80").unwrap().rate);
+/// assert!(res.status().is_success());
+/// assert_eq!(layer.host("example.com:80").unwrap().successes, 1); // the layer counted it
 /// # Ok(())
 /// # }
 /// ```
@@ -57,8 +58,10 @@ impl Reqwest {
     /// # Examples
     ///
     /// ```
-    /// let svc = tollgate_client::Reqwest::new(reqwest::Client::new());
-    /// let _client: &reqwest::Client = svc.client();
+    /// let client = reqwest::Client::builder().user_agent("polite-bot/1.0").build().unwrap();
+    /// let svc = tollgate_client::Reqwest::new(client);
+    /// // The client given, its settings with it.
+    /// assert!(format!("{:?}", svc.client()).contains("polite-bot/1.0"));
     /// ```
     pub fn client(&self) -> &reqwest::Client {
         &self.client

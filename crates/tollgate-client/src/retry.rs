@@ -709,8 +709,11 @@ impl RetryPolicy {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let start = Instant::now();
     /// futures_executor::block_on(tollgate_client::RetryPolicy::sleep(Duration::from_millis(1)));
+    /// assert!(start.elapsed() >= Duration::from_millis(1)); // never early
     /// ```
     pub fn sleep(delay: Duration) -> tollgate::timer::Sleep {
         tollgate::timer::sleep(delay)

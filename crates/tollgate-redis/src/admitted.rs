@@ -87,11 +87,20 @@ impl Admitted {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # use tollgate::Quota;
+    /// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// # // Nothing listens on port 1 (`connect` is lazy): the local fallback decides.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// # let limiter = FleetLimiter::builder(Quota::per_second(5))
+    /// #     .fault_policy(FaultPolicy::Local { nodes: 1 })
+    /// #     .connect(client)
+    /// #     .await?;
     /// let ok = limiter.check("alice").await.unwrap();
-    /// println!("{} left", ok.remaining());
-    /// # }
+    /// assert_eq!(ok.remaining(), limiter.quota().burst() - 1); // a fresh key: one cell spent
+    /// # Ok(()) }
     /// ```
     pub fn remaining(&self) -> u32 {
         self.remaining
@@ -116,15 +125,21 @@ impl Admitted {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// use tollgate_redis::Source;
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # // Nothing listens on port 1: `connect` is lazy.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
     ///
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5))
+    ///     .fault_policy(FaultPolicy::FailOpen)
+    ///     .connect(client) // a Redis that is away
+    ///     .await?;
     /// let ok = limiter.check("alice").await.unwrap();
-    /// if ok.source() != Source::Redis {
-    ///     eprintln!("degraded: Redis is unavailable");
-    /// }
-    /// # }
+    /// assert_eq!(ok.source(), Source::FailOpen); // degraded: Redis did not decide
+    /// # Ok(()) }
     /// ```
     pub fn source(&self) -> Source {
         self.source
@@ -136,14 +151,23 @@ impl From<Admitted> for tollgate::Admitted {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # use tollgate::Quota;
+    /// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// # // Nothing listens on port 1 (`connect` is lazy): the local fallback decides.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// # let limiter = FleetLimiter::builder(Quota::per_second(5))
+    /// #     .fault_policy(FaultPolicy::Local { nodes: 1 })
+    /// #     .connect(client)
+    /// #     .await?;
     /// fn headers(ok: tollgate::Admitted) -> String {
     ///     format!("limit={}, remaining={}", ok.limit(), ok.remaining())
     /// }
-    /// let ok = limiter.check("alice").await.unwrap();
-    /// println!("{}", headers(ok.into()));
-    /// # }
+    /// let ok = limiter.check("alice").await.unwrap(); // a first check, 5 a second
+    /// assert_eq!(headers(ok.into()), "limit=5, remaining=4");
+    /// # Ok(()) }
     /// ```
     fn from(ok: Admitted) -> tollgate::Admitted {
         tollgate::Admitted::from_parts(ok.limit, ok.remaining, ok.reset_after)

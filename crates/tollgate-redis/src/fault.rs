@@ -72,16 +72,19 @@ impl Default for FaultPolicy {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-/// use tollgate_redis::Unavailable;
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redis::RedisResult<()> {
+/// use tollgate::Quota;
+/// use tollgate_redis::{FleetLimiter, Unavailable};
 ///
-/// match limiter.reset("alice").await {
-///     Ok(forgot) => println!("forgot state: {forgot}"),
-///     Err(Unavailable::Timeout(t)) => eprintln!("no answer within {t:?}"),
-///     Err(e) => eprintln!("{e}"),
-/// }
-/// # }
+/// // Nothing listens on port 1: `reset`, which has no fault policy, fails.
+/// let client = redis::Client::open("redis://127.0.0.1:1/")?;
+/// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
+/// let err = limiter.reset("alice").await.unwrap_err();
+/// // No answer within the timeout, or the connection refused: Redis was not reached.
+/// assert!(matches!(err, Unavailable::Timeout(_) | Unavailable::Redis(_)), "{err}");
+/// # Ok(()) }
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]

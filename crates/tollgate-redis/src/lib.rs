@@ -65,8 +65,8 @@
 //!     .connect(client)
 //!     .await?;
 //! match limiter.check("203.0.113.9").await {
-//!     Ok(ok) => println!("200 OK ({} left)", ok.remaining()),
-//!     Err(e) => println!("429 Too Many Requests, Retry-After {:?}", e.retry_after()),
+//!     Ok(ok) => assert!(ok.remaining() < ok.limit()), // 200 OK: a cell spent
+//!     Err(e) => assert!(e.retry_after().is_some()),   // 429 Too Many Requests, Retry-After
 //! }
 //! # Ok(()) }
 //! ```

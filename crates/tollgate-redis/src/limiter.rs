@@ -34,8 +34,8 @@ use crate::wait::UntilReady;
 /// let client = redis::Client::open("redis://127.0.0.1/")?;
 /// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
 /// match limiter.check("203.0.113.9").await {
-///     Ok(ok) => println!("200 OK ({} left)", ok.remaining()),
-///     Err(e) => println!("429, Retry-After {:?}", e.retry_after()),
+///     Ok(ok) => assert!(ok.remaining() < ok.limit()), // 200 OK: one of the 5 spent
+///     Err(e) => assert!(e.retry_after().is_some()),   // 429, with a Retry-After
 /// }
 /// # Ok(()) }
 /// ```
@@ -49,10 +49,19 @@ impl FleetLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// println!("{} per {:?}", limiter.quota().burst(), limiter.quota().interval());
-    /// # }
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # // Nothing listens on port 1: `connect` is lazy.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
+    /// assert_eq!(limiter.quota().burst(), 5);
+    /// assert_eq!(limiter.quota().interval(), Duration::from_millis(200));
+    /// # Ok(()) }
     /// ```
     pub fn quota(&self) -> Quota {
         self.inner.quota
@@ -82,13 +91,24 @@ impl FleetLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// match limiter.check("alice").await {
-    ///     Ok(ok) => println!("{} left", ok.remaining()),
-    ///     Err(e) => println!("retry after {:?}", e.retry_after()),
-    /// }
-    /// # }
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # use tollgate::Quota;
+    /// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// # // Nothing listens on port 1 (`connect` is lazy): the local fallback decides.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// # let limiter = FleetLimiter::builder(Quota::per_minute(1))
+    /// #     .fault_policy(FaultPolicy::Local { nodes: 1 })
+    /// #     .connect(client)
+    /// #     .await?;
+    /// use std::time::Duration;
+    ///
+    /// // `limiter` allows 1 a minute: the first check is admitted, the next refused.
+    /// assert_eq!(limiter.check("alice").await.unwrap().remaining(), 0);
+    /// let e = limiter.check("alice").await.unwrap_err();
+    /// assert!(e.retry_after().unwrap() > Duration::from_secs(50)); // a minute off
+    /// # Ok(()) }
     /// ```
     pub async fn check(&self, key: impl AsRef<[u8]>) -> Result<Admitted, Error> {
         self.inner
@@ -150,13 +170,22 @@ impl FleetLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// # // Nothing listens on port 1 (`connect` is lazy): the local fallback decides.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// # let limiter = FleetLimiter::builder(Quota::per_second(5))
+    /// #     .fault_policy(FaultPolicy::Local { nodes: 1 })
+    /// #     .connect(client)
+    /// #     .await?;
     /// use tollgate::Quota;
     ///
     /// let upload = Quota::per_second(1_000); // bytes/s, say
-    /// limiter.check_n_with("uploader", 512, upload).await.unwrap();
-    /// # }
+    /// let ok = limiter.check_n_with("uploader", 512, upload).await.unwrap();
+    /// assert_eq!((ok.limit(), ok.remaining()), (1_000, 488)); // a fresh key: 512 spent
+    /// # Ok(()) }
     /// ```
     pub async fn check_n_with(
         &self,
@@ -186,11 +215,20 @@ impl FleetLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # use tollgate::Quota;
+    /// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// # // Nothing listens on port 1 (`connect` is lazy): the local fallback decides.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// # let limiter = FleetLimiter::builder(Quota::per_second(5))
+    /// #     .fault_policy(FaultPolicy::Local { nodes: 1 })
+    /// #     .connect(client)
+    /// #     .await?;
     /// let ok = limiter.until_ready("alice").await.unwrap();
-    /// println!("admitted ({} left)", ok.remaining());
-    /// # }
+    /// assert!(ok.remaining() < ok.limit()); // a cell spent
+    /// # Ok(()) }
     /// ```
     pub fn until_ready(&self, key: impl AsRef<[u8]>) -> UntilReady {
         UntilReady::new(
@@ -250,12 +288,22 @@ impl FleetLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// # // Nothing listens on port 1 (`connect` is lazy): the local fallback decides.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// # let limiter = FleetLimiter::builder(Quota::per_second(5))
+    /// #     .fault_policy(FaultPolicy::Local { nodes: 1 })
+    /// #     .connect(client)
+    /// #     .await?;
     /// use tollgate::Quota;
     ///
-    /// limiter.until_n_ready_with("customer-42", 1, Quota::per_second(100)).await.unwrap();
-    /// # }
+    /// let paid = Quota::per_second(100);
+    /// let ok = limiter.until_n_ready_with("customer-42", 1, paid).await.unwrap();
+    /// assert_eq!(ok.limit(), 100); // the burst of this call's quota
+    /// # Ok(()) }
     /// ```
     pub fn until_n_ready_with(&self, key: impl AsRef<[u8]>, n: u32, quota: Quota) -> UntilReady {
         UntilReady::new(Arc::clone(&self.inner), key.as_ref().to_vec(), n, quota)
@@ -387,6 +435,8 @@ impl FleetLimiter {
     ///
     /// let tier = Quota::per_second(50);
     /// limiter.penalize_with("abuser", Duration::from_secs(5), tier).await.unwrap();
+    /// let wait = limiter.check_with("abuser", tier).await.unwrap_err().retry_after().unwrap();
+    /// assert!(wait > Duration::from_secs(4));
     /// # }
     /// ```
     pub async fn penalize_with(
@@ -426,11 +476,19 @@ impl FleetLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
-    /// let given_back = limiter.return_leases().await.unwrap();
-    /// println!("{given_back} cells given back");
-    /// # }
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # // Nothing listens on port 1: `connect` is lazy.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// use tollgate::Quota;
+    /// use tollgate_redis::FleetLimiter;
+    ///
+    /// let limiter = FleetLimiter::builder(Quota::per_second(5)).connect(client).await?;
+    /// // No leasing: nothing to give back, and no call to Redis.
+    /// assert_eq!(limiter.return_leases().await.unwrap(), 0);
+    /// assert_eq!(limiter.stats().round_trips, 0);
+    /// # Ok(()) }
     /// ```
     pub async fn return_leases(&self) -> Result<u64, Unavailable> {
         self.inner.return_leases().await

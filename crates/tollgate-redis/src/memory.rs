@@ -24,11 +24,8 @@ use crate::fault::{Unavailable, unreachable};
 /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
 /// use tollgate_redis::MemoryPolicy;
 ///
-/// match limiter.memory_policy().await {
-///     Ok(MemoryPolicy::Evicting(policy)) => eprintln!("Redis may forget keys ({policy})"),
-///     Ok(_) => {}
-///     Err(e) => eprintln!("{e}"),
-/// }
+/// let policy = limiter.memory_policy().await.unwrap();
+/// assert!(!matches!(policy, MemoryPolicy::Evicting(_)), "Redis may forget keys: {policy:?}");
 /// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,14 +8,22 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redis::RedisResult<()> {
+/// # use tollgate::Quota;
+/// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+/// # // Nothing listens on port 1 (`connect` is lazy): every check fails open.
+/// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+/// # let limiter = FleetLimiter::builder(Quota::per_second(5))
+/// #     .fault_policy(FaultPolicy::FailOpen)
+/// #     .connect(client)
+/// #     .await?;
+/// limiter.check("alice").await.unwrap(); // Redis is away: failed open
 /// let s = limiter.stats();
-/// println!(
-///     "{} round trips, {} refused locally, {} faults",
-///     s.round_trips, s.local_refusals, s.faults
-/// );
-/// # }
+/// assert_eq!((s.round_trips, s.local_refusals, s.faults), (1, 0, 1));
+/// assert_eq!(s.failed_open, 1);
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]

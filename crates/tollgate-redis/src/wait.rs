@@ -108,15 +108,27 @@ impl UntilReady {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// # use tollgate::Quota;
+    /// # use tollgate_redis::{FaultPolicy, FleetLimiter};
+    /// # // Nothing listens on port 1 (`connect` is lazy): the local fallback decides.
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// # let limiter = FleetLimiter::builder(Quota::per_minute(3))
+    /// #     .fault_policy(FaultPolicy::Local { nodes: 1 })
+    /// #     .connect(client)
+    /// #     .await?;
     /// use std::time::Duration;
     ///
-    /// match limiter.until_n_ready("batch", 3).within(Duration::from_millis(200)).await {
-    ///     Ok(ok) => println!("admitted, {} left", ok.remaining()),
-    ///     Err(e) => println!("busy, retry after {:?}", e.retry_after()),
-    /// }
-    /// # }
+    /// // `limiter` allows 3 a minute: a first batch of 3 is admitted at once...
+    /// let max = Duration::from_millis(200);
+    /// let ok = limiter.until_n_ready("batch", 3).within(max).await.unwrap();
+    /// assert_eq!(ok.remaining(), 0);
+    /// // ...and the next is a minute off: refused at once, nothing reserved.
+    /// let e = limiter.until_n_ready("batch", 3).within(max).await.unwrap_err();
+    /// assert!(e.retry_after().unwrap() > max);
+    /// # Ok(()) }
     /// ```
     pub fn within(mut self, max: Duration) -> Self {
         if self.running.is_none() {

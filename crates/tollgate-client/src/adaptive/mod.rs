@@ -190,13 +190,16 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// # Examples
     ///
     /// ```
+    /// use std::time::{Duration, Instant};
     /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
     ///
     /// let rates = AdaptiveRate::new(AdaptiveConfig::new(100.0));
+    /// let start = Instant::now();
     /// futures_executor::block_on(async {
     ///     rates.until_ready("example.com").await.unwrap();
     ///     rates.until_ready("example.com").await.unwrap(); // 10 ms later
     /// });
+    /// assert!(start.elapsed() >= Duration::from_millis(10));
     /// ```
     pub fn until_ready(&self, key: &K) -> UntilReady<'_> {
         self.shared.limiter.until_ready_with(key, self.quota(key))
