@@ -284,8 +284,19 @@ async fn on_fault(
                 Some(max) => waiting.within(max).await?,
                 None => waiting.await?,
             }
+            // The key's values after the admission just made. A peek answers for one more
+            // cell, so it reads one cell (one interval) past them: take that back.
             let (remaining, reset_after) = match fallback.peek_with(key, share) {
-                Ok(ok) => (ok.remaining(), ok.reset_after()),
+                Ok(next) => (
+                    (next.remaining() + 1).min(share.burst()),
+                    next.reset_after().saturating_sub(share.interval()),
+                ),
+                // No cell free now: the next comes `wait` on, and the key is full again
+                // `burst - 1` intervals after that.
+                Err(tollgate::Error::RateLimited { wait, .. }) => (
+                    0,
+                    wait.saturating_add(share.interval().saturating_mul(share.burst() - 1)),
+                ),
                 Err(_) => (0, share.interval()),
             };
             Ok(Admitted {

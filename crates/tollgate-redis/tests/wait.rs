@@ -200,11 +200,17 @@ async fn a_dead_redis_follows_the_fault_policy() {
     );
     let err = closed.until_ready("k").await.unwrap_err();
     assert_eq!(err.retry_after(), Some(retry_after));
-    // 1/2 of the fleet's rate: burst 2, one every 30 s; a bounded wait is refused.
-    for _ in 0..2 {
-        assert_eq!(
-            local.until_ready("k").await.unwrap().source(),
-            Source::Local
+    // 1/2 of the fleet's rate: burst 2, one every 30 s; a bounded wait is refused. The
+    // admissions carry the local share's values, as a check's would: 1 then 0 left, the
+    // key full again 30 s then 60 s on.
+    for left in [1, 0] {
+        let ok = local.until_ready("k").await.unwrap();
+        assert_eq!(ok.source(), Source::Local);
+        assert_eq!((ok.limit(), ok.remaining()), (2, left), "{ok:?}");
+        let full_in = Duration::from_secs(30 * (2 - u64::from(left)));
+        assert!(
+            ok.reset_after() <= full_in && ok.reset_after() > full_in - Duration::from_secs(5),
+            "{ok:?}"
         );
     }
     let err = local
