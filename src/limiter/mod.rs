@@ -305,8 +305,8 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// This is the fast path, and the one to use in a proxy or any server with an event
     /// loop: read `now()` once per turn of the loop and check every request of that turn at
     /// it. For a hot key that is about a third of what `check` costs (`BENCHMARKS.md`,
-    /// scenario A, and the curve's `check_at` column); a turn's requests are microseconds apart, well inside any
-    /// quota's resolution.
+    /// scenario A, and the curve's `check_at` column); a turn's requests are microseconds
+    /// apart, well inside any quota's resolution.
     ///
     /// Threads may pass times that disagree (each read its clock at its own moment, or
     /// stamps a whole batch with one reading). The window guarantee holds for every key
