@@ -375,8 +375,8 @@
 //! * A, D: missed by default, 1.3–1.5x the ideal (1.2–1.3x on the AMD host); A met with
 //!   `TscClock` (1.04x).
 //! * B, E: missed against the ideal by default (1.5–2.3x; B presized 1.03x). Against governor
-//!   B is at the line (0.68–0.73x) and E met, except with keys expiring between visits
-//!   (0.91–1.00x).
+//!   B is met or at the line (0.52–0.73x across runs) and E met, except with keys expiring
+//!   between visits (0.91–1.14x).
 //! * C: memory met, time missed (0.87–0.94x governor). Churn: met.
 //! * F: a refused key met (1.8x a hit), an evicting one missed (2.2x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
