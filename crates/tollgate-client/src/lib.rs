@@ -5,7 +5,9 @@
 //!   (hyper-util's legacy client, your own `Service`; `reqwest::Client` serves its own
 //!   request type, so wrap it in `Reqwest`, feature `reqwest`). Each request is keyed by its host (or your key); it
 //!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
-//!   [`AdaptiveRate`], then goes out. The response's signals feed the rate back:
+//!   [`AdaptiveRate`], then goes out; the permit travels in the response's body
+//!   ([`PoliteBody`]) until the body is read to its end or dropped, so downloads count
+//!   against the host's concurrency. The response's signals feed the rate back:
 //!   a success raises it, a 429 (or a 503 with `Retry-After`, or a 403 that refuses for
 //!   rate) lowers it, and an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit;w=`)
 //!   is paced to exactly.
@@ -88,6 +90,7 @@
 /// bisection between the slowest throttled and the fastest confirmed rate; `Retry-After`
 /// pushes and announced policies; driving a keyed [`tollgate::Limiter`].
 mod adaptive;
+mod body;
 mod budget;
 mod error;
 mod hosts;
@@ -99,6 +102,7 @@ mod retry;
 mod signal;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
+pub use body::PoliteBody;
 pub use budget::RetryBudget;
 pub use error::PoliteError;
 pub use hosts::HostSnapshot;
