@@ -284,7 +284,13 @@ mod tests {
     fn the_permit_is_held_until_the_end_of_the_stream() {
         let conc = tollgate::InFlight::new(1);
         let permit = conc.try_acquire("h").unwrap();
-        let mut body = PoliteBody::new(Two { left: 2, fail: false }, Some(permit));
+        let mut body = PoliteBody::new(
+            Two {
+                left: 2,
+                fail: false,
+            },
+            Some(permit),
+        );
         assert_eq!(body.size_hint().exact(), Some(4));
         assert!(poll(&mut body).unwrap().is_ok());
         assert_eq!(conc.in_flight("h"), 1);
@@ -299,10 +305,22 @@ mod tests {
     #[test]
     fn an_error_frame_or_a_drop_releases_the_permit() {
         let conc = tollgate::InFlight::new(1);
-        let mut body = PoliteBody::new(Two { left: 0, fail: true }, conc.try_acquire("h"));
+        let mut body = PoliteBody::new(
+            Two {
+                left: 0,
+                fail: true,
+            },
+            conc.try_acquire("h"),
+        );
         assert_eq!(poll(&mut body).unwrap().unwrap_err(), "reset");
         assert_eq!(conc.in_flight("h"), 0);
-        let body = PoliteBody::new(Two { left: 2, fail: false }, conc.try_acquire("h"));
+        let body = PoliteBody::new(
+            Two {
+                left: 2,
+                fail: false,
+            },
+            conc.try_acquire("h"),
+        );
         assert_eq!(conc.in_flight("h"), 1);
         drop(body);
         assert_eq!(conc.in_flight("h"), 0);

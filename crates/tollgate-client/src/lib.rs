@@ -37,6 +37,18 @@
 //!   Each host's retries stay within a [`RetryBudget`] (by default 20 % of its first
 //!   attempts over 10 s, plus 1 per second), and a run of plain 5xx lowers its rate as a
 //!   429 does, so a failing host is not sent more than it failed under.
+//! * The polite service answers `http::Response<PoliteBody<B>>`, `B` the inner client's
+//!   body: [`PoliteBody`] carries the host's permit and implements `http_body::Body` as
+//!   `B` does (`collect()`, hyper and reqwest helpers read it unchanged; `into_inner`
+//!   gives `B` back). Code that named `Response<B>` names `Response<PoliteBody<B>>`. A
+//!   response kept with its body unread holds its host's permit until it is dropped.
+//! * [`RedirectLayer`], stacked above the polite layer, follows 301, 302, 303, 307 and
+//!   308 as requests of their own through it, so each hop is keyed, permitted, paced and
+//!   counted under its own host; a hop limit (10 by default, then
+//!   [`PoliteError::TooManyRedirects`]), relative `Location`s, 303 (and a POST under 301
+//!   or 302) as a GET without a body, and no `Authorization`, `Cookie` or
+//!   `Proxy-Authorization` sent to another host. reqwest follows redirects itself unless
+//!   told not to: `Reqwest::default` and `Reqwest::builder` do not.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
 //!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
@@ -95,7 +107,9 @@ mod budget;
 mod error;
 mod hosts;
 mod layer;
+mod location;
 mod lru;
+mod redirect;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod retry;
@@ -107,6 +121,7 @@ pub use budget::RetryBudget;
 pub use error::PoliteError;
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
+pub use redirect::{RedirectFuture, RedirectLayer, Redirects};
 #[cfg(feature = "reqwest")]
 pub use reqwest::{Reqwest, ReqwestFuture};
 pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState, is_transient_error};

@@ -53,7 +53,9 @@ async fn the_next_request_waits_for_the_body_to_be_read() {
 
     let first = tokio::spawn(client.clone().oneshot(get(&url)));
     let tx1 = senders.recv().await.unwrap();
-    tx1.send(Bytes::from_static(b"head of the body ")).await.unwrap();
+    tx1.send(Bytes::from_static(b"head of the body "))
+        .await
+        .unwrap();
     let res1 = first.await.unwrap().unwrap();
     assert!(res1.body().holds_permit());
     let host = layer.host(&server.key()).unwrap();
@@ -72,11 +74,25 @@ async fn the_next_request_waits_for_the_body_to_be_read() {
     let tx2 = senders.recv().await.unwrap();
     drop(tx2);
     let res2 = second.await.unwrap().unwrap();
-    assert!(res2.into_body().collect().await.unwrap().to_bytes().is_empty());
+    assert!(
+        res2.into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .is_empty()
+    );
     assert_eq!(server.started(), 2);
-    assert_eq!(server.max_active(), 1, "the server served the two one after the other");
+    assert_eq!(
+        server.max_active(),
+        1,
+        "the server served the two one after the other"
+    );
     let host = layer.host(&server.key()).unwrap();
-    assert_eq!((host.requests, host.in_flight, host.in_flight_max), (2, 0, 1));
+    assert_eq!(
+        (host.requests, host.in_flight, host.in_flight_max),
+        (2, 0, 1)
+    );
 }
 
 #[tokio::test]
@@ -88,7 +104,9 @@ async fn dropping_the_body_early_releases_the_permit() {
 
     let first = tokio::spawn(client.clone().oneshot(get(&url)));
     let tx1 = senders.recv().await.unwrap();
-    tx1.send(Bytes::from_static(b"a first chunk")).await.unwrap();
+    tx1.send(Bytes::from_static(b"a first chunk"))
+        .await
+        .unwrap();
     let mut res1 = first.await.unwrap().unwrap();
     // Read one frame of it, then give the rest up: the server is still sending.
     let frame = res1.body_mut().frame().await.unwrap().unwrap();
@@ -131,7 +149,10 @@ async fn a_retried_answer_gives_its_permit_back() {
     .expect("a retry waits on a permit its discarded answer holds")
     .unwrap();
     assert_eq!(res.status(), 200);
-    assert_eq!(&res.into_body().collect().await.unwrap().to_bytes()[..], b"done");
+    assert_eq!(
+        &res.into_body().collect().await.unwrap().to_bytes()[..],
+        b"done"
+    );
     let host = layer.host(&server.key()).unwrap();
     assert_eq!((host.requests, host.retries, host.in_flight), (3, 2, 0));
 }

@@ -147,7 +147,11 @@ where
                 let (counts, route) = (Arc::clone(&counts), Arc::clone(&route));
                 async move {
                     let (parts, body) = req.into_parts();
-                    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+                    let body = body
+                        .collect()
+                        .await
+                        .map(|c| c.to_bytes())
+                        .unwrap_or_default();
                     let seen = Seen {
                         method: parts.method,
                         target: parts
