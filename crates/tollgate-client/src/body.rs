@@ -327,6 +327,12 @@ mod tests {
     }
 
     #[test]
+    fn auto_traits_follow_the_inner_body() {
+        fn send_sync_unpin<T: Send + Sync + Unpin>() {}
+        send_sync_unpin::<PoliteBody<String>>();
+    }
+
+    #[test]
     fn a_body_that_says_it_ended_releases_with_its_last_frame() {
         let conc = tollgate::InFlight::new(1);
         let mut body = PoliteBody::new(String::from("page"), conc.try_acquire("h"));

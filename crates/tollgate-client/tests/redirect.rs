@@ -7,29 +7,43 @@ mod serve;
 
 use std::time::Duration;
 
-use http::{Method, Request};
+use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serve::Server;
 use tollgate_client::{
-    AdaptiveConfig, Polite, PoliteError, PoliteLayer, RedirectLayer, Redirects, RetryPolicy,
+    AdaptiveConfig, Polite, PoliteBody, PoliteError, PoliteLayer, RedirectLayer, Redirects,
+    RetryPolicy,
 };
 use tower::{Layer, ServiceExt};
 
 type Hyper = Client<HttpConnector, Full<Bytes>>;
 
 /// A fast layer (pacing does not hold the tests up) that refuses a host held for more than
-/// a minute, and the redirect layer over it, over hyper-util's client.
+/// a minute, and the redirect layer over it, over hyper-util's client. One request in
+/// flight per host: a hop to the same host waits for the permit the redirect's body held.
 fn client(redirects: RedirectLayer) -> (PoliteLayer, Redirects<Polite<Hyper>>) {
     let polite = PoliteLayer::new(AdaptiveConfig::new(1_000.0))
+        .max_in_flight(1)
         .retry(RetryPolicy::never())
         .max_wait(Duration::from_secs(60));
     let hyper = Client::builder(TokioExecutor::new()).build_http();
     let svc = redirects.layer(polite.layer(hyper));
     (polite, svc)
+}
+
+/// `svc`'s answer to `req`. A minute is far past what a passing run takes: it turns a hop
+/// waiting forever (for a permit its own redirect's body holds) into a failure.
+async fn call(
+    svc: &Redirects<Polite<Hyper>>,
+    req: Request<Full<Bytes>>,
+) -> Result<Response<PoliteBody<Incoming>>, PoliteError<hyper_util::client::legacy::Error>> {
+    tokio::time::timeout(Duration::from_secs(60), svc.clone().oneshot(req))
+        .await
+        .expect("a hop waits for a permit its redirect holds")
 }
 
 fn request(method: Method, url: &str, body: &'static str) -> Request<Full<Bytes>> {
@@ -52,9 +66,7 @@ async fn a_hop_to_another_host_is_paced_and_counted_under_it() {
     let a = serve::serve(move |_, _| serve::redirect(302, &to_b)).await;
     let (polite, svc) = client(RedirectLayer::new());
 
-    let res = svc
-        .clone()
-        .oneshot(request(Method::GET, &a.url("/go"), ""))
+    let res = call(&svc, request(Method::GET, &a.url("/go"), ""))
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
@@ -73,8 +85,7 @@ async fn a_hop_to_another_host_is_paced_and_counted_under_it() {
     // B is held for an hour: the hop waits for B's turn, so the request is refused unsent
     // at B (A, still open, answered its redirect).
     polite.rates().hold(&b.key(), Duration::from_secs(3_600));
-    let err = svc
-        .oneshot(request(Method::GET, &a.url("/go"), ""))
+    let err = call(&svc, request(Method::GET, &a.url("/go"), ""))
         .await
         .unwrap_err();
     assert!(err.is_held(), "{err}");
@@ -86,8 +97,7 @@ async fn a_hop_to_another_host_is_paced_and_counted_under_it() {
 async fn the_hop_limit_is_an_error() {
     let a = serve::serve(|_, _| serve::redirect(302, "/loop")).await;
     let (_, svc) = client(RedirectLayer::new().max_redirects(3));
-    let err = svc
-        .oneshot(request(Method::GET, &a.url("/loop"), ""))
+    let err = call(&svc, request(Method::GET, &a.url("/loop"), ""))
         .await
         .unwrap_err();
     match err {
@@ -101,8 +111,7 @@ async fn the_hop_limit_is_an_error() {
 
     let a = serve::serve(|_, _| serve::redirect(307, "/loop")).await;
     let (polite, svc) = client(RedirectLayer::new());
-    let err = svc
-        .oneshot(request(Method::GET, &a.url("/loop"), ""))
+    let err = call(&svc, request(Method::GET, &a.url("/loop"), ""))
         .await
         .unwrap_err();
     assert!(matches!(err, PoliteError::TooManyRedirects { max: 10, .. }));
@@ -136,7 +145,7 @@ async fn a_303_becomes_a_get_without_its_body_a_307_keeps_both() {
             "content-type",
             "application/x-www-form-urlencoded".parse().unwrap(),
         );
-        let res = svc.clone().oneshot(req).await.unwrap();
+        let res = call(&svc, req).await.unwrap();
         assert_eq!(res.status(), 200);
         let seen = a.seen();
         let (first, hop) = (&seen[seen.len() - 2], &seen[seen.len() - 1]);
@@ -174,8 +183,7 @@ async fn a_relative_location_is_resolved_against_the_hop() {
     })
     .await;
     let (polite, svc) = client(RedirectLayer::new());
-    let res = svc
-        .oneshot(request(Method::GET, &a.url("/a/b/c"), ""))
+    let res = call(&svc, request(Method::GET, &a.url("/a/b/c"), ""))
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
@@ -203,7 +211,7 @@ async fn credentials_are_not_sent_to_another_host() {
         h.insert("proxy-authorization", "Basic c2VjcmV0".parse().unwrap());
         h.insert("cookie", "session=secret".parse().unwrap());
         h.insert("x-trace", "t-1".parse().unwrap());
-        let res = svc.clone().oneshot(req).await.unwrap();
+        let res = call(&svc, req).await.unwrap();
         assert_eq!(res.status(), 200);
     }
     let at_b = &b.seen()[0];
@@ -226,9 +234,7 @@ async fn a_redirect_without_a_usable_location_is_the_answer() {
     .await;
     let (_, svc) = client(RedirectLayer::new());
     for path in ["/none", "/ftp"] {
-        let res = svc
-            .clone()
-            .oneshot(request(Method::GET, &a.url(path), ""))
+        let res = call(&svc, request(Method::GET, &a.url(path), ""))
             .await
             .unwrap();
         assert!(res.status().is_redirection(), "{path}");
