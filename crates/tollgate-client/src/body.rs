@@ -26,7 +26,9 @@ pin_project! {
     /// they read `B`.
     ///
     /// Reading only the headers and keeping the response keeps the permit: the host counts
-    /// the request as in flight until the response (or its body) is dropped. Drop it,
+    /// the request as in flight until the response (or its body) is dropped. An empty body
+    /// (a HEAD's, a 204's) too: the layer does not require `B: Body`, so it does not look
+    /// before the body is polled. Drop it,
     /// read the body, or call [`release`](PoliteBody::release) when done with the host. A
     /// response kept for its headers while more requests to the same host go out can wait
     /// for its own permit forever (with `max_in_flight(1)`, the next request to that host).

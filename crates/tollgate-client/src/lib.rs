@@ -47,8 +47,9 @@
 //!   counted under its own host; a hop limit (10 by default, then
 //!   [`PoliteError::TooManyRedirects`]), relative `Location`s, 303 (and a POST under 301
 //!   or 302) as a GET without a body, and no `Authorization`, `Cookie` or
-//!   `Proxy-Authorization` sent to another host. reqwest follows redirects itself unless
-//!   told not to: `Reqwest::default` and `Reqwest::builder` do not.
+//!   `Proxy-Authorization` sent to another host; the answer says where it came from
+//!   ([`Redirected`]). reqwest follows redirects itself unless told not to:
+//!   `Reqwest::default` and `Reqwest::builder` do not.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
 //!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
@@ -121,7 +122,7 @@ pub use budget::RetryBudget;
 pub use error::PoliteError;
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
-pub use redirect::{RedirectFuture, RedirectLayer, Redirects};
+pub use redirect::{RedirectFuture, RedirectLayer, Redirected, Redirects};
 #[cfg(feature = "reqwest")]
 pub use reqwest::{Reqwest, ReqwestFuture};
 pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState, is_transient_error};

@@ -81,6 +81,8 @@ const ORIGIN_HEADERS: [HeaderName; 4] = [
 ///   pointed (a redirect loop ends there too).
 /// * Each intermediate response is dropped before the next hop, and with its body the
 ///   host's permit.
+/// * A response reached through redirects carries a [`Redirected`] extension: the URI it
+///   answered (to resolve its relative links against) and the hops taken.
 ///
 /// # Examples
 ///
@@ -183,6 +185,59 @@ impl<S> Layer<S> for RedirectLayer {
             inner,
             max: self.max,
         }
+    }
+}
+
+/// Where a response reached through redirects came from: in its extensions when a
+/// [`Redirects`] service followed at least one redirect to it.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tollgate_client::{AdaptiveConfig, PoliteLayer, RedirectLayer, Redirected};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// // A stand-in client: /old moves to /new.
+/// let client = service_fn(|req: http::Request<String>| async move {
+///     let res = match req.uri().path() {
+///         "/old" => http::Response::builder().status(308).header("location", "new"),
+///         _ => http::Response::builder().status(200),
+///     };
+///     Ok::<_, Infallible>(res.body(()).unwrap())
+/// });
+/// let polite = PoliteLayer::new(AdaptiveConfig::new(10.0));
+/// let client = RedirectLayer::new().layer(polite.layer(client));
+/// let get = |path: &str| http::Request::get(format!("http://a.example{path}")).body(String::new());
+/// let res = futures_executor::block_on(client.clone().oneshot(get("/old").unwrap())).unwrap();
+/// let via = res.extensions().get::<Redirected>().unwrap();
+/// assert_eq!((via.uri().to_string().as_str(), via.hops()), ("http://a.example/new", 1));
+/// let res = futures_executor::block_on(client.oneshot(get("/new").unwrap())).unwrap();
+/// assert!(res.extensions().get::<Redirected>().is_none()); // not redirected
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redirected {
+    uri: Uri,
+    hops: u32,
+}
+
+impl Redirected {
+    /// The URI the response answered: the last hop's.
+    ///
+    /// # Examples
+    ///
+    /// See [`Redirected`].
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// How many redirects were followed to it (at least 1).
+    ///
+    /// # Examples
+    ///
+    /// See [`Redirected`].
+    pub fn hops(&self) -> u32 {
+        self.hops
     }
 }
 
@@ -342,6 +397,13 @@ where
                         .call(Request::from_parts(parts.clone(), body.clone()))
                         .await?;
                     let Some(next) = target(&parts.uri, &res) else {
+                        let mut res = res;
+                        if hops > 0 {
+                            res.extensions_mut().insert(Redirected {
+                                uri: parts.uri,
+                                hops,
+                            });
+                        }
                         return Ok(res);
                     };
                     if hops == max {

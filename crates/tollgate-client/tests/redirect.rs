@@ -15,8 +15,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serve::Server;
 use tollgate_client::{
-    AdaptiveConfig, Polite, PoliteBody, PoliteError, PoliteLayer, RedirectLayer, Redirects,
-    RetryPolicy,
+    AdaptiveConfig, Polite, PoliteBody, PoliteError, PoliteLayer, RedirectLayer, Redirected,
+    Redirects, RetryPolicy,
 };
 use tower::{Layer, ServiceExt};
 
@@ -187,6 +187,9 @@ async fn a_relative_location_is_resolved_against_the_hop() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
+    let via = res.extensions().get::<Redirected>().unwrap();
+    assert_eq!(via.uri().to_string(), b.url("/from-a?via=1"));
+    assert_eq!(via.hops(), 2);
     let targets: Vec<_> = a.seen().into_iter().map(|s| s.target).collect();
     assert_eq!(targets, ["/a/b/c", "/a/d?x=1"]);
     assert_eq!(b.seen()[0].target, "/from-a?via=1");
