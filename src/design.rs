@@ -332,7 +332,7 @@
 //! | the one set-up and test command | `crates/xtask/src/main.rs` (`cargo xtask test`; the alias is in `.cargo/config.toml`) |
 //! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs` (with the layer's constructors); what every clone shares and `MissingKey`: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; what a key source is, `NoKey` and `.or()`: `extract.rs`; the key sources: `key.rs`, `forwarded.rs`; the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals (`Refusal`, HTTP, problem+json or gRPC): `refusal.rs`; who answers them (`RefusalResponse`, the `on_refusal` hook): `respond.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; the response future: `future.rs` |
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/`: its files and their layers are listed above the `mod` lines of its `src/lib.rs` (the script: `script.rs`; the decision: `engine.rs`; the public type: `limiter.rs`; one call to Redis: `server.rs`; the fault policies: `fault.rs`) |
-//! | HTTP clients: signals, retries, the polite layer, learned rates | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; per-host counters: `hosts.rs`; how a host's learned rate moves: `adaptive/state.rs` (the public type: `adaptive/mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`); the bounded least-recently-used maps both use: `lru.rs`; reqwest as the inner service: `reqwest.rs` |
+//! | HTTP clients: signals, retries, the polite layer, learned rates | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; the body that carries the permit: `body.rs`; redirects followed as requests of their own: `redirect.rs` (`Location` resolution: `location.rs`); per-host counters: `hosts.rs`; how a host's learned rate moves: `adaptive/state.rs` (the public type: `adaptive/mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`); the bounded least-recently-used maps both use: `lru.rs`; reqwest as the inner service: `reqwest.rs` |
 //!
 //! The integration crates are workspace members (`cargo test --workspace` runs their tests),
 //! each with the dependencies its field expects, and use the core only through its public
@@ -464,7 +464,11 @@
 //! field that does not parse is ignored whole), the retry policy (a client's concern, and it
 //! wants `fastrand` for jitter, outside the core's dependencies), and the layer. Per attempt
 //! the layer takes the host's [`InFlight`](crate::InFlight) permit, then its turn at the rate
-//! (the order §9 argues), sends, releases the permit and feeds the response back;
+//! (the order §9 argues), sends and feeds the response back; the permit goes out in the
+//! response's body (`PoliteBody`) and is released at the body's end or drop, so a host's
+//! downloads count against its concurrency. Redirects are followed by a layer above
+//! (`RedirectLayer`), each hop a request of its own through the polite layer, so a hop to
+//! another host is paced and counted under that host;
 //! GET/HEAD/OPTIONS are retried on 429, 5xx and transport errors. A 429 the client caused is no rate signal: the layer replays
 //! the host's last 8 sends up to the refused one through a GCRA of its paced interval, burst
 //! 1, and if one went out more than half an interval early (waiters bunched by a scheduling
@@ -487,6 +491,8 @@
 //! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `crates/tollgate-client/tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |
 //! | converges within 5 % under a hidden rate, < 1 % 429s after | the bisection above; bunched sends do not move the bracket | `crates/tollgate-client/tests/converge.rs` (real hyper servers behind tollgate-tower, run 4 at once on 2 cores), `crates/tollgate-client/tests/layer.rs::a_429_of_requests_the_client_sent_bunched…` |
+//! | `max_in_flight` bounds downloads, not only waits for headers | the permit lives in the response body until its end or drop; a retried answer is dropped before the retry | `crates/tollgate-client/tests/body.rs` (hyper server and client, the server's own concurrency count) |
+//! | a redirect's hop is paced, permitted and counted under its own host | `RedirectLayer` sends each hop through the polite service; `Reqwest::default` turns reqwest's own following off | `crates/tollgate-client/tests/redirect.rs` (two local servers) |
 //!
 //! ## 11. Who the client is, behind proxies
 //!

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use hosts::HostSpec;
 use http_body_util::BodyExt;
-use tollgate_client::{AdaptiveConfig, PoliteLayer, Reqwest, RetryPolicy};
+use tollgate_client::{AdaptiveConfig, PoliteLayer, RedirectLayer, Reqwest, RetryPolicy};
 use tower::{Layer, ServiceExt};
 
 const HOSTS: [HostSpec; 2] = [
@@ -66,7 +66,9 @@ async fn main() -> ExitCode {
             .max_retries(3)
             .base(Duration::from_millis(50)),
     );
-    let client = layer.layer(Reqwest::new(reqwest::Client::new()));
+    // reqwest's own redirect following off (`Reqwest::default`): the redirect layer above
+    // follows them, each hop through the polite layer under its own host.
+    let client = RedirectLayer::new().layer(layer.layer(Reqwest::default()));
 
     println!(
         "fetching from {} local hosts through reqwest + PoliteLayer for {:.1} s, {} tasks each",

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 /// The error of a [`Polite`](crate::Polite) call: the inner client's own error, or a host
 /// that holds requests back longer than the layer lets a request wait
-/// ([`PoliteLayer::max_wait`](crate::PoliteLayer::max_wait)).
+/// ([`PoliteLayer::max_wait`](crate::PoliteLayer::max_wait)); and for a
+/// [`Redirects`](crate::Redirects) call, a redirect past its limit.
 ///
 /// A held request was never sent: the server asked for the pause (`Retry-After`, a spent
 /// quota's reset) or the host's pace puts its turn that far off.
@@ -42,6 +43,14 @@ pub enum PoliteError<E> {
         until: Instant,
         /// `until` less the time of the refusal: what to put in a `Retry-After`.
         wait: Duration,
+    },
+    /// A redirect past the [`RedirectLayer`](crate::RedirectLayer)'s limit (a loop, or a
+    /// chain longer than it allows): not followed.
+    TooManyRedirects {
+        /// The limit: how many redirects were followed before this one.
+        max: u32,
+        /// Where the redirect not followed pointed, resolved.
+        location: http::Uri,
     },
 }
 
@@ -80,7 +89,7 @@ impl<E> PoliteError<E> {
     pub fn held_until(&self) -> Option<Instant> {
         match *self {
             PoliteError::Held { until, .. } => Some(until),
-            PoliteError::Inner(_) => None,
+            PoliteError::Inner(_) | PoliteError::TooManyRedirects { .. } => None,
         }
     }
 
@@ -95,7 +104,7 @@ impl<E> PoliteError<E> {
     pub fn retry_after(&self) -> Option<Duration> {
         match *self {
             PoliteError::Held { wait, .. } => Some(wait),
-            PoliteError::Inner(_) => None,
+            PoliteError::Inner(_) | PoliteError::TooManyRedirects { .. } => None,
         }
     }
 
@@ -109,7 +118,7 @@ impl<E> PoliteError<E> {
     pub fn inner(&self) -> Option<&E> {
         match self {
             PoliteError::Inner(e) => Some(e),
-            PoliteError::Held { .. } => None,
+            PoliteError::Held { .. } | PoliteError::TooManyRedirects { .. } => None,
         }
     }
 
@@ -123,7 +132,7 @@ impl<E> PoliteError<E> {
     pub fn into_inner(self) -> Option<E> {
         match self {
             PoliteError::Inner(e) => Some(e),
-            PoliteError::Held { .. } => None,
+            PoliteError::Held { .. } | PoliteError::TooManyRedirects { .. } => None,
         }
     }
 }
@@ -137,6 +146,9 @@ impl<E: fmt::Display> fmt::Display for PoliteError<E> {
                 "the host is held for {:.3} s, longer than the request may wait",
                 wait.as_secs_f64()
             ),
+            PoliteError::TooManyRedirects { max, location } => {
+                write!(f, "more than {max} redirects; the next was to {location}")
+            }
         }
     }
 }
@@ -147,7 +159,7 @@ impl<E: std::error::Error + 'static> std::error::Error for PoliteError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             PoliteError::Inner(e) => e.source(),
-            PoliteError::Held { .. } => None,
+            PoliteError::Held { .. } | PoliteError::TooManyRedirects { .. } => None,
         }
     }
 }

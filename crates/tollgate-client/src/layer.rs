@@ -15,6 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::adaptive::{AdaptiveConfig, AdaptiveRate};
+use crate::body::PoliteBody;
 use crate::error::PoliteError;
 use crate::hosts::{HostSnapshot, Hosts};
 use crate::retry::{Decision, Failure, RetryPolicy};
@@ -35,8 +36,11 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///
 /// Per attempt, in this order (the order [`InFlight`] documents as deadlock-free and
 /// faithful to the paced rate): a permit of the host, then the host's turn at its rate,
-/// then the inner service; the permit is released when the response (head) is in. The
-/// response's [`ServerSignal`] then moves the rate:
+/// then the inner service. The permit goes out with the response, in its body
+/// ([`PoliteBody`]), and is released when the body is read to its end or dropped: a host's
+/// downloads count against its `max_in_flight`, not only its waits for headers (a response
+/// kept unread keeps its permit; see [`PoliteBody`]). The response's [`ServerSignal`] then
+/// moves the rate:
 ///
 /// * 1xx-3xx: a success (additive increase while probing);
 /// * 429, a 403 that refuses for rate (remaining 0 or `Retry-After`, as GitHub's spent
@@ -64,7 +68,9 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///
 /// The inner service's error must be a `std::error::Error` so that it can be classified
 /// (map tower's `BoxError` to a type of your own). After the last try the last response (or
-/// the inner error, as [`PoliteError::Inner`]) is returned as it came. Requests are cloned
+/// the inner error, as [`PoliteError::Inner`]) is returned as it came; a response not
+/// returned (a retried 5xx or 429) is dropped with its body, and its permit with it.
+/// Requests are cloned
 /// for each attempt, so the request body must be `Clone` (an empty or buffered body:
 /// `String`, `Full<Bytes>`, `Empty<Bytes>`).
 ///
@@ -224,6 +230,8 @@ impl PoliteLayer {
     ///     let req = http::Request::get("http://example.com/").body(()).unwrap();
     ///     polite.clone().oneshot(req)
     /// };
+    /// // Each drops its response, and with its body the host's permit.
+    /// let get = || async { get().await.map(drop) };
     /// futures_executor::block_on(async { tokio::join!(get(), get(), get()) });
     /// let host = layer.host("example.com:80").unwrap();
     /// assert_eq!((host.requests, host.in_flight_max), (3, 2)); // the third waited for a permit
@@ -562,7 +570,8 @@ impl<S> fmt::Debug for Polite<S> {
 ///
 /// Dropping it drops the attempt under way: a queued permit or rate wait gives its place
 /// up and holds nothing (see [`InFlight::acquire`] and [`tollgate::UntilReady`]); a request
-/// already sent is dropped as the inner client drops it, and its permit is released.
+/// already sent is dropped as the inner client drops it, and its permit is released. A
+/// response that has come in holds its permit in its body ([`PoliteBody`]).
 #[must_use = "futures do nothing unless polled"]
 pub struct ResponseFuture<T, E> {
     inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
@@ -602,9 +611,9 @@ where
     ReqB: Clone + Send + 'static,
     ResB: Send + 'static,
 {
-    type Response = Response<ResB>;
+    type Response = Response<PoliteBody<ResB>>;
     type Error = PoliteError<S::Error>;
-    type Future = ResponseFuture<Response<ResB>, PoliteError<S::Error>>;
+    type Future = ResponseFuture<Response<PoliteBody<ResB>>, PoliteError<S::Error>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -617,7 +626,10 @@ where
         ResponseFuture {
             inner: Box::pin(async move {
                 let Some(key) = (shared.key)(&parts) else {
-                    return send(inner, parts, body).await.map_err(PoliteError::Inner);
+                    return match send(inner, parts, body).await {
+                        Ok(res) => Ok(res.map(|b| PoliteBody::new(b, None))),
+                        Err(e) => Err(PoliteError::Inner(e)),
+                    };
                 };
                 let idempotent = shared.retry.retries_method(&parts.method, &parts.headers);
                 let mut state = shared.retry.start();
@@ -655,10 +667,15 @@ where
                             c.budget.first(&b, sent_at);
                         }
                     });
-                    let res = send(inner.clone(), parts.clone(), body.clone())
-                        .await
-                        .map_err(PoliteError::Inner);
-                    drop(permit);
+                    // The permit goes with the response's body (released at its end, or when
+                    // it is dropped: below for a retried answer); an error releases it here.
+                    let res = match send(inner.clone(), parts.clone(), body.clone()).await {
+                        Ok(res) => Ok(res.map(|b| PoliteBody::new(b, Some(permit)))),
+                        Err(e) => {
+                            drop(permit);
+                            Err(PoliteError::Inner(e))
+                        }
+                    };
                     let failure = match &res {
                         Ok(response) => {
                             let sig = ServerSignal::read(

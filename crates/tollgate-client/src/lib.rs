@@ -5,7 +5,9 @@
 //!   (hyper-util's legacy client, your own `Service`; `reqwest::Client` serves its own
 //!   request type, so wrap it in `Reqwest`, feature `reqwest`). Each request is keyed by its host (or your key); it
 //!   takes a per-host [`tollgate::InFlight`] permit, then waits for its turn at the host's
-//!   [`AdaptiveRate`], then goes out. The response's signals feed the rate back:
+//!   [`AdaptiveRate`], then goes out; the permit travels in the response's body
+//!   ([`PoliteBody`]) until the body is read to its end or dropped, so downloads count
+//!   against the host's concurrency. The response's signals feed the rate back:
 //!   a success raises it, a 429 (or a 503 with `Retry-After`, or a 403 that refuses for
 //!   rate) lowers it, and an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit;w=`)
 //!   is paced to exactly.
@@ -35,6 +37,19 @@
 //!   Each host's retries stay within a [`RetryBudget`] (by default 20 % of its first
 //!   attempts over 10 s, plus 1 per second), and a run of plain 5xx lowers its rate as a
 //!   429 does, so a failing host is not sent more than it failed under.
+//! * The polite service answers `http::Response<PoliteBody<B>>`, `B` the inner client's
+//!   body: [`PoliteBody`] carries the host's permit and implements `http_body::Body` as
+//!   `B` does (`collect()`, hyper and reqwest helpers read it unchanged; `into_inner`
+//!   gives `B` back). Code that named `Response<B>` names `Response<PoliteBody<B>>`. A
+//!   response kept with its body unread holds its host's permit until it is dropped.
+//! * [`RedirectLayer`], stacked above the polite layer, follows 301, 302, 303, 307 and
+//!   308 as requests of their own through it, so each hop is keyed, permitted, paced and
+//!   counted under its own host; a hop limit (10 by default, then
+//!   [`PoliteError::TooManyRedirects`]), relative `Location`s, 303 (and a POST under 301
+//!   or 302) as a GET without a body, and no `Authorization`, `Cookie` or
+//!   `Proxy-Authorization` sent to another host; the answer says where it came from
+//!   ([`Redirected`]). reqwest follows redirects itself unless told not to:
+//!   `Reqwest::default` and `Reqwest::builder` do not.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
 //!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
@@ -88,21 +103,26 @@
 /// bisection between the slowest throttled and the fastest confirmed rate; `Retry-After`
 /// pushes and announced policies; driving a keyed [`tollgate::Limiter`].
 mod adaptive;
+mod body;
 mod budget;
 mod error;
 mod hosts;
 mod layer;
+mod location;
 mod lru;
+mod redirect;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod retry;
 mod signal;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
+pub use body::PoliteBody;
 pub use budget::RetryBudget;
 pub use error::PoliteError;
 pub use hosts::HostSnapshot;
 pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
+pub use redirect::{RedirectFuture, RedirectLayer, Redirected, Redirects};
 #[cfg(feature = "reqwest")]
 pub use reqwest::{Reqwest, ReqwestFuture};
 pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState, is_transient_error};

@@ -19,15 +19,26 @@ use tower_service::Service;
 /// the `reqwest::Client` as usual and wrap it. Cloning is cheap (reqwest's client is an
 /// `Arc`).
 ///
+/// # Redirects
+///
+/// reqwest follows redirects itself by default (up to 10), inside one call: a hop to
+/// another host then skips that host's permit and pace, and is counted under the first
+/// host. Let the layers follow them instead: a client built with
+/// `redirect(reqwest::redirect::Policy::none())` ([`Reqwest::builder`] starts from that,
+/// and [`Reqwest::default`] is that), under a [`PoliteLayer`](crate::PoliteLayer), under a
+/// [`RedirectLayer`](crate::RedirectLayer), so that each hop is paced and counted under
+/// its own host. A client given to [`Reqwest::new`] keeps its own policy.
+///
 /// # Examples
 ///
 /// ```no_run
-/// use tollgate_client::{AdaptiveConfig, PoliteLayer, Reqwest};
+/// use tollgate_client::{AdaptiveConfig, PoliteLayer, RedirectLayer, Reqwest};
 /// use tower::{Layer, ServiceExt};
 ///
 /// # async fn crawl() -> Result<(), tollgate_client::PoliteError<reqwest::Error>> {
 /// let layer = PoliteLayer::new(AdaptiveConfig::new(5.0)).max_in_flight(4);
-/// let client = layer.layer(Reqwest::new(reqwest::Client::new()));
+/// // reqwest does not follow redirects; the RedirectLayer does, through the polite layer.
+/// let client = RedirectLayer::new().layer(layer.layer(Reqwest::default()));
 /// let req = http::Request::get("http://example.com/").body(String::new()).unwrap();
 /// let res = client.oneshot(req).await?;
 /// assert!(res.status().is_success());
@@ -35,13 +46,14 @@ use tower_service::Service;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Reqwest {
     client: reqwest::Client,
 }
 
 impl Reqwest {
-    /// Wraps `client`.
+    /// Wraps `client`, with its own redirect policy (reqwest's default follows redirects
+    /// itself: see [Redirects](Reqwest#redirects)).
     ///
     /// # Examples
     ///
@@ -51,6 +63,24 @@ impl Reqwest {
     /// ```
     pub fn new(client: reqwest::Client) -> Reqwest {
         Reqwest { client }
+    }
+
+    /// A `reqwest::ClientBuilder` that does not follow redirects (so that a
+    /// [`RedirectLayer`](crate::RedirectLayer) does, each hop under its own host); set the
+    /// rest of the client as usual, then [`Reqwest::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_client::Reqwest;
+    ///
+    /// let client = Reqwest::builder().user_agent("polite-bot/1.0").build().unwrap();
+    /// let svc = Reqwest::new(client);
+    /// let settings = format!("{:?}", svc.client());
+    /// assert!(settings.contains("polite-bot/1.0") && settings.contains("Policy(None)"));
+    /// ```
+    pub fn builder() -> reqwest::ClientBuilder {
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none())
     }
 
     /// The wrapped client.
@@ -65,6 +95,31 @@ impl Reqwest {
     /// ```
     pub fn client(&self) -> &reqwest::Client {
         &self.client
+    }
+}
+
+/// A default reqwest client that does not follow redirects (see
+/// [Redirects](Reqwest#redirects)).
+///
+/// # Panics
+///
+/// As `reqwest::Client::new`: if reqwest cannot initialise its TLS backend or read the
+/// system's settings. Build the client with [`Reqwest::builder`] to get that as an error.
+///
+/// # Examples
+///
+/// ```
+/// let svc = tollgate_client::Reqwest::default();
+/// assert!(format!("{:?}", svc.client()).contains("Policy(None)")); // reqwest's own Debug
+/// let follows = tollgate_client::Reqwest::new(reqwest::Client::new());
+/// assert!(!format!("{:?}", follows.client()).contains("Policy(None)"));
+/// ```
+impl Default for Reqwest {
+    fn default() -> Reqwest {
+        let client = Reqwest::builder()
+            .build()
+            .expect("reqwest could not build a client (as reqwest::Client::new)");
+        Reqwest::new(client)
     }
 }
 
