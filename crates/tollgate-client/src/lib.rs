@@ -96,6 +96,7 @@ mod lru;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod retry;
+mod robots;
 mod signal;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
@@ -106,4 +107,7 @@ pub use layer::{Polite, PoliteLayer, ResponseFuture, host_key};
 #[cfg(feature = "reqwest")]
 pub use reqwest::{Reqwest, ReqwestFuture};
 pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState, is_transient_error};
-pub use signal::{ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after};
+pub use robots::crawl_delay;
+pub use signal::{
+    QuotaUnit, ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after,
+};
