@@ -9,6 +9,21 @@
 //!   a success raises it, a 429 (or a 503 with `Retry-After`, or a 403 that refuses for
 //!   rate) lowers it, and an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit;w=`)
 //!   is paced to exactly.
+//! * An announcement is trusted for its window (or [`AdaptiveConfig::announcement_ttl`]),
+//!   then the host goes back to learning; a 429 under it lowers the rate below it (the
+//!   quota is shared, or smaller than said), and renewals keep it there. A remaining count
+//!   `r` with `t` seconds to its reset (`RateLimit: r=..;t=..`, `X-RateLimit-Remaining` and
+//!   `-Reset`) paces the host at `r / t` until the reset when that is slower
+//!   ([`AdaptiveRate::spread`]), so several processes sharing one quota do not each spend it
+//!   at the announced rate.
+//! * A policy's quota unit (`qu`) is honoured: requests are paced; `"content-bytes"`
+//!   charges each request its bytes (its own `Content-Length` and the host's last
+//!   response's) under the byte policy ([`AdaptiveRate::until_bytes_ready`]); a unit the
+//!   layer cannot measure (`"concurrent-requests"`, others) is ignored and reported in
+//!   [`HostSnapshot::ignored_unit`].
+//! * robots.txt `Crawl-delay`, opt-in: [`crawl_delay`] reads it for a user agent (groups,
+//!   `*`, malformed values skipped) and [`PoliteLayer::crawl_delay`] seeds the host's
+//!   ceiling from it ([`AdaptiveRate::set_ceiling`]); you fetch the robots.txt.
 //! * Holds are honoured whatever the status carrying them: `Retry-After` on a refusal, and
 //!   a spent quota (`RateLimit: r=0;t=N`, or `X-RateLimit-Remaining: 0` with
 //!   `X-RateLimit-Reset`) on any status, a 200, a 403 (GitHub's spent primary limit), a 429
@@ -36,7 +51,10 @@
 //!   attempts over 10 s, plus 1 per second), and a run of plain 5xx lowers its rate as a
 //!   429 does, so a failing host is not sent more than it failed under.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
-//!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
+//!   waits, 429s, retries, holds, budget refusals, the last signal; bounded to the hosts
+//!   the layer tracks.
+//! * [`comparison`]: what this crate does, point by point, next to reqwest-retry,
+//!   reqwest-ratelimit, tower's `retry` and Scrapy's AutoThrottle.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
 //!   never a panic.
 //!
@@ -89,6 +107,7 @@
 /// pushes and announced policies; driving a keyed [`tollgate::Limiter`].
 mod adaptive;
 mod budget;
+pub mod comparison;
 mod error;
 mod hosts;
 mod layer;
