@@ -650,19 +650,11 @@ fn two_on<K: Hash + ?Sized, C: Clock>(
             builder().clock(c).build(),
         );
     }
-    if let Some(c) = any.downcast_ref::<MonotonicClock>() {
-        let c = c.clone();
-        return (
-            builder().clock(c.clone()).build(),
-            builder().clock(c).build(),
-        );
+    if let Some(&c) = any.downcast_ref::<MonotonicClock>() {
+        return (builder().clock(c).build(), builder().clock(c).build());
     }
-    if let Some(c) = any.downcast_ref::<TscClock>() {
-        let c = c.clone();
-        return (
-            builder().clock(c.clone()).build(),
-            builder().clock(c).build(),
-        );
+    if let Some(&c) = any.downcast_ref::<TscClock>() {
+        return (builder().clock(c).build(), builder().clock(c).build());
     }
     let c = SharedClock(Arc::new(clock));
     (
