@@ -43,10 +43,15 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///   limits), or a 503 with `Retry-After` or a spent quota: a throttle (multiplicative
 ///   decrease; the host's next admission moves out by the [hold](ServerSignal::hold),
 ///   for as long as the server says unless the [`AdaptiveConfig`] sets a cap);
-/// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly;
-///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`) holds
+/// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly,
+///   for its window after the last response that carried it (see
+///   [`AdaptiveRate::announce`]; a 429 under it lowers the rate below it); a policy in
+///   content bytes charges each attempt its bytes, one in another unit is ignored and
+///   reported ([`HostSnapshot::ignored_unit`]);
+/// * `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`) holds
 ///   the host back until the reset, whatever the status it comes on (a 200, a 403, a
-///   429 without `Retry-After`).
+///   429 without `Retry-After`); `r > 0` paces the host at `r / t` until the reset when
+///   that is slower ([`AdaptiveRate::spread`]).
 ///
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
 /// a 429 does: a server failing under load gets less of it.

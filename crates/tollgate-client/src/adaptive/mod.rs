@@ -33,7 +33,7 @@ use tollgate::{
 /// pacing each host at a rate they do not know in advance.
 ///
 /// Each key has a current rate between a floor and a ceiling ([`AdaptiveConfig`]), moved by
-/// three signals:
+/// these signals:
 ///
 /// * [`success`](AdaptiveRate::success): an additive increase until the key is first
 ///   throttled; after that, once `confirm` successes in a row hold a rate, the next rate
@@ -42,7 +42,10 @@ use tollgate::{
 ///   multiplicative decrease if none is known, and the key's next admission moves out by
 ///   the server's `Retry-After`, in full unless the configuration caps it;
 /// * [`announce`](AdaptiveRate::announce): the server said its policy; the key is paced to
-///   it exactly instead of probing.
+///   it exactly instead of probing, for the policy's window (then it learns again), and a
+///   throttle under it lowers the rate below it;
+/// * [`spread`](AdaptiveRate::spread): the server said how much is left until its reset;
+///   the key is paced at that over the time left, when slower.
 ///
 /// Requests wait for their turn with [`until_ready`](AdaptiveRate::until_ready) (or ask with
 /// [`check`](AdaptiveRate::check)): the keyed [`Limiter`] inside, under the key's current
