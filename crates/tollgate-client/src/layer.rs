@@ -54,7 +54,8 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///   that is slower ([`AdaptiveRate::spread`]).
 ///
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
-/// a 429 does: a server failing under load gets less of it.
+/// a 429 does, unless the host announced its policy: a server failing under load gets less
+/// of it.
 ///
 /// Retries, as the [`RetryPolicy`] decides:
 ///
@@ -563,6 +564,12 @@ impl Shared {
     /// Counts a plain 5xx (one without `Retry-After`, which [`apply`](Shared::apply) reads
     /// as a throttle already) in the host's run; the run's [`SERVER_ERROR_RUN`]th lowers
     /// the rate as a throttle does, and starts a new run. Any other answer ends the run.
+    ///
+    /// Not under an announced policy: there the server has said its rate, and only its
+    /// refusals (a 429) say the rate is too high. A host failing a tenth of its requests at
+    /// random sees a run of 3 about once in a thousand answers, and each would knock it
+    /// under its own quota for the bisection's climb back; the retry budget bounds what
+    /// its failures cost it instead.
     fn server_error_run(&self, key: &str, sig: &ServerSignal) {
         let plain = matches!(sig.verdict, Verdict::ServerError | Verdict::Unavailable)
             && sig.retry_after.is_none();
@@ -578,7 +585,12 @@ impl Shared {
             }
             full
         });
-        if slow_down {
+        let announced = || {
+            self.rates
+                .snapshot(key)
+                .is_some_and(|r| r.announced.is_some())
+        };
+        if slow_down && !announced() {
             self.rates.throttled(key, None);
         }
     }

@@ -49,7 +49,8 @@
 //!   an invalid URI or an error the classifier does not know.
 //!   Each host's retries stay within a [`RetryBudget`] (by default 20 % of its first
 //!   attempts over 10 s, plus 1 per second), and a run of plain 5xx lowers its rate as a
-//!   429 does, so a failing host is not sent more than it failed under.
+//!   429 does (unless it announced its policy), so a failing host is not sent more than it
+//!   failed under.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
 //!   waits, 429s, retries, holds, budget refusals, the last signal; bounded to the hosts
 //!   the layer tracks.

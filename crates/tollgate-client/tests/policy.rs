@@ -294,3 +294,23 @@ async fn a_policy_in_a_unit_the_client_cannot_measure_is_ignored_and_reported() 
         assert!((host.rate - 1_000.1).abs() < 1e-9, "{unit}: {}", host.rate); // learning
     }
 }
+
+#[tokio::test]
+async fn a_run_of_plain_5xx_under_an_announcement_keeps_its_rate() {
+    // Random failures of a host that said its rate: only its refusals move the rate.
+    let policy = ("ratelimit-policy", "\"p\";q=50;w=1");
+    let (url, _) = script::serve(move |n, _| match n {
+        0 => ok(&[policy]),
+        _ => answer(503, &[policy]),
+    })
+    .await;
+    let clock = ManualClock::new();
+    let (layer, svc) = paced(&clock);
+    assert_eq!(get(&svc, &url).await, 200);
+    for _ in 0..6 {
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(get(&svc, &url).await, 503);
+    }
+    let host = layer.host(&key(&url)).unwrap();
+    assert_eq!((host.server_errors, host.rate), (6, 50.0), "{host:?}");
+}
