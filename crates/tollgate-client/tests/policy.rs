@@ -314,3 +314,22 @@ async fn a_run_of_plain_5xx_under_an_announcement_keeps_its_rate() {
     let host = layer.host(&key(&url)).unwrap();
     assert_eq!((host.server_errors, host.rate), (6, 50.0), "{host:?}");
 }
+
+#[tokio::test]
+async fn answers_that_hold_the_host_are_counted() {
+    let (url, _) = script::serve(|n, _| match n {
+        0 => ok(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "10")]),
+        1 => answer(429, &[("retry-after", "5")]),
+        _ => ok(&[("x-ratelimit-remaining", "7"), ("x-ratelimit-reset", "1")]),
+    })
+    .await;
+    let clock = ManualClock::new();
+    let (layer, svc) = paced(&clock);
+    let mut holds = Vec::new();
+    for status in [200, 429, 200] {
+        assert_eq!(get(&svc, &url).await, status);
+        holds.push(layer.host(&key(&url)).unwrap().holds);
+        clock.advance(Duration::from_secs(11)); // past each hold
+    }
+    assert_eq!(holds, [1, 2, 2]); // a spent quota, a Retry-After; remaining 7 is no hold
+}
