@@ -332,7 +332,7 @@
 //! | the one set-up and test command | `crates/xtask/src/main.rs` (`cargo xtask test`; the alias is in `.cargo/config.toml`) |
 //! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs` (with the layer's constructors); what every clone shares and `MissingKey`: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; what a key source is, `NoKey` and `.or()`: `extract.rs`; the key sources: `key.rs`, `forwarded.rs`; the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals (`Refusal`, HTTP, problem+json or gRPC): `refusal.rs`; who answers them (`RefusalResponse`, the `on_refusal` hook): `respond.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; the response future: `future.rs` |
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/`: its files and their layers are listed above the `mod` lines of its `src/lib.rs` (the script: `script.rs`; the decision: `engine.rs`; the public type: `limiter.rs`; one call to Redis: `server.rs`; the fault policies: `fault.rs`) |
-//! | HTTP clients: signals, retries, the polite layer, learned rates | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; the body that carries the permit: `body.rs`; redirects followed as requests of their own: `redirect.rs` (`Location` resolution: `location.rs`); per-host counters: `hosts.rs`; how a host's learned rate moves: `adaptive/state.rs` (the public type: `adaptive/mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`); the bounded least-recently-used maps both use: `lru.rs`; reqwest as the inner service: `reqwest.rs` |
+//! | HTTP clients: signals, retries, the polite layer, learned rates | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; the body that carries the permit: `body.rs`; redirects followed as requests of their own: `redirect.rs` (`Location` resolution: `location.rs`); per-host counters: `hosts.rs`; how a host's learned rate moves: `adaptive/state.rs` (the public type: `adaptive/mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`); the bounded least-recently-used maps both use: `lru.rs`; reqwest as the inner service: `reqwest.rs`; robots.txt `Crawl-delay`: `robots.rs`; the comparison with its peers: `comparison.rs` |
 //!
 //! The integration crates are workspace members (`cargo test --workspace` runs their tests),
 //! each with the dependencies its field expects, and use the core only through its public
@@ -454,7 +454,11 @@
 //! after about `e / ε` requests, so `confirm` successes tell apart rates more than
 //! `e / confirm` over it; the half band covers the rest. A throttle at or under L forgets L;
 //! a quiet `reprobe` period moves U up two bands. An announced policy (`RateLimit-Policy`)
-//! replaces all of this: the key is paced to it exactly. So tollgate-tower never announces
+//! replaces all of this: the key is paced to it exactly, for the policy's window after the
+//! last response that carried it (then it learns again, from that rate); a throttle under
+//! it starts the bisection below it (clients sharing the quota each paced at the whole of
+//! it), and `r` left with `t > 1` s to the reset paces at `r / t` when slower (a reset of
+//! 1 s is the fields' rounding unit, too coarse to spread over). So tollgate-tower never announces
 //! more than it enforces: `w` is whole seconds and the interval is rounded up to the
 //! nanosecond, so it announces the closest `q <= burst` cells per `w` with `q` intervals
 //! fitting in `w` exactly (30/s is `q=29;w=1`).
@@ -490,6 +494,7 @@
 //! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `crates/tollgate-client/tests/adaptive.rs::retry_after_pushes…` |
 //! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `crates/tollgate-client/tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |
+//! | an announcement expires after its window; a 429 under one lowers the rate below it; `r / t` spreads what is left; content bytes are paced by the bytes, other units ignored and reported; a robots.txt `Crawl-delay` caps the host | `KeyRate::expire`, `announce`, `spread`, `set_ceiling` in `state.rs`; the byte limiter in `adaptive/mod.rs` | `crates/tollgate-client/tests/policy.rs`, `crates/tollgate-client/tests/robots.rs` (scripted hyper servers, manual clock), unit tests in `src/robots.rs` |
 //! | converges within 5 % under a hidden rate, < 1 % 429s after | the bisection above; bunched sends do not move the bracket | `crates/tollgate-client/tests/converge.rs` (real hyper servers behind tollgate-tower, run 4 at once on 2 cores), `crates/tollgate-client/tests/layer.rs::a_429_of_requests_the_client_sent_bunched…` |
 //! | `max_in_flight` bounds downloads, not only waits for headers | the permit lives in the response body until its end or drop; a retried answer is dropped before the retry | `crates/tollgate-client/tests/body.rs` (hyper server and client, the server's own concurrency count) |
 //! | a redirect's hop is paced, permitted and counted under its own host | `RedirectLayer` sends each hop through the polite service; `Reqwest::default` turns reqwest's own following off | `crates/tollgate-client/tests/redirect.rs` (two local servers) |

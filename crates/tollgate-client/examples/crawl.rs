@@ -2,7 +2,9 @@
 //! with its own hidden rate (some send the IETF RateLimit fields, some only 429 with
 //! `Retry-After`, one fails at random with 503), crawls them all with many tasks through
 //! `PoliteLayer` over hyper-util's client, and prints per host the true rate, the rate the
-//! client converged to, the 429s, retries, in-flight maximum and time to converge.
+//! client converged to, the 429s, retries, holds, retries the budget refused, in-flight
+//! maximum and time to converge. Progress goes to stderr: one line redrawn in place on a
+//! terminal, plain lines when piped.
 //!
 //! ```sh
 //! cargo run --release -p tollgate-client --example crawl -- [--seconds 15] [--tasks 8]
@@ -79,7 +81,7 @@ async fn main() -> ExitCode {
     let reports = crawl::crawl(&hosts, &layer, tasks, true, |t, _| t >= seconds).await;
 
     println!(
-        "{:<4} {:<9} {:>6} {:>10} {:>9} {:>6} {:>9} {:>8} {:>6} {:>9}",
+        "{:<4} {:<9} {:>6} {:>10} {:>9} {:>6} {:>9} {:>8} {:>6} {:>7} {:>6} {:>9}",
         "host",
         "kind",
         "true",
@@ -88,13 +90,15 @@ async fn main() -> ExitCode {
         "429s",
         "429s/aft",
         "retries",
+        "holds",
+        "budget",
         "in-fl",
         "converge"
     );
     for r in &reports {
         let c = &r.client;
         println!(
-            "{:<4} {:<9} {:>6} {:>10.1} {:>9} {:>6} {:>9} {:>8} {:>6} {:>9}",
+            "{:<4} {:<9} {:>6} {:>10.1} {:>9} {:>6} {:>9} {:>8} {:>6} {:>7} {:>6} {:>9}",
             r.host.spec.name,
             r.host.spec.kind(),
             r.host.spec.rate,
@@ -107,6 +111,8 @@ async fn main() -> ExitCode {
                 "-".into()
             },
             c.retries,
+            c.holds,
+            c.budget_refused,
             c.in_flight_max,
             r.converged_at
                 .map_or("not yet".into(), |t| format!("{:.1} s", t.as_secs_f64())),
@@ -115,7 +121,9 @@ async fn main() -> ExitCode {
     println!(
         "true: the server's hidden rate; converged: the client's rate at the end; measured: \
          the server's 200s per second over the last {} s;\n429s/aft: 429s / attempts since \
-         the rate came within 5 % under the true rate (converge: when).",
+         the rate came within 5 % under the true rate (converge: when); holds: answers that \
+         held the host back (Retry-After, a spent quota);\nbudget: retries the host's retry \
+         budget refused.",
         crawl::RECENT.as_secs()
     );
     ExitCode::SUCCESS

@@ -9,7 +9,7 @@ use tollgate::Timestamp;
 
 use crate::budget::Spent;
 use crate::lru::{Lru, lock};
-use crate::signal::ServerSignal;
+use crate::signal::{QuotaUnit, ServerSignal};
 
 /// What the client knows of one host, from [`PoliteLayer::host`](crate::PoliteLayer::host).
 ///
@@ -50,6 +50,13 @@ pub struct HostSnapshot {
     pub gave_up: u64,
     /// Retries the policy wanted but the host's [`RetryBudget`](crate::RetryBudget) refused.
     pub budget_refused: u64,
+    /// Responses that held the host back (a `Retry-After` on a refusal, or a spent quota
+    /// with its reset, on any status).
+    pub holds: u64,
+    /// A `RateLimit-Policy` unit the layer cannot measure (`"concurrent-requests"` or
+    /// another), last seen: that policy is ignored. A policy in requests or content bytes
+    /// is paced ([`RateSnapshot::byte_policy`](crate::RateSnapshot::byte_policy)).
+    pub ignored_unit: Option<QuotaUnit>,
     /// Attempts that had to wait (for a permit or for the rate).
     pub waits: u64,
     /// The total time attempts waited.
@@ -71,6 +78,10 @@ pub(crate) struct Counters {
     pub(crate) retries: u64,
     pub(crate) gave_up: u64,
     pub(crate) budget_refused: u64,
+    pub(crate) holds: u64,
+    pub(crate) ignored_unit: Option<QuotaUnit>,
+    /// The last response's `Content-Length`, the estimate of the next one's bytes.
+    pub(crate) last_bytes: u64,
     /// First attempts and retries over the retry budget's window.
     pub(crate) budget: Spent,
     /// Plain 5xx answers (no `Retry-After`) in a row.

@@ -47,13 +47,19 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///   limits), or a 503 with `Retry-After` or a spent quota: a throttle (multiplicative
 ///   decrease; the host's next admission moves out by the [hold](ServerSignal::hold),
 ///   for as long as the server says unless the [`AdaptiveConfig`] sets a cap);
-/// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly;
-///   `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`) holds
+/// * `RateLimit-Policy` (or `X-RateLimit-Limit: N;w=S`): the host is paced to it exactly,
+///   for its window after the last response that carried it (see
+///   [`AdaptiveRate::announce`]; a 429 under it lowers the rate below it); a policy in
+///   content bytes charges each attempt its bytes, one in another unit is ignored and
+///   reported ([`HostSnapshot::ignored_unit`]);
+/// * `RateLimit: r=0;t=N` (or `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`) holds
 ///   the host back until the reset, whatever the status it comes on (a 200, a 403, a
-///   429 without `Retry-After`).
+///   429 without `Retry-After`); `r > 0` paces the host at `r / t` until the reset when
+///   that is slower ([`AdaptiveRate::spread`]).
 ///
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
-/// a 429 does: a server failing under load gets less of it.
+/// a 429 does, unless the host announced its policy: a server failing under load gets less
+/// of it.
 ///
 /// Retries, as the [`RetryPolicy`] decides:
 ///
@@ -396,6 +402,41 @@ impl PoliteLayer {
         &self.shared.rates
     }
 
+    /// Seeds `key`'s ceiling from its robots.txt: the `Crawl-delay` that `robots_txt` asks
+    /// of `user_agent` ([`crawl_delay`](crate::crawl_delay)), `d` seconds, becomes the
+    /// host's ceiling of `1 / d` requests per second
+    /// ([`AdaptiveRate::set_ceiling`]); learned and announced rates stay under it. Returns
+    /// the delay found; none (or a delay of 0) leaves the host's ceiling as it was.
+    ///
+    /// Opt-in, and the robots.txt is yours to fetch: the layer never sends a request its
+    /// caller did not make, and you keep your own cache of robots.txt and your own policy
+    /// for one that fails to load. `key` is the host's key as the layer keys it
+    /// ([`host_key`]: `host:port`). The ceiling lives with the host's learned state, so a
+    /// host evicted from the rates' table (see [`AdaptiveConfig::capacity`]) forgets it:
+    /// seed it again when you fetch that host's robots.txt again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate_client::{AdaptiveConfig, PoliteLayer};
+    ///
+    /// let layer = PoliteLayer::new(AdaptiveConfig::new(10.0));
+    /// let robots = "User-agent: *\nCrawl-delay: 4\n";
+    /// let delay = layer.crawl_delay("example.com:443", robots, "mybot/1.0");
+    /// assert_eq!(delay, Some(Duration::from_secs(4)));
+    /// assert_eq!(layer.rates().rate("example.com:443"), 0.25); // one request every 4 s
+    /// ```
+    pub fn crawl_delay(&self, key: &str, robots_txt: &str, user_agent: &str) -> Option<Duration> {
+        let delay = crate::robots::crawl_delay(robots_txt, user_agent)?;
+        if !delay.is_zero() {
+            self.shared
+                .rates
+                .set_ceiling(key, Some(1.0 / delay.as_secs_f64()));
+        }
+        Some(delay)
+    }
+
     /// What the layer knows of `key`'s host, if it tracks it.
     ///
     /// # Examples
@@ -444,6 +485,8 @@ impl Shared {
             retries: c.retries,
             gave_up: c.gave_up,
             budget_refused: c.budget_refused,
+            holds: c.holds,
+            ignored_unit: c.ignored_unit,
             waits: c.waits,
             waited: c.waited,
             last_signal: c.last_signal,
@@ -459,6 +502,13 @@ impl Shared {
     fn apply(&self, key: &str, sig: &ServerSignal, bunched: bool) {
         if let Some(policy) = sig.policy {
             self.rates.announce(key, policy);
+        }
+        if let Some(policy) = sig.byte_policy {
+            self.rates.byte_policy(key, policy);
+        }
+        // What is left until the reset is spread over it (a count of 0 is the hold below).
+        if let (Some(remaining), Some(reset)) = (sig.remaining, sig.reset) {
+            self.rates.spread(key, remaining, reset);
         }
         // The server's hold (Retry-After, or a spent quota's reset) applies on every status.
         let hold = sig.hold();
@@ -494,14 +544,40 @@ impl Shared {
                 Verdict::Final => {}
             }
             c.last_signal = Some(*sig);
+            if hold.is_some() {
+                c.holds += 1;
+            }
+            if sig.ignored_unit.is_some() {
+                c.ignored_unit = sig.ignored_unit;
+            }
+            if let Some(n) = sig.content_length {
+                c.last_bytes = n;
+            }
         });
     }
 }
 
 impl Shared {
+    /// The bytes an attempt is charged under its host's content-bytes policy, ahead of
+    /// sending: the request's own `Content-Length` plus the host's last response's (the
+    /// best guess of this one's, which is not known until it is in). Charged ahead so
+    /// that concurrent attempts queue for their bytes in order, as they queue for their
+    /// turns; a host whose responses vary in size is paced by the last one.
+    fn byte_cost(&self, key: &str, parts: &Parts) -> u64 {
+        let sent = crate::signal::content_length(&parts.headers).unwrap_or(0);
+        let last = self.hosts.with(key, |c| c.last_bytes);
+        sent.saturating_add(last)
+    }
+
     /// Counts a plain 5xx (one without `Retry-After`, which [`apply`](Shared::apply) reads
     /// as a throttle already) in the host's run; the run's [`SERVER_ERROR_RUN`]th lowers
     /// the rate as a throttle does, and starts a new run. Any other answer ends the run.
+    ///
+    /// Not under an announced policy: there the server has said its rate, and only its
+    /// refusals (a 429) say the rate is too high. A host failing a tenth of its requests at
+    /// random sees a run of 3 about once in a thousand answers, and each would knock it
+    /// under its own quota for the bisection's climb back; the retry budget bounds what
+    /// its failures cost it instead.
     fn server_error_run(&self, key: &str, sig: &ServerSignal) {
         let plain = matches!(sig.verdict, Verdict::ServerError | Verdict::Unavailable)
             && sig.retry_after.is_none();
@@ -517,7 +593,12 @@ impl Shared {
             }
             full
         });
-        if slow_down {
+        let announced = || {
+            self.rates
+                .snapshot(key)
+                .is_some_and(|r| r.announced.is_some())
+        };
+        if slow_down && !announced() {
             self.rates.throttled(key, None);
         }
     }
@@ -649,6 +730,22 @@ where
                         // An error here is only a full limiter table: go on at the rate alone.
                         None => {
                             let _ = turn.await;
+                        }
+                    }
+                    // A content-bytes policy: the attempt's bytes too (see `byte_cost`).
+                    let cost = shared.byte_cost(&key, &parts);
+                    if let Some(turn) = shared.rates.until_bytes_ready(&key, cost) {
+                        match shared.max_wait {
+                            Some(max) => {
+                                if let Err(e) = turn.within(max).await {
+                                    if let Some(wait) = e.retry_after() {
+                                        return Err(PoliteError::held(wait));
+                                    }
+                                }
+                            }
+                            None => {
+                                let _ = turn.await;
+                            }
                         }
                     }
                     let waited = asked.elapsed();

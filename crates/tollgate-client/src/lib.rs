@@ -11,6 +11,21 @@
 //!   a success raises it, a 429 (or a 503 with `Retry-After`, or a 403 that refuses for
 //!   rate) lowers it, and an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit;w=`)
 //!   is paced to exactly.
+//! * An announcement is trusted for its window (or [`AdaptiveConfig::announcement_ttl`]),
+//!   then the host goes back to learning; a 429 under it lowers the rate below it (the
+//!   quota is shared, or smaller than said), and renewals keep it there. A remaining count
+//!   `r` with `t` seconds to its reset (`RateLimit: r=..;t=..`, `X-RateLimit-Remaining` and
+//!   `-Reset`) paces the host at `r / t` until the reset when that is slower
+//!   ([`AdaptiveRate::spread`]), so several processes sharing one quota do not each spend it
+//!   at the announced rate.
+//! * A policy's quota unit (`qu`) is honoured: requests are paced; `"content-bytes"`
+//!   charges each request its bytes (its own `Content-Length` and the host's last
+//!   response's) under the byte policy ([`AdaptiveRate::until_bytes_ready`]); a unit the
+//!   layer cannot measure (`"concurrent-requests"`, others) is ignored and reported in
+//!   [`HostSnapshot::ignored_unit`].
+//! * robots.txt `Crawl-delay`, opt-in: [`crawl_delay`] reads it for a user agent (groups,
+//!   `*`, malformed values skipped) and [`PoliteLayer::crawl_delay`] seeds the host's
+//!   ceiling from it ([`AdaptiveRate::set_ceiling`]); you fetch the robots.txt.
 //! * Holds are honoured whatever the status carrying them: `Retry-After` on a refusal, and
 //!   a spent quota (`RateLimit: r=0;t=N`, or `X-RateLimit-Remaining: 0` with
 //!   `X-RateLimit-Reset`) on any status, a 200, a 403 (GitHub's spent primary limit), a 429
@@ -36,7 +51,8 @@
 //!   an invalid URI or an error the classifier does not know.
 //!   Each host's retries stay within a [`RetryBudget`] (by default 20 % of its first
 //!   attempts over 10 s, plus 1 per second), and a run of plain 5xx lowers its rate as a
-//!   429 does, so a failing host is not sent more than it failed under.
+//!   429 does (unless it announced its policy), so a failing host is not sent more than it
+//!   failed under.
 //! * The polite service answers `http::Response<PoliteBody<B>>`, `B` the inner client's
 //!   body: [`PoliteBody`] carries the host's permit and implements `http_body::Body` as
 //!   `B` does (`collect()`, hyper and reqwest helpers read it unchanged; `into_inner`
@@ -51,7 +67,10 @@
 //!   ([`Redirected`]). reqwest follows redirects itself unless told not to:
 //!   `Reqwest::default` and `Reqwest::builder` do not.
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
-//!   waits, 429s, retries, the last signal; bounded to the hosts the layer tracks.
+//!   waits, 429s, retries, holds, budget refusals, the last signal; bounded to the hosts
+//!   the layer tracks.
+//! * [`comparison`]: what this crate does, point by point, next to reqwest-retry,
+//!   reqwest-ratelimit, tower's `retry` and Scrapy's AutoThrottle.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
 //!   never a panic.
 //!
@@ -105,6 +124,7 @@
 mod adaptive;
 mod body;
 mod budget;
+pub mod comparison;
 mod error;
 mod hosts;
 mod layer;
@@ -114,6 +134,7 @@ mod redirect;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod retry;
+mod robots;
 mod signal;
 
 pub use adaptive::{AdaptiveConfig, AdaptiveRate, MAX_RATE, MIN_RATE, RateSnapshot, Signal};
@@ -126,4 +147,7 @@ pub use redirect::{RedirectFuture, RedirectLayer, Redirected, Redirects};
 #[cfg(feature = "reqwest")]
 pub use reqwest::{Reqwest, ReqwestFuture};
 pub use retry::{Decision, Failure, GiveUp, RetryPolicy, RetryState, is_transient_error};
-pub use signal::{ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after};
+pub use robots::crawl_delay;
+pub use signal::{
+    QuotaUnit, ServerSignal, Verdict, parse_policy, parse_ratelimit, parse_retry_after,
+};

@@ -69,6 +69,50 @@ impl Verdict {
     }
 }
 
+/// The unit of a `RateLimit-Policy` item's quota: its `qu` parameter.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_client::QuotaUnit;
+///
+/// assert_eq!(QuotaUnit::parse("\"content-bytes\""), QuotaUnit::ContentBytes);
+/// assert_eq!(QuotaUnit::parse("\"tokens\""), QuotaUnit::Other);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuotaUnit {
+    /// `"requests"`, the default: each request counts one.
+    Requests,
+    /// `"content-bytes"`: each request counts its content's bytes.
+    ContentBytes,
+    /// `"concurrent-requests"`: a bound on requests in flight at once, not on a rate.
+    ConcurrentRequests,
+    /// Any other unit (or a `qu` that is not a string), which a client cannot measure.
+    Other,
+}
+
+impl QuotaUnit {
+    /// The unit of a `qu` parameter's value (an sf-string, quotes included).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_client::QuotaUnit;
+    ///
+    /// assert_eq!(QuotaUnit::parse("\"requests\""), QuotaUnit::Requests);
+    /// assert_eq!(QuotaUnit::parse("requests"), QuotaUnit::Other); // a token, not a string
+    /// ```
+    pub fn parse(value: &str) -> QuotaUnit {
+        match value.trim() {
+            "\"requests\"" => QuotaUnit::Requests,
+            "\"content-bytes\"" => QuotaUnit::ContentBytes,
+            "\"concurrent-requests\"" => QuotaUnit::ConcurrentRequests,
+            _ => QuotaUnit::Other,
+        }
+    }
+}
+
 /// What a response said about the server's limits.
 ///
 /// # Examples
@@ -98,10 +142,19 @@ pub struct ServerSignal {
     /// `Retry-After`, as a wait from now (an HTTP-date is measured from the response's
     /// `Date` if it has one; one in the past is zero).
     pub retry_after: Option<Duration>,
-    /// The server's policy: from `RateLimit-Policy` (the most restrictive of its items), or
-    /// from `X-RateLimit-Limit` with a `w` parameter. A bare `X-RateLimit-Limit: 100` does not
-    /// say its window, so it announces nothing.
+    /// The server's policy in requests: from `RateLimit-Policy` (the most restrictive of
+    /// its items in requests, `qu` absent or `"requests"`), or from `X-RateLimit-Limit` with
+    /// a `w` parameter. A bare `X-RateLimit-Limit: 100` does not say its window, so it
+    /// announces nothing.
     pub policy: Option<Quota>,
+    /// The server's policy in content bytes (`qu="content-bytes"`, the most restrictive such
+    /// item): `q` bytes per `w` seconds.
+    pub byte_policy: Option<Quota>,
+    /// The response's `Content-Length`, if it has a valid one (for a content-bytes policy).
+    pub content_length: Option<u64>,
+    /// A policy item in a unit the client cannot measure (`"concurrent-requests"`, or
+    /// another), which is ignored: the first such unit, if any.
+    pub ignored_unit: Option<QuotaUnit>,
     /// Requests left (`RateLimit`'s `r`, or `X-RateLimit-Remaining`), the least over items.
     pub remaining: Option<u64>,
     /// When the quota is back in full (`RateLimit`'s `t`, or `X-RateLimit-Reset`: delta
@@ -135,6 +188,7 @@ impl ServerSignal {
     /// ```
     pub fn read(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> ServerSignal {
         let ietf = field(headers, &RATELIMIT).and_then(|v| parse_ratelimit(&v));
+        let policies = field(headers, &RATELIMIT_POLICY).and_then(|v| parse_policies(&v));
         // The server's own clock, if it said it.
         let now = single(headers, &DATE)
             .and_then(|d| httpdate::parse_http_date(d.trim()).ok())
@@ -158,9 +212,19 @@ impl ServerSignal {
             status,
             verdict,
             retry_after,
-            policy: field(headers, &RATELIMIT_POLICY)
-                .and_then(|v| parse_policy(&v))
+            policy: policies
+                .as_ref()
+                .and_then(|p| most_restrictive(p, QuotaUnit::Requests))
                 .or_else(|| field(headers, &X_LIMIT).and_then(|v| parse_legacy_limit(&v))),
+            byte_policy: policies
+                .as_ref()
+                .and_then(|p| most_restrictive(p, QuotaUnit::ContentBytes)),
+            content_length: content_length(headers),
+            ignored_unit: policies.as_ref().and_then(|p| {
+                p.iter()
+                    .map(|&(unit, _)| unit)
+                    .find(|u| matches!(u, QuotaUnit::ConcurrentRequests | QuotaUnit::Other))
+            }),
             remaining,
             reset: ietf.map(|(_, t)| t).or_else(|| {
                 single(headers, &X_RESET).and_then(|v| parse_legacy_reset(v.trim(), now))
@@ -229,6 +293,11 @@ fn field(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
         }
     }
     out
+}
+
+/// `Content-Length`, if it appears once and is a plain integer.
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    single(headers, &http::header::CONTENT_LENGTH).and_then(|v| parse_integer(v.trim()))
 }
 
 /// A field that must appear once.
@@ -356,9 +425,11 @@ impl Member<'_> {
     }
 }
 
-/// `RateLimit-Policy`: the most restrictive item's `q` per `w` seconds. An item without
-/// both is skipped (the draft's default window is the server's to choose, so it says
-/// nothing exact); `None` if the field is malformed or no item has both.
+/// `RateLimit-Policy`: the most restrictive item's `q` per `w` seconds, among the items in
+/// requests (`qu` absent or `"requests"`; an item in another unit is not a request rate).
+/// An item without both `q` and `w` is skipped (the draft's default window is the server's
+/// to choose, so it says nothing exact); `None` if the field is malformed or no item has
+/// both.
 ///
 /// # Examples
 ///
@@ -372,15 +443,40 @@ impl Member<'_> {
 /// assert_eq!(parse_policy("\"a\";q=10;w=1,"), None); // a trailing comma: malformed
 /// ```
 pub fn parse_policy(value: &str) -> Option<Quota> {
+    most_restrictive(&parse_policies(value)?, QuotaUnit::Requests)
+}
+
+/// Every item of a `RateLimit-Policy` with its unit (`None` if the field is malformed); an
+/// item in another unit than requests and content bytes is listed without a quota, so that
+/// it can be reported as ignored.
+fn parse_policies(value: &str) -> Option<Vec<(QuotaUnit, Option<Quota>)>> {
     let members = parse_list(value)?;
-    let mut best: Option<Quota> = None;
+    let mut out = Vec::with_capacity(members.len());
     for m in &members {
         let (Ok(q), Ok(w)) = (m.int("q"), m.int("w")) else {
             return None;
         };
-        let (Some(q), Some(w)) = (q, w) else { continue };
-        let Ok(q) = u32::try_from(q) else { continue };
-        let Ok(quota) = Quota::try_new(q, Duration::from_secs(w)) else {
+        let unit = m
+            .params
+            .iter()
+            .find(|(k, _)| *k == "qu")
+            .map_or(QuotaUnit::Requests, |(_, v)| QuotaUnit::parse(v));
+        let quota = match (q, w) {
+            (Some(q), Some(w)) => u32::try_from(q)
+                .ok()
+                .and_then(|q| Quota::try_new(q, Duration::from_secs(w)).ok()),
+            _ => None,
+        };
+        out.push((unit, quota));
+    }
+    Some(out)
+}
+
+/// The slowest quota among the items in `unit`.
+fn most_restrictive(items: &[(QuotaUnit, Option<Quota>)], unit: QuotaUnit) -> Option<Quota> {
+    let mut best: Option<Quota> = None;
+    for &(u, quota) in items {
+        let Some(quota) = quota.filter(|_| u == unit) else {
             continue;
         };
         if best.is_none_or(|b| quota.interval() > b.interval()) {

@@ -154,10 +154,12 @@ fn an_announced_policy_is_paced_exactly() {
     for _ in 0..50 {
         r.success("h");
     }
-    assert!(!r.throttled("h", None)); // no probing: the rate stays
-    assert!((r.rate("h") - 30.0).abs() < 1e-4);
+    assert!((r.rate("h") - 30.0).abs() < 1e-4); // no probing: the rate stays
     // 90 in 3 s, less one if asking in whole milliseconds lands after an instant (33.3 ms).
     assert!((89..=90).contains(&admitted_over(&r, &clock, "h", 3)));
+    // A throttle under it lowers the rate below it (the quota is shared, or smaller).
+    assert!(r.throttled("h", None));
+    assert!(r.rate("h") < 30.0);
     // Clamped to the ceiling.
     let (r, _) = rates(AdaptiveConfig::new(1.0).ceiling(10.0));
     r.announce("h", Quota::per_second(500));

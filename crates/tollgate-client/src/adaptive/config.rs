@@ -29,7 +29,14 @@ pub const MIN_RATE: f64 = 1.0 / 86_400.0;
 ///   before `confirm` successes forgets the safe rate (the server slowed down) and
 ///   decreases.
 /// * An **announced policy** replaces probing: the key is paced at exactly the announced
-///   rate (clamped to floor and ceiling) until another announcement.
+///   rate (clamped to floor and ceiling). It is trusted for its window (or
+///   [`announcement_ttl`](AdaptiveConfig::announcement_ttl)) from the last response that
+///   carried it, then the key goes back to learning from that rate. A throttle under it
+///   lowers the rate below it (the quota is shared with other clients, or smaller than
+///   said), and the bisection then runs under the announced rate, never above it.
+/// * A **remaining count** `r` with `t` seconds to its reset (`RateLimit: r=..;t=..`,
+///   `X-RateLimit-Remaining` and `-Reset`) paces the key at `r / t` until the reset when
+///   that is slower, so that what is left is spread over the window, not spent at once.
 ///
 /// # Panics
 ///
@@ -61,6 +68,8 @@ pub struct AdaptiveConfig {
     pub(crate) confirm: u32,
     pub(crate) reprobe: Duration,
     pub(crate) max_retry_after: Duration,
+    /// How long an announcement is trusted; `None`: its own window.
+    pub(crate) announcement_ttl: Option<Duration>,
     pub(crate) capacity: usize,
 }
 
@@ -99,6 +108,7 @@ impl AdaptiveConfig {
             confirm: 100,
             reprobe: Duration::from_secs(30),
             max_retry_after: Duration::MAX,
+            announcement_ttl: None,
             capacity: 10_000,
         }
     }
@@ -365,6 +375,35 @@ impl AdaptiveConfig {
     #[must_use]
     pub fn max_retry_after(mut self, cap: Duration) -> Self {
         self.max_retry_after = cap;
+        self
+    }
+
+    /// How long an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit: N;w=S`) is
+    /// trusted after the last response that carried it; by default its own window `w`.
+    /// Past it, the key goes back to learning its rate from the answers, starting at the
+    /// rate it was paced at. A server that announces on every response renews it with each
+    /// one; one that announced once, long ago, may have changed its limit since.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let clock = ManualClock::new();
+    /// let config = AdaptiveConfig::new(1.0).announcement_ttl(Duration::from_secs(10));
+    /// let rates = AdaptiveRate::with_clock(config, clock.clone());
+    /// rates.announce("example.com", Quota::per_second(20));
+    /// clock.advance(Duration::from_secs(9));
+    /// assert!(rates.snapshot("example.com").unwrap().announced.is_some());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(rates.snapshot("example.com").unwrap().announced.is_none()); // learning again
+    /// assert_eq!(rates.rate("example.com"), 20.0); // from the announced rate
+    /// ```
+    #[must_use]
+    pub fn announcement_ttl(mut self, ttl: Duration) -> Self {
+        self.announcement_ttl = Some(ttl);
         self
     }
 

@@ -15,21 +15,25 @@ mod table;
 pub use config::{AdaptiveConfig, MAX_RATE, MIN_RATE};
 pub use state::{RateSnapshot, Signal};
 
+use std::any::Any;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 use std::time::Duration;
 
-use state::quota_for;
+use state::{KeyRate, quota_for};
 use table::Table;
 use tollgate::hash::RandomState;
-use tollgate::{Admitted, Clock, Error, Limiter, MonotonicClock, Quota, Timestamp, UntilReady};
+use tollgate::{
+    Admitted, Clock, Error, Limiter, ManualClock, MonotonicClock, Quota, Timestamp, TscClock,
+    UntilReady,
+};
 
 /// A rate per key that adapts to what the server says: for clients (crawlers, API clients)
 /// pacing each host at a rate they do not know in advance.
 ///
 /// Each key has a current rate between a floor and a ceiling ([`AdaptiveConfig`]), moved by
-/// three signals:
+/// these signals:
 ///
 /// * [`success`](AdaptiveRate::success): an additive increase until the key is first
 ///   throttled; after that, once `confirm` successes in a row hold a rate, the next rate
@@ -38,7 +42,10 @@ use tollgate::{Admitted, Clock, Error, Limiter, MonotonicClock, Quota, Timestamp
 ///   multiplicative decrease if none is known, and the key's next admission moves out by
 ///   the server's `Retry-After`, in full unless the configuration caps it;
 /// * [`announce`](AdaptiveRate::announce): the server said its policy; the key is paced to
-///   it exactly instead of probing.
+///   it exactly instead of probing, for the policy's window (then it learns again), and a
+///   throttle under it lowers the rate below it;
+/// * [`spread`](AdaptiveRate::spread): the server said how much is left until its reset;
+///   the key is paced at that over the time left, when slower.
 ///
 /// Requests wait for their turn with [`until_ready`](AdaptiveRate::until_ready) (or ask with
 /// [`check`](AdaptiveRate::check)): the keyed [`Limiter`] inside, under the key's current
@@ -75,6 +82,8 @@ pub struct AdaptiveRate<K: ?Sized> {
 
 struct Shared<K: ?Sized> {
     limiter: Limiter<K>,
+    /// Each key's content bytes, under its byte policy's per-call quota (on the same clock).
+    bytes: Limiter<K>,
     table: Table,
     config: AdaptiveConfig,
     identity: RandomState,
@@ -124,13 +133,15 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// assert_eq!(rates.now(), tollgate::Timestamp::ZERO);
     /// ```
     pub fn with_clock(config: AdaptiveConfig, clock: impl Clock) -> AdaptiveRate<K> {
-        let limiter = Limiter::builder(quota_for(config.initial))
-            .capacity(config.capacity.max(64))
-            .clock(clock)
-            .build();
+        // The bytes' limiter: every wait on it names the key's byte policy, so its default
+        // quota is never used.
+        let (limiter, bytes) = two_on(clock, || {
+            Limiter::builder(quota_for(config.initial)).capacity(config.capacity.max(64))
+        });
         AdaptiveRate {
             shared: Arc::new(Shared {
                 limiter,
+                bytes,
                 table: Table::new(config.capacity),
                 config,
                 identity: RandomState::new(),
@@ -140,6 +151,13 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
 
     fn hash(&self, key: &K) -> u64 {
         self.shared.identity.hash_one(key)
+    }
+
+    /// A copy of the key's state as of now (what has run out dropped), if it has one.
+    fn current(&self, key: &K) -> Option<KeyRate> {
+        let mut k = self.shared.table.get(self.hash(key))?;
+        k.expire(self.shared.limiter.now());
+        Some(k)
     }
 
     /// The key's current quota (its rate, burst 1), as the waits use it.
@@ -154,14 +172,15 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// assert_eq!(rates.quota("example.com"), Quota::per_second(4).allow_burst(1));
     /// ```
     pub fn quota(&self, key: &K) -> Quota {
-        let shared = &*self.shared;
-        match shared.table.get(self.hash(key)) {
+        match self.current(key) {
             Some(k) => k.quota(),
-            None => quota_for(shared.config.initial),
+            None => quota_for(self.shared.config.initial),
         }
     }
 
-    /// The key's current rate in requests per second.
+    /// The key's current rate in requests per second: the rate it is paced at now (its
+    /// learned or announced rate, or the slower spread of a remaining count, see
+    /// [`spread`](AdaptiveRate::spread)).
     ///
     /// # Examples
     ///
@@ -173,8 +192,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// assert_eq!(rates.rate("example.com"), 5.0);
     /// ```
     pub fn rate(&self, key: &K) -> f64 {
-        match self.shared.table.get(self.hash(key)) {
-            Some(k) => k.snap.rate,
+        match self.current(key) {
+            Some(k) => k.pace(),
             None => self.shared.config.initial,
         }
     }
@@ -338,9 +357,13 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     }
 
     /// The server announced its policy for `key` (`RateLimit-Policy`, `X-RateLimit-Limit`):
-    /// from now on the key is paced at exactly that rate, clamped to floor and ceiling, and
-    /// successes and throttles no longer move it (a throttle still pushes by its
-    /// `Retry-After`). A new announcement replaces the old one.
+    /// the key is paced at exactly that rate, clamped to floor and ceiling, and successes no
+    /// longer probe above it. It is trusted for the policy's window (or the configuration's
+    /// [`announcement_ttl`](AdaptiveConfig::announcement_ttl)) from now; then the key goes
+    /// back to learning, from the rate it was paced at. A throttle under it lowers the rate
+    /// below it (several clients sharing the quota each paced at the whole of it are too
+    /// fast together), and the rate is then bisected under the announced one; a renewal of
+    /// the same policy keeps that lower rate, a different policy starts over at its rate.
     ///
     /// # Examples
     ///
@@ -354,11 +377,154 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// assert!((rates.rate("example.com") - 100.0 / 60.0).abs() < 1e-6);
     /// rates.success("example.com");
     /// assert!((rates.rate("example.com") - 100.0 / 60.0).abs() < 1e-6); // no probing
+    ///
+    /// rates.announce("b.example", Quota::per_second(50));
+    /// rates.throttled("b.example", None); // a 429 under it: other clients share the quota
+    /// assert_eq!(rates.rate("b.example"), 40.0); // 50 × the decrease 0.8
+    /// rates.announce("b.example", Quota::per_second(50)); // renewed: still under it
+    /// assert_eq!(rates.rate("b.example"), 40.0);
     /// ```
     pub fn announce(&self, key: &K, policy: Quota) {
         let shared = &*self.shared;
+        let now = shared.limiter.now();
+        let ttl = shared.config.announcement_ttl;
         shared.table.with(self.hash(key), &shared.config, |k| {
-            k.announce(&shared.config, policy)
+            k.announce(&shared.config, policy, now, ttl)
+        });
+    }
+
+    /// The server said `remaining` requests of `key`'s quota are left until its reset,
+    /// `reset` from now (`RateLimit: r=..;t=..`, or `X-RateLimit-Remaining` with
+    /// `X-RateLimit-Reset`): until then the key is paced at `remaining / reset` if that is
+    /// slower than its rate, so that what is left is spread over the window instead of
+    /// spent at once (and several clients sharing one quota do not each pace at the whole
+    /// of it). Each call replaces the last one's spread.
+    ///
+    /// A reset of a second or less spreads nothing: whole-second fields round a sub-second
+    /// refill up to 1 s, and `r / 1` would read a server that refills continuously as far
+    /// slower than it is. A `remaining` of 0 spreads nothing either: it is a
+    /// [`hold`](AdaptiveRate::hold) until the reset. The spread is not floored at the
+    /// configuration's floor (the server's word, as a hold is), only at [`MIN_RATE`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let clock = ManualClock::new();
+    /// let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), clock.clone());
+    /// rates.announce("example.com", Quota::new(600, Duration::from_secs(60)));
+    /// assert_eq!(rates.rate("example.com"), 10.0);
+    /// // 20 left of it for the next 40 s (other clients spent the rest):
+    /// rates.spread("example.com", 20, Duration::from_secs(40));
+    /// assert_eq!(rates.rate("example.com"), 0.5);
+    /// clock.advance(Duration::from_secs(40)); // the reset: the whole policy again
+    /// assert_eq!(rates.rate("example.com"), 10.0);
+    /// ```
+    pub fn spread(&self, key: &K, remaining: u64, reset: Duration) {
+        let shared = &*self.shared;
+        let now = shared.limiter.now();
+        shared.table.with(self.hash(key), &shared.config, |k| {
+            k.spread(remaining, reset, now)
+        });
+    }
+
+    /// The server's policy for `key` is in content bytes (`RateLimit-Policy` with
+    /// `qu="content-bytes"`): `policy` is its bytes per window. From now on, for the
+    /// policy's window (or the configuration's
+    /// [`announcement_ttl`](AdaptiveConfig::announcement_ttl)), each request of the key
+    /// waits at [`until_bytes_ready`](AdaptiveRate::until_bytes_ready) for its bytes too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
+    /// let policy = Quota::new(1_000_000, Duration::from_secs(60)); // a megabyte a minute
+    /// rates.byte_policy("example.com", policy);
+    /// assert_eq!(rates.snapshot("example.com").unwrap().byte_policy, Some(policy));
+    /// ```
+    pub fn byte_policy(&self, key: &K, policy: Quota) {
+        let shared = &*self.shared;
+        let now = shared.limiter.now();
+        let ttl = shared.config.announcement_ttl;
+        shared.table.with(self.hash(key), &shared.config, |k| {
+            k.byte_policy(policy, now, ttl)
+        });
+    }
+
+    /// Waits until `key`'s byte policy allows `bytes` more (and spends them), or `None` if
+    /// the key has no byte policy in force. A charge larger than the policy's whole quota
+    /// is cut to it: it waits for the full quota, never forever.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Limiter::until_ready`]: a dropped wait costs nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ManualClock, Quota};
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(10.0), ManualClock::new());
+    /// assert!(rates.until_bytes_ready("example.com", 100).is_none()); // no byte policy
+    /// rates.byte_policy("example.com", Quota::new(1_000, Duration::from_secs(1)));
+    /// let spend = |n| rates.until_bytes_ready("example.com", n).unwrap().within(Duration::ZERO);
+    /// futures_executor::block_on(async {
+    ///     assert!(spend(600).await.is_ok());
+    ///     let wait = spend(600).await.unwrap_err().retry_after().unwrap();
+    ///     assert_eq!(wait, Duration::from_millis(200)); // 200 bytes short, at 1,000 a second
+    /// });
+    /// ```
+    pub fn until_bytes_ready(&self, key: &K, bytes: u64) -> Option<UntilReady<'_>> {
+        let policy = self.current(key)?.snap.byte_policy?;
+        let n = u32::try_from(bytes)
+            .unwrap_or(u32::MAX)
+            .clamp(1, policy.burst());
+        Some(self.shared.bytes.until_n_ready_with(key, n, policy))
+    }
+
+    /// Sets `key`'s own ceiling, in requests per second, under the configuration's
+    /// (`None` lifts it): the key's rate, learned or announced, never goes above it, and
+    /// comes down to it at once. For a site's own word on its pace, such as a robots.txt
+    /// `Crawl-delay` of `d` seconds (a ceiling of `1 / d`; see
+    /// [`PoliteLayer::crawl_delay`](crate::PoliteLayer::crawl_delay)).
+    ///
+    /// A ceiling is clamped to [`MIN_RATE`]..=[`MAX_RATE`] (a NaN or infinite one lifts
+    /// it); it is not clamped to the configuration's floor (a site that asks for one request
+    /// a minute gets that, whatever the floor). It lives with the key's learned state: a key
+    /// evicted from the table forgets it, as it forgets its rate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// use tollgate_client::{AdaptiveConfig, AdaptiveRate};
+    ///
+    /// let rates = AdaptiveRate::new(AdaptiveConfig::new(10.0));
+    /// rates.set_ceiling("example.com", Some(0.5)); // Crawl-delay: 2
+    /// assert_eq!(rates.rate("example.com"), 0.5);
+    /// rates.announce("example.com", Quota::per_second(50)); // above it: clamped
+    /// assert_eq!(rates.rate("example.com"), 0.5);
+    /// rates.set_ceiling("example.com", None);
+    /// rates.announce("example.com", Quota::per_second(50));
+    /// assert_eq!(rates.rate("example.com"), 50.0);
+    /// ```
+    pub fn set_ceiling(&self, key: &K, max: Option<f64>) {
+        let shared = &*self.shared;
+        let now = shared.limiter.now();
+        let max = max
+            .filter(|m| m.is_finite())
+            .map(|m| m.clamp(MIN_RATE, MAX_RATE));
+        shared.table.with(self.hash(key), &shared.config, |k| {
+            k.set_ceiling(&shared.config, max, now)
         });
     }
 
@@ -375,7 +541,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// assert_eq!(rates.snapshot("example.com").unwrap().successes, 1);
     /// ```
     pub fn snapshot(&self, key: &K) -> Option<RateSnapshot> {
-        self.shared.table.get(self.hash(key)).map(|k| k.snap)
+        self.current(key).map(|k| k.snap)
     }
 
     /// Forgets `key`'s learned rate and any push of its next admission.
@@ -392,6 +558,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// ```
     pub fn forget(&self, key: &K) -> bool {
         self.shared.limiter.reset(key);
+        self.shared.bytes.reset(key);
         self.shared.table.remove(self.hash(key))
     }
 
@@ -468,5 +635,43 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// ```
     pub fn limiter(&self) -> &Limiter<K> {
         &self.shared.limiter
+    }
+}
+
+/// Two limiters on one clock. tollgate's own clocks are cloned, so that the limiters still
+/// recognise them (waits on a [`ManualClock`] sleep on its fake time, the monotonic clock
+/// is read without dynamic dispatch); any other clock is shared behind an `Arc`.
+fn two_on<K: Hash + ?Sized, C: Clock>(
+    clock: C,
+    builder: impl Fn() -> tollgate::LimiterBuilder<K>,
+) -> (Limiter<K>, Limiter<K>) {
+    let any: &dyn Any = &clock;
+    if let Some(c) = any.downcast_ref::<ManualClock>() {
+        let c = c.clone();
+        return (
+            builder().clock(c.clone()).build(),
+            builder().clock(c).build(),
+        );
+    }
+    if let Some(&c) = any.downcast_ref::<MonotonicClock>() {
+        return (builder().clock(c).build(), builder().clock(c).build());
+    }
+    if let Some(&c) = any.downcast_ref::<TscClock>() {
+        return (builder().clock(c).build(), builder().clock(c).build());
+    }
+    let c = SharedClock(Arc::new(clock));
+    (
+        builder().clock(c.clone()).build(),
+        builder().clock(c).build(),
+    )
+}
+
+/// A clock of the user's, read by both limiters (the requests' and the bytes').
+#[derive(Debug, Clone)]
+struct SharedClock(Arc<dyn Clock>);
+
+impl Clock for SharedClock {
+    fn now(&self) -> Timestamp {
+        self.0.now()
     }
 }

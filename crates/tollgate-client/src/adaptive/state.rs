@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::config::AdaptiveConfig;
+use super::config::{AdaptiveConfig, MAX_RATE, MIN_RATE};
 use tollgate::Quota;
 use tollgate::Timestamp;
 
@@ -47,10 +47,14 @@ pub enum Signal {
 /// assert_eq!((snap.successes, snap.throttles), (0, 1));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct RateSnapshot {
     /// The rate the key is paced at now, in requests per second.
     pub rate: f64,
-    /// The server's announced policy, if it sent one: the key is paced to it exactly.
+    /// The server's announced policy, while it is trusted (for its window, or the
+    /// configuration's [`announcement_ttl`](crate::AdaptiveConfig::announcement_ttl), from
+    /// the last response that carried it): the key is paced to it, or under it after a
+    /// throttle.
     pub announced: Option<Quota>,
     /// The lowest rate that drew a throttle (raised by reprobes): the bracket's top.
     pub throttled_at: Option<f64>,
@@ -61,6 +65,14 @@ pub struct RateSnapshot {
     pub successes: u64,
     /// Throttles seen (including those inside a cooldown, which did not lower the rate).
     pub throttles: u64,
+    /// The pace the server's remaining count asks for until its reset (`r / t` of
+    /// `RateLimit: r=..;t=..`, or `X-RateLimit-Remaining` over `X-RateLimit-Reset`), while it
+    /// is in force and below the rate: the key is paced at this instead, so that what is
+    /// left is spread over the window rather than spent at once.
+    pub spread: Option<f64>,
+    /// The server's policy in content bytes (`RateLimit-Policy` with `qu="content-bytes"`),
+    /// while trusted: each request of the key is charged its bytes under it.
+    pub byte_policy: Option<Quota>,
     /// The last signal.
     pub last_signal: Signal,
     /// When the rate was last lowered by a throttle: a key whose rate has not been lowered
@@ -92,6 +104,17 @@ pub(crate) struct KeyRate {
     strike: bool,
     /// When the last throttle that counted (a decrease or a strike) came, for the cooldown.
     counted: Option<Timestamp>,
+    /// Until when the announcement is trusted (meaningful while `snap.announced` is set).
+    announced_until: Timestamp,
+    /// The last policy announced, trusted or not: a renewal of it keeps what throttles under
+    /// it taught, a new one starts over at its rate.
+    last_policy: Option<Quota>,
+    /// The spread pace and when the server's reset ends it.
+    spread: Option<(f64, Timestamp)>,
+    /// The content-bytes policy and until when it is trusted.
+    bytes: Option<(Quota, Timestamp)>,
+    /// This key's own ceiling, under the configuration's (a robots.txt `Crawl-delay`).
+    max: Option<f64>,
 }
 
 impl KeyRate {
@@ -104,6 +127,8 @@ impl KeyRate {
                 safe: None,
                 successes: 0,
                 throttles: 0,
+                spread: None,
+                byte_policy: None,
                 last_signal: Signal::Success,
                 last_decrease: None,
             },
@@ -112,30 +137,105 @@ impl KeyRate {
             confirmed: 0,
             strike: false,
             counted: None,
+            announced_until: Timestamp::ZERO,
+            last_policy: None,
+            spread: None,
+            bytes: None,
+            max: None,
         }
+    }
+
+    /// Drops what has run out by `now`: an announcement past its trust (the key goes back
+    /// to learning, from the rate it was paced at), a spread past the server's reset, a
+    /// byte policy past its trust.
+    pub(crate) fn expire(&mut self, now: Timestamp) {
+        if self.snap.announced.is_some() && now >= self.announced_until {
+            self.snap.announced = None;
+        }
+        if self.spread.is_some_and(|(_, until)| now >= until) {
+            self.spread = None;
+        }
+        if self.bytes.is_some_and(|(_, until)| now >= until) {
+            self.bytes = None;
+        }
+        self.snap.spread = self.spread.map(|(r, _)| r).filter(|&r| r < self.snap.rate);
+        self.snap.byte_policy = self.bytes.map(|(q, _)| q);
+    }
+
+    /// The highest rate the key may be paced at: the configuration's ceiling, and under an
+    /// announcement its rate.
+    fn ceiling(&self, config: &AdaptiveConfig) -> f64 {
+        let own = self.own_ceiling(config);
+        match self.snap.announced {
+            Some(q) => own.min(rate_of(q)),
+            None => own,
+        }
+    }
+
+    /// The ceiling before any announcement: the configuration's, or the key's own below it.
+    fn own_ceiling(&self, config: &AdaptiveConfig) -> f64 {
+        self.max.map_or(config.ceiling, |m| m.min(config.ceiling))
+    }
+
+    /// Sets the key's own ceiling (`None` lifts it); its rate comes down to it at once.
+    pub(crate) fn set_ceiling(
+        &mut self,
+        config: &AdaptiveConfig,
+        max: Option<f64>,
+        now: Timestamp,
+    ) {
+        self.expire(now);
+        self.max = max;
+        if let Some(q) = self.snap.announced {
+            // Re-clamp the announcement under the new ceiling.
+            let rate = rate_of(q).min(self.own_ceiling(config));
+            if rate < rate_of(q) {
+                self.snap.announced = Some(quota_for(rate));
+            }
+        }
+        if self.snap.rate > self.ceiling(config) {
+            let rate = self.snap.rate;
+            self.set_rate(rate, config, now);
+        }
+        self.expire(now);
+    }
+
+    /// The rate the key is paced at now: its rate, or the spread if that is lower.
+    pub(crate) fn pace(&self) -> f64 {
+        self.snap
+            .spread
+            .map_or(self.snap.rate, |s| s.min(self.snap.rate))
     }
 
     /// The quota the key is paced at: its rate with a burst of 1 (requests evenly spaced, so
     /// the server's own burst is never leaned on).
+    /// Call [`expire`](KeyRate::expire) first.
     pub(crate) fn quota(&self) -> Quota {
-        if let Some(q) = self.snap.announced {
-            return q.allow_burst(1);
+        if let Some((spread, _)) = self.spread.filter(|&(s, _)| s < self.snap.rate) {
+            return quota_for(spread);
         }
-        quota_for(self.snap.rate)
+        match self.snap.announced {
+            // Paced to the policy itself while no throttle under it lowered the rate: its
+            // interval is exact, where a rate rounded through f64 might not be.
+            Some(q) if self.snap.rate >= rate_of(q) => q.allow_burst(1),
+            _ => quota_for(self.snap.rate),
+        }
     }
 
     fn set_rate(&mut self, rate: f64, config: &AdaptiveConfig, from: Timestamp) {
-        self.snap.rate = rate.clamp(config.floor, config.ceiling);
+        let ceiling = self.ceiling(config);
+        self.snap.rate = rate.clamp(config.floor.min(ceiling), ceiling);
         self.since = from;
         self.confirmed = 0;
     }
 
     /// A success at `now`.
     pub(crate) fn success(&mut self, config: &AdaptiveConfig, now: Timestamp) {
+        self.expire(now);
         self.snap.successes += 1;
         self.snap.last_signal = Signal::Success;
-        if self.snap.announced.is_some() {
-            return;
+        if self.snap.announced.is_some() && self.snap.throttled_at.is_none() {
+            return; // paced to the announcement, nothing to probe under it
         }
         let Some(mut upper) = self.snap.throttled_at else {
             let rate = self.snap.rate + config.increase;
@@ -144,7 +244,7 @@ impl KeyRate {
         };
         if now.saturating_duration_since(self.marked) >= config.reprobe {
             // Long enough without a throttle: the server may allow more now.
-            upper = (upper * (1.0 + 2.0 * config.band)).min(config.ceiling);
+            upper = (upper * (1.0 + 2.0 * config.band)).min(self.ceiling(config));
             self.snap.throttled_at = Some(upper);
             self.marked = now;
         }
@@ -180,11 +280,12 @@ impl KeyRate {
         now: Timestamp,
         retry_after: Option<Duration>,
     ) -> bool {
+        self.expire(now);
         self.snap.throttles += 1;
         self.snap.last_signal = Signal::Throttled { retry_after };
-        if self.snap.announced.is_some() {
-            return false;
-        }
+        // Under an announcement too: a 429 while paced to the policy says the quota is
+        // shared (other clients spend it) or smaller than announced, so the rate goes
+        // below the policy and is bisected under it.
         if let Some(last) = self.counted {
             if now.saturating_duration_since(last) < config.cooldown {
                 return false;
@@ -222,17 +323,61 @@ impl KeyRate {
         self.snap.last_signal = Signal::Throttled { retry_after };
     }
 
-    /// The server announced `policy`: pace to it, within floor and ceiling.
-    pub(crate) fn announce(&mut self, config: &AdaptiveConfig, policy: Quota) {
-        let rate = rate_of(policy).clamp(config.floor, config.ceiling);
+    /// The server announced `policy` at `now`: pace to it, within floor and ceiling, and
+    /// trust it until `now + ttl` (its window if `ttl` is `None`). A renewal of the same
+    /// policy keeps a rate that throttles under it lowered; a new policy starts over at
+    /// its rate.
+    pub(crate) fn announce(
+        &mut self,
+        config: &AdaptiveConfig,
+        policy: Quota,
+        now: Timestamp,
+        ttl: Option<Duration>,
+    ) {
+        self.expire(now);
+        let ceiling = self.own_ceiling(config);
+        let rate = rate_of(policy).clamp(config.floor.min(ceiling), ceiling);
         let paced = if rate == rate_of(policy) {
             policy
         } else {
             quota_for(rate)
         };
-        self.snap.rate = rate;
+        let renewal = self.last_policy == Some(policy) && self.snap.throttled_at.is_some();
         self.snap.announced = Some(paced);
+        self.last_policy = Some(policy);
+        self.announced_until = now + ttl.unwrap_or(policy.window());
+        if renewal {
+            self.snap.rate = self.snap.rate.min(rate);
+        } else {
+            self.snap.rate = rate;
+            self.snap.throttled_at = None;
+            self.snap.safe = None;
+            self.strike = false;
+            self.confirmed = 0;
+            self.since = now;
+        }
         self.snap.last_signal = Signal::Announced(policy);
+        self.expire(now);
+    }
+
+    /// The server said `remaining` requests are left until its reset `reset` from `now`:
+    /// pace at `remaining / reset` until then if that is slower. A reset of a second or less
+    /// is ignored: whole-second fields round a sub-second refill up to 1 s, and `r / 1`
+    /// would then read a server that refills continuously as far slower than it is. A
+    /// remaining count of 0 is a hold, not a pace (the layer holds the key instead).
+    pub(crate) fn spread(&mut self, remaining: u64, reset: Duration, now: Timestamp) {
+        self.spread = (remaining > 0 && reset > Duration::from_secs(1)).then(|| {
+            let pace = (remaining as f64 / reset.as_secs_f64()).clamp(MIN_RATE, MAX_RATE);
+            (pace, now + reset)
+        });
+        self.expire(now);
+    }
+
+    /// The server's content-bytes policy at `now`, trusted until `now + ttl` (its window if
+    /// `ttl` is `None`).
+    pub(crate) fn byte_policy(&mut self, policy: Quota, now: Timestamp, ttl: Option<Duration>) {
+        self.bytes = Some((policy, now + ttl.unwrap_or(policy.window())));
+        self.expire(now);
     }
 }
 

@@ -4,7 +4,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -79,7 +79,8 @@ struct Streak {
 }
 
 /// Crawls `hosts` with `tasks_per_host` tasks each until `done` says so (given the elapsed
-/// time and the reports so far; asked every 100 ms), printing a progress line if asked.
+/// time and the reports so far; asked every 100 ms), printing progress to stderr if asked:
+/// one line redrawn in place on a terminal, plain lines otherwise.
 pub async fn crawl(
     hosts: &[Host],
     layer: &PoliteLayer,
@@ -110,6 +111,7 @@ pub async fn crawl(
         }
     }
 
+    let terminal = std::io::stderr().is_terminal();
     let start = Instant::now();
     let mut streaks: Vec<Option<Streak>> = vec![None; hosts.len()];
     let mut history: Vec<std::collections::VecDeque<(Duration, u64)>> =
@@ -153,9 +155,16 @@ pub async fn crawl(
                 client,
             });
         }
-        if progress && now - last_print >= Duration::from_millis(500) {
+        // On a terminal the line is redrawn in place; piped (a CI log), each is a line of
+        // its own, and fewer of them.
+        let every = if terminal {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(1)
+        };
+        if progress && now - last_print >= every {
             last_print = now;
-            let mut line = format!("\r{:5.1}s ", now.as_secs_f64());
+            let mut line = format!("{:5.1}s ", now.as_secs_f64());
             for r in &reports {
                 let mark = if r.converged_at.is_some() { '*' } else { ' ' };
                 line.push_str(&format!(
@@ -164,7 +173,11 @@ pub async fn crawl(
                 ));
             }
             let mut err = std::io::stderr();
-            let _ = write!(err, "{line}  ");
+            let _ = if terminal {
+                write!(err, "\r{line}  ")
+            } else {
+                writeln!(err, "{line}")
+            };
             let _ = err.flush();
         }
         if reports.len() == hosts.len() && done(now, &reports) {
@@ -174,8 +187,8 @@ pub async fn crawl(
             break reports; // a safety net: never hang
         }
     };
-    if progress {
-        eprintln!();
+    if progress && terminal {
+        eprintln!(); // end the line redrawn in place
     }
     stop.store(true, Ordering::Relaxed);
     for t in tasks {

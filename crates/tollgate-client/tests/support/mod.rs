@@ -2,3 +2,4 @@
 
 pub mod crawl;
 pub mod hosts;
+pub mod script;
