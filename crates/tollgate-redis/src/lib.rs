@@ -125,6 +125,7 @@ mod fault;
 mod lease;
 mod limiter;
 mod memory;
+mod observe;
 mod offset;
 mod presence;
 mod rt;
