@@ -223,7 +223,7 @@ pub(crate) struct Sent {
 
 impl Observer {
     fn new(limiter: String) -> Observer {
-        Observer {
+        let observer = Observer {
             #[cfg(feature = "metrics")]
             latency: OPERATIONS.map(|op| {
                 metrics::histogram!(ROUND_TRIP_SECONDS, "limiter" => limiter.clone(), "operation" => op)
@@ -237,7 +237,14 @@ impl Observer {
             failed_before: AtomicU64::new(0),
             failing_since: AtomicU64::new(0),
             base: Instant::now(),
+        };
+        // Both states start as "no": said, so that a dashboard shows them from the start.
+        #[cfg(feature = "metrics")]
+        {
+            observer.fault_policy_active.set(0.0);
+            observer.circuit_open.set(0.0);
         }
+        observer
     }
 
     /// The span of one call to Redis (debug level).
