@@ -189,13 +189,16 @@ async fn the_metrics_count_leases_and_refunds_as_stats_does() {
     // its cell is given back.
     let key_quota = Quota::per_minute(1);
     l.until_n_ready_with("w", 1, key_quota).await.unwrap();
-    let waiting = l.until_n_ready_with("w", 1, key_quota);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), waiting)
-            .await
-            .is_err()
-    );
+    let mut waiting = Box::pin(l.until_n_ready_with("w", 1, key_quota));
+    // Polled until its reservation is answered (a wait dropped while that call is in flight
+    // cannot give its cell back), then dropped.
     let start = Instant::now();
+    while l.stats().reserved < 2 {
+        let polled = tokio::time::timeout(Duration::from_millis(10), waiting.as_mut()).await;
+        assert!(polled.is_err(), "a minute's wait is over");
+        assert!(start.elapsed() < Duration::from_secs(20), "{:?}", l.stats());
+    }
+    drop(waiting);
     while l.stats().refunded == 0 {
         assert!(start.elapsed() < Duration::from_secs(20), "{:?}", l.stats());
         tokio::time::sleep(Duration::from_millis(5)).await;
