@@ -5,7 +5,8 @@
 //! the caller's fault policy answers at once: `breaker.rs`), then the per-call timeout on
 //! tollgate's timer (`rt.rs`); it counts the round trip and, when Redis failed or was late,
 //! the fault, and tells the breaker whether the server answered (an error reply is an
-//! answer). Every reply of the script also tightens the bound on the server's clock that
+//! answer). What an operator sees of it (its span, its latency, the fault policy's and the
+//! breaker's transitions) is `observe.rs`'s, one line each here. Every reply of the script also tightens the bound on the server's clock that
 //! the fast path reads (`offset.rs`). What to do about a fault is not decided here: the
 //! caller's fault policy does that.
 
