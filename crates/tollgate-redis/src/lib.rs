@@ -157,14 +157,14 @@
 // The files, in layers; each imports only from layers below it.
 //
 // * Leaves. Values: `admitted` (Admitted, Source), `fault` (FaultPolicy, Unavailable, the
-//   fallback's share), `stats` (Stats and its counters) with `observe` beside it (the
-//   counters' metrics, built there, the latency, and the tracing spans and events: every
-//   name an operator sees, in one file; it reads `fault`'s Unavailable). Mechanisms:
-//   `script` (the Lua script and its reply), `offset` (the bound on the server's clock), `breaker`, `rt` (a
+//   fallback's share), `stats` (Stats and its counters). Mechanisms: `script` (the Lua
+//   script and its reply), `offset` (the bound on the server's clock), `breaker`, `rt` (a
 //   timeout and a background task without a runtime), `sharded` (the bounded sharded map).
 // * On the leaves: `cache` (the fast path) and `lease` (leased cells), both on `sharded`;
 //   `server` (one call to Redis: breaker, timeout, faults); `presence` (the fleet's size,
 //   counted in Redis); `memory` (MemoryPolicy and the question that finds it).
+// * Beside `stats`: `observe` (the counters' metrics, built there, the latency, the tracing
+//   spans and events: every name an operator sees, in one file; it reads `fault`).
 // * `engine`: one limiter's state and the decision that checks and waits share.
 // * `wait` (UntilReady), then `limiter` (FleetLimiter, delegating to the engine), then
 //   `builder` (FleetBuilder, which assembles an engine and returns a FleetLimiter).

@@ -13,7 +13,8 @@
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
-use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::{ErrorKind, ServerErrorKind};
+use redis::{RedisError, Script};
 use tollgate::{Clock, MonotonicClock};
 use tracing::Instrument;
 
