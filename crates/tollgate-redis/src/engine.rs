@@ -373,6 +373,7 @@ impl Engine {
 
     /// A refusal for `wait`, its `earliest` on the limiter's clock.
     pub(crate) fn limited(&self, wait: Duration, limit: u32) -> Error {
+        self.counters.observer.refused(wait);
         Error::RateLimited {
             earliest: self.clock.now() + wait,
             wait,

@@ -119,6 +119,7 @@
 //! | "the breaker's probe failed; it stays open" | debug | `cool_down_ms` | a probe after a cool-down failed |
 //! | "the circuit breaker closed" | debug | | a probe was answered |
 //! | "Redis did not know the script (NOSCRIPT); loading it again" | debug | | a script reload |
+//! | "refused (sampled: ...)" | debug | `wait_ms`, `unlogged` | a refusal by Redis, the fast path or [`FaultPolicy::FailClosed`], at most one event a second per limiter; `unlogged` counts the refusals since the last event (the key is never logged); costs nothing unless debug is enabled for `tollgate_redis` |
 //! | "the server's maxmemory-policy is ... which can evict the limiter's keys ..." | warn | `policy` | once at connect, if the server may evict keys ([`MemoryPolicy`]) |
 //!
 //! # Limits

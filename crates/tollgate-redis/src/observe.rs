@@ -202,6 +202,10 @@ pub(crate) struct Observer {
     limiter: String,
     /// Whether the last call that finished failed: the fault policy answers.
     faulting: AtomicBool,
+    /// Refusals not logged since the last refusal event, and when the next may be logged
+    /// (ns since `base`): at most one a second.
+    refusals_unlogged: AtomicU64,
+    next_refusal_log: AtomicU64,
     /// At the takeover: failed and short-circuited calls so far, and when (ns since `base`).
     failed_before: AtomicU64,
     failing_since: AtomicU64,
@@ -234,6 +238,8 @@ impl Observer {
             circuit_open: metrics::gauge!(CIRCUIT_OPEN, "limiter" => limiter.clone()),
             limiter,
             faulting: AtomicBool::new(false),
+            refusals_unlogged: AtomicU64::new(0),
+            next_refusal_log: AtomicU64::new(0),
             failed_before: AtomicU64::new(0),
             failing_since: AtomicU64::new(0),
             base: Instant::now(),
@@ -303,9 +309,8 @@ impl Observer {
                     // This call is counted already: the outage's count starts before it.
                     self.failed_before
                         .store(failed_calls(c).saturating_sub(1), Relaxed);
-                    let now = self.base.elapsed().as_nanos();
                     self.failing_since
-                        .store(u64::try_from(now).unwrap_or(u64::MAX), Relaxed);
+                        .store(nanos(self.base.elapsed()), Relaxed);
                     #[cfg(feature = "metrics")]
                     self.fault_policy_active.set(1.0);
                     tracing::warn!(
@@ -317,6 +322,37 @@ impl Observer {
                 }
             }
         }
+    }
+
+    /// A refusal (by Redis, the fast path, or the fault policy closed), `wait` before the
+    /// key admits again: a debug event, sampled to at most one a second, which says how many
+    /// refusals it stands for; nothing at all (not even a clock read) unless debug events
+    /// are enabled here.
+    pub(crate) fn refused(&self, wait: Duration) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let now = nanos(self.base.elapsed());
+        // ordering: Relaxed: the CAS only elects the one refusal of a second that logs; the
+        // count is a statistic.
+        let next = self.next_refusal_log.load(Relaxed);
+        if now < next
+            || self
+                .next_refusal_log
+                .compare_exchange(next, now.saturating_add(SAMPLE_NS), Relaxed, Relaxed)
+                .is_err()
+        {
+            self.refusals_unlogged.fetch_add(1, Relaxed);
+            return;
+        }
+        let unlogged = self.refusals_unlogged.swap(0, Relaxed);
+        tracing::debug!(
+            limiter = %self.limiter,
+            wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            unlogged,
+            "tollgate-redis: refused (sampled: at most one such event a second; `unlogged` \
+             refusals came since the last)"
+        );
     }
 
     /// The breaker opened after `failures` failed calls in a row (`reopened`: a probe after a
@@ -370,6 +406,13 @@ impl Observer {
              (see tollgate_redis::MemoryPolicy)."
         );
     }
+}
+
+/// How often a refusal may be logged: once a second.
+const SAMPLE_NS: u64 = 1_000_000_000;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Calls that failed or were not sent: what the fault policy answered for.

@@ -1,18 +1,26 @@
 //! The `tracing` side against a real `redis-server` that is killed and started again: the
 //! fault policy's taking over is one warning and its giving back one info event per
 //! outage, however many checks the outage answers; the breaker's opening is one warning
-//! too; calls and waits run in debug spans that name their operation. In a binary of its
-//! own: the test installs the process's subscriber.
+//! too; calls and waits run in debug spans that name their operation; refusals are debug
+//! events sampled to one a second. In a binary of its own: its tests share the process's
+//! subscriber, and each reads only what its own limiter (its prefix) said.
 
 mod common;
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::events::Events;
-use common::{FAULT_TIMEOUT, RedisServer};
+use common::{CALM_TIMEOUT, FAULT_TIMEOUT, RedisServer};
 use tollgate::Quota;
 use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
 use tracing::Level;
+
+/// The process's subscriber, installed by the first test that asks.
+fn events() -> &'static Events {
+    static EVENTS: OnceLock<Events> = OnceLock::new();
+    EVENTS.get_or_init(Events::install)
+}
 
 const TAKES_OVER: &str = "the fault policy answers until Redis is back";
 const GIVES_BACK: &str = "the fault policy hands back";
@@ -35,7 +43,7 @@ async fn until_redis_answers(l: &FleetLimiter) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_outage_is_one_warning_and_one_recovery_and_calls_are_spans() {
-    let events = Events::install();
+    let events = events();
     let mut server = RedisServer::start();
     let l = FleetLimiter::builder(Quota::per_second(1_000))
         .prefix("events:")
@@ -115,4 +123,40 @@ async fn each_outage_is_one_warning_and_one_recovery_and_calls_are_spans() {
     );
     let call = &events.matching(|s| s.span == Some("tollgate_redis.call"))[0];
     assert_eq!(call.level, Level::DEBUG);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_debug_events_sampled_to_one_a_second() {
+    let events = events();
+    let server = RedisServer::start();
+    let l = FleetLimiter::builder(Quota::per_minute(1))
+        .prefix("refusals:")
+        .timeout(CALM_TIMEOUT)
+        .connect(server.client())
+        .await
+        .unwrap();
+    l.check("k").await.unwrap();
+    // A flood of refusals (the fast path's, after Redis admitted the burst), a pause longer
+    // than the sampling period, one more.
+    let start = Instant::now();
+    for _ in 0..100 {
+        assert!(l.check("k").await.unwrap_err().is_rate_limited());
+    }
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(l.check("k").await.unwrap_err().is_rate_limited());
+    let elapsed = start.elapsed();
+    let seen = events.matching(|s| {
+        s.field("limiter") == Some("refusals:") && s.message().contains("refused (sampled")
+    });
+    assert!(seen.iter().all(|s| s.level == Level::DEBUG));
+    // Each refusal is logged or counted in the next logged one's `unlogged`; the last,
+    // past the period, is logged.
+    let stands_for: u64 = seen
+        .iter()
+        .map(|s| 1 + s.field("unlogged").unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(stands_for, 101, "{seen:?}");
+    // At most one a second.
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.len() as u64 <= 1 + elapsed.as_secs(), "{seen:?}");
 }
