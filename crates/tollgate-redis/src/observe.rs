@@ -19,6 +19,12 @@
 //! by the call that changes it, so that an outage of a million checks logs two lines. The
 //! same holds for the breaker: a warning when it opens from closed; its re-openings after
 //! failed probes, and its closing, are debug events (the giving back says Redis is back).
+//!
+//! # Refusals, sampled
+//!
+//! A refusal is a debug event, but an abusive client makes a million of them a second: the
+//! first refusal after a second has passed logs (elected by a compare-and-swap on the next
+//! instant allowed), and says how many came since the last one that did.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
