@@ -3,21 +3,29 @@
 //! quota's bound `b + floor(W / T)`. Then, unless REDIS_URL is set, the same run with Redis
 //! killed a third of the way in and restarted at two thirds, under each fault policy.
 //!
+//! After each run it prints what an operator's dashboard would show, read from a `metrics`
+//! recorder (the `metrics` feature; the example needs it): round trips per admission, the
+//! round trip's p50 and p99, fast-path refusals, and the fault policy's answers. While a run
+//! goes, a progress line is redrawn in place on a terminal; piped into a log, it prints a
+//! plain line every quarter second instead.
+//!
 //! ```sh
-//! cargo run --release -p tollgate-redis --example fleet                 # starts its own redis-server
-//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p tollgate-redis --example fleet
-//! cargo run -p tollgate-redis --example fleet -- --nodes 6 --tasks 4 --seconds 2 --rate 500
+//! cargo run --release -p tollgate-redis --features metrics --example fleet   # its own redis-server
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p tollgate-redis --features metrics --example fleet
+//! cargo run -p tollgate-redis --features metrics --example fleet -- --nodes 6 --tasks 4 --seconds 2
 //! ```
 
 // The redis-server harness the tests use: one copy, started and killed the same way.
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use common::RedisServer;
+use common::recorder::{Recorder, quantile};
 use tollgate::Quota;
 use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
 
@@ -101,11 +109,13 @@ impl Tally {
 
 /// Runs the fleet's nodes, each with its own connection and `a.tasks` tasks, on `key` for
 /// `run`.
+#[allow(clippy::too_many_arguments)]
 async fn run_fleet(
     a: &Args,
     url: &str,
     quota: Quota,
     policy: FaultPolicy,
+    prefix: &str,
     key: &str,
     run: Duration,
 ) -> (Vec<Arc<Tally>>, Vec<FleetLimiter>) {
@@ -113,6 +123,7 @@ async fn run_fleet(
     for _ in 0..a.nodes {
         let client = redis::Client::open(url).unwrap();
         let limiter = FleetLimiter::builder(quota)
+            .prefix(prefix)
             .timeout(Duration::from_millis(50))
             .fault_policy(policy)
             .connect(client)
@@ -149,10 +160,93 @@ async fn run_fleet(
             }));
         }
     }
+    let ticker = tokio::spawn(progress(tallies.clone(), base, run));
     for h in handles {
         h.await.unwrap();
     }
+    ticker.await.unwrap();
     (tallies, nodes)
+}
+
+/// Prints the run's progress every quarter second until `run` is over: redrawn in place with
+/// a bar on a terminal, one plain line each time otherwise (a log, a pipe, CI).
+async fn progress(tallies: Vec<Arc<Tally>>, base: Instant, run: Duration) {
+    let tty = std::io::stdout().is_terminal();
+    let mut out = std::io::stdout();
+    loop {
+        let left = run.saturating_sub(base.elapsed());
+        tokio::time::sleep(left.min(Duration::from_millis(250))).await;
+        let done = base.elapsed().min(run);
+        let sum = |f: fn(&Tally) -> &AtomicU64| -> u64 {
+            tallies.iter().map(|t| f(t).load(Relaxed)).sum()
+        };
+        let admitted = sum(|t| &t.redis) + sum(|t| &t.open) + sum(|t| &t.local);
+        let refused = sum(|t| &t.refused);
+        let line = format!(
+            "{:>5.2} s  admitted {admitted:>7}  refused {refused:>9}",
+            done.as_secs_f64()
+        );
+        if tty {
+            const WIDTH: usize = 24;
+            let filled = (WIDTH as f64 * done.as_secs_f64() / run.as_secs_f64()) as usize;
+            let bar = format!("{}{}", "#".repeat(filled), ".".repeat(WIDTH - filled));
+            // Redrawn in place: back to the line's start, cleared, written.
+            let _ = write!(out, "\r\x1b[2K  [{bar}] {line}");
+            let _ = out.flush();
+        } else {
+            println!("  progress {line}");
+        }
+        if done >= run {
+            break;
+        }
+    }
+    if tty {
+        let _ = write!(out, "\r\x1b[2K");
+        let _ = out.flush();
+    }
+}
+
+/// What the recorder holds for the nodes that share `limiter` (their prefix, the metrics'
+/// `limiter` label): printed, and checked against the nodes' own `stats()`.
+fn print_figures(recorder: &Recorder, limiter: &str, nodes: &[FleetLimiter]) {
+    let l = [("limiter", limiter)];
+    let by = |name: &str, k: &str, v: &str| recorder.counter(name, &[l[0], (k, v)]);
+    let round_trips = recorder.counter("tollgate_redis_round_trips_total", &l);
+    let admitted = by("tollgate_redis_decisions_total", "outcome", "admitted")
+        + by("tollgate_redis_lease_cells_total", "kind", "spent_locally");
+    let fast = by("tollgate_redis_decisions_total", "outcome", "local_refusal");
+    let answers = ["fail_open", "fail_closed", "local"]
+        .map(|p| by("tollgate_redis_fault_answers_total", "policy", p));
+    let latency = recorder.samples(
+        "tollgate_redis_round_trip_seconds",
+        &[l[0], ("operation", "check")],
+    );
+    let us = |q| quantile(&latency, q).map_or(0.0, |s| s * 1e6);
+    println!(
+        "  metrics: {round_trips} round trips for {admitted} admissions by Redis = {:.2} per \
+         admission; round trip p50 {:.0} us, p99 {:.0} us ({} timed); fast-path refusals \
+         {fast}; fault answers: fail-open {}, fail-closed {}, local {}",
+        round_trips as f64 / admitted.max(1) as f64,
+        us(0.5),
+        us(0.99),
+        latency.len(),
+        answers[0],
+        answers[1],
+        answers[2],
+    );
+    // The recorder and the nodes' snapshots count the same things.
+    let stats =
+        |f: fn(&tollgate_redis::Stats) -> u64| -> u64 { nodes.iter().map(|n| f(&n.stats())).sum() };
+    assert_eq!(round_trips, stats(|s| s.round_trips));
+    assert_eq!(fast, stats(|s| s.local_refusals));
+    assert_eq!(
+        answers,
+        [
+            stats(|s| s.failed_open),
+            stats(|s| s.failed_closed),
+            stats(|s| s.fell_back)
+        ]
+    );
 }
 
 fn print_nodes(tallies: &[Arc<Tally>], nodes: &[FleetLimiter]) -> (u64, u64, u64) {
@@ -190,6 +284,8 @@ fn print_nodes(tallies: &[Arc<Tally>], nodes: &[FleetLimiter]) -> (u64, u64, u64
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let a = args();
+    // Before any limiter is built: a limiter registers its metrics when it connects.
+    let recorder = Recorder::install_global();
     let quota = Quota::per_second(a.rate).allow_burst(a.burst);
     let t_us = tollgate_redis::interval_micros(quota);
     let (mut server, url) = match std::env::var("REDIS_URL") {
@@ -209,9 +305,12 @@ async fn main() {
     // 1. Redis up throughout: the fleet admits exactly the bound.
     let key = format!("fleet-{}", std::process::id());
     let t0 = server_time_us(&url).expect("Redis answers TIME");
-    let (tallies, nodes) = run_fleet(&a, &url, quota, FaultPolicy::FailOpen, &key, run).await;
+    let prefix = "fleet:up:";
+    let (tallies, nodes) =
+        run_fleet(&a, &url, quota, FaultPolicy::FailOpen, prefix, &key, run).await;
     let t1 = server_time_us(&url).unwrap();
     let (total, _, _) = print_nodes(&tallies, &nodes);
+    print_figures(&recorder, prefix, &nodes);
     let window = t1 - t0;
     let bound = u64::from(a.burst) + window / t_us;
     println!(
@@ -246,8 +345,9 @@ async fn main() {
     ];
     for (name, policy) in policies {
         let key = format!("{key}-{name}");
+        let prefix = format!("fleet:{}:", name.replace([' ', '/'], "-"));
         let third = run / 3;
-        let fleet = run_fleet(&a, &url, quota, policy, &key, run);
+        let fleet = run_fleet(&a, &url, quota, policy, &prefix, &key, run);
         let outage = async {
             tokio::time::sleep(third).await;
             server.kill();
@@ -262,6 +362,7 @@ async fn main() {
             2.0 * third.as_secs_f64()
         );
         let (r, o, l) = print_nodes(&tallies, &nodes);
+        print_figures(&recorder, &prefix, &nodes);
         // Each node's fallback keeps its share's bound over the time it admitted, which
         // runs from the first fault until its connection is back (after the restart).
         let n = a.nodes as u64;

@@ -390,6 +390,7 @@ impl FleetBuilder {
             FaultPolicy::Local { .. } | FaultPolicy::LocalShare => Some(Limiter::keyed(self.quota)),
             _ => None,
         };
+        let counters = Counters::new(&self.prefix);
         let limiter = FleetLimiter {
             inner: Arc::new(Engine {
                 server: Server::new(
@@ -408,7 +409,7 @@ impl FleetBuilder {
                 }),
                 fallback,
                 clock: MonotonicClock::new(),
-                counters: Counters::default(),
+                counters,
                 presence,
             }),
         };
@@ -420,12 +421,7 @@ impl FleetBuilder {
         let probe = limiter.clone();
         crate::rt::spawn(async move {
             if let Ok(MemoryPolicy::Evicting(policy)) = probe.memory_policy().await {
-                tracing::warn!(
-                    "tollgate-redis: the server's maxmemory-policy is {policy}, which can evict \
-                     the limiter's keys (they carry TTLs): an evicted key is admitted afresh, \
-                     up to a burst over the limit. Use a Redis of its own or set \
-                     maxmemory-policy noeviction (see tollgate_redis::MemoryPolicy)."
-                );
+                probe.inner.counters.observer.evicting_policy(&policy);
             }
         });
         Ok(limiter)

@@ -373,6 +373,7 @@ impl Engine {
 
     /// A refusal for `wait`, its `earliest` on the limiter's clock.
     pub(crate) fn limited(&self, wait: Duration, limit: u32) -> Error {
+        self.counters.observer.refused(wait);
         Error::RateLimited {
             earliest: self.clock.now() + wait,
             wait,
@@ -428,7 +429,7 @@ impl Engine {
         cmd.arg(&key);
         let deleted: i64 = self
             .server
-            .call(&self.counters, cmd.query_async(&mut conn))
+            .call(&self.counters, "reset", cmd.query_async(&mut conn))
             .await?;
         Ok(deleted > 0)
     }

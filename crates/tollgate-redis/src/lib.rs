@@ -71,6 +71,57 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Observability
+//!
+//! [`FleetLimiter::stats`] is a snapshot of the limiter's counters. The same figures, and a
+//! few more, go to the facades Rust services already use.
+//!
+//! **Metrics** (the `metrics` feature, off by default; the [`metrics`](https://docs.rs/metrics)
+//! facade 0.24, for whatever recorder the application installs: Prometheus, StatsD, ...). A
+//! limiter registers its handles when it is built ([`FleetBuilder::connect`]): **install the
+//! recorder before**, or the limiter's metrics go nowhere. Every series carries the label
+//! `limiter`, the limiter's key prefix ([`FleetBuilder::prefix`], `tollgate:` by default);
+//! no label ever holds a client's key, so the label sets are fixed. Each counter equals the
+//! [`Stats`] field named beside it (summed over the limiters that share a prefix).
+//!
+//! | metric | kind | more labels | what it counts ([`Stats`] field) |
+//! | --- | --- | --- | --- |
+//! | `tollgate_redis_round_trips_total` | counter | | calls sent to Redis (`round_trips`) |
+//! | `tollgate_redis_round_trip_seconds` | histogram | `operation` | each call's time from sent to answered, failed or timed out; `operation`: `check`, `peek`, `reserve`, `refund`, `lease`, `giveback`, `penalize`, `reset` |
+//! | `tollgate_redis_decisions_total` | counter | `outcome` | `admitted` by Redis (`admitted`), `limited` by Redis (`limited`), `local_refusal`: refused by the fast path without a round trip (`local_refusals`) |
+//! | `tollgate_redis_faults_total` | counter | | calls that failed or timed out (`faults`) |
+//! | `tollgate_redis_timeouts_total` | counter | | of those, timeouts (`timeouts`) |
+//! | `tollgate_redis_fault_answers_total` | counter | `policy` | checks the fault policy answered: `fail_open` (`failed_open`), `fail_closed` (`failed_closed`; also a [`FaultPolicy::LocalShare`] node that never counted the fleet), `local` (`fell_back`) |
+//! | `tollgate_redis_fault_policy_active` | gauge | | 1 from a failed call until the next answered one: the fault policy answers |
+//! | `tollgate_redis_circuit_open` | gauge | | 1 while the circuit breaker is open (or probing), else 0 |
+//! | `tollgate_redis_circuit_opened_total` | counter | | times the breaker opened (`circuit_opened`) |
+//! | `tollgate_redis_short_circuited_total` | counter | | calls not sent, the breaker open (`short_circuited`) |
+//! | `tollgate_redis_reservations_total` | counter | `outcome` | waits: `reserved` (`reserved`), `refunded` (`refunded`), `refund_declined` (`refunds_declined`) |
+//! | `tollgate_redis_lease_cells_total` | counter | `kind` | leased cells: `leased` (`leased`), `spent_locally`, the lease hits (`spent_locally`), `returned` (`returned`), `expired_unspent` (`expired_unspent`) |
+//! | `tollgate_redis_script_reloads_total` | counter | | `NOSCRIPT` answers, the script loaded again (`script_reloads`) |
+//!
+//! Round trips per admission follow from the counters: `round_trips_total` over
+//! `decisions_total{outcome="admitted"}` plus `lease_cells_total{kind="spent_locally"}`
+//! (the fleet example prints it). With the feature off nothing is registered or timed; with
+//! it on a check pays one atomic add per counter it moves and, for a round trip, a clock
+//! read and a histogram record (BENCHMARKS.md has the figures).
+//!
+//! **Tracing** (the [`tracing`](https://docs.rs/tracing) facade, always on; every event has
+//! the field `limiter`, the key prefix, and the target `tollgate_redis::observe`):
+//!
+//! | span or event | level | fields | when |
+//! | --- | --- | --- | --- |
+//! | span `tollgate_redis.call` | debug | `operation` | around each call to Redis (not while the breaker is open) |
+//! | span `tollgate_redis.wait` | debug | `wait_us` | around the local wait for reserved cells ([`UntilReady`]) |
+//! | "a call to Redis failed; the fault policy answers until Redis is back" | warn | `error` | once per outage: the first failed call after an answered one |
+//! | "Redis answers again; the fault policy hands back" | info | `failed_calls`, `outage_ms` | once per outage: the first answered call after a failed one; `failed_calls` counts the failed and short-circuited calls of the outage |
+//! | "... the circuit breaker is open ..." | warn | `failures`, `cool_down_ms` | the breaker opens from closed |
+//! | "the breaker's probe failed; it stays open" | debug | `cool_down_ms` | a probe after a cool-down failed |
+//! | "the circuit breaker closed" | debug | | a probe was answered |
+//! | "Redis did not know the script (NOSCRIPT); loading it again" | debug | | a script reload |
+//! | "refused (sampled: ...)" | debug | `wait_ms`, `unlogged` | a refusal by Redis, the fast path or [`FaultPolicy::FailClosed`], at most one event a second per limiter; `unlogged` counts the refusals since the last event (the key is never logged); costs nothing unless debug is enabled for `tollgate_redis` |
+//! | "the server's maxmemory-policy is ... which can evict the limiter's keys ..." | warn | `policy` | once at connect, if the server may evict keys ([`MemoryPolicy`]) |
+//!
 //! # Limits
 //!
 //! * A call that times out may still run on the server: its cell is spent there while the
@@ -113,6 +164,8 @@
 // * On the leaves: `cache` (the fast path) and `lease` (leased cells), both on `sharded`;
 //   `server` (one call to Redis: breaker, timeout, faults); `presence` (the fleet's size,
 //   counted in Redis); `memory` (MemoryPolicy and the question that finds it).
+// * Beside `stats`: `observe` (the counters' metrics, built there, the latency, the tracing
+//   spans and events: every name an operator sees, in one file; it reads `fault`).
 // * `engine`: one limiter's state and the decision that checks and waits share.
 // * `wait` (UntilReady), then `limiter` (FleetLimiter, delegating to the engine), then
 //   `builder` (FleetBuilder, which assembles an engine and returns a FleetLimiter).
@@ -125,6 +178,7 @@ mod fault;
 mod lease;
 mod limiter;
 mod memory;
+mod observe;
 mod offset;
 mod presence;
 mod rt;

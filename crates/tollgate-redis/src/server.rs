@@ -5,15 +5,18 @@
 //! the caller's fault policy answers at once: `breaker.rs`), then the per-call timeout on
 //! tollgate's timer (`rt.rs`); it counts the round trip and, when Redis failed or was late,
 //! the fault, and tells the breaker whether the server answered (an error reply is an
-//! answer). Every reply of the script also tightens the bound on the server's clock that
+//! answer). What an operator sees of it (its span, its latency, the fault policy's and the
+//! breaker's transitions) is `observe.rs`'s, one line each here. Every reply of the script also tightens the bound on the server's clock that
 //! the fast path reads (`offset.rs`). What to do about a fault is not decided here: the
 //! caller's fault policy does that.
 
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
+use redis::{ErrorKind, ServerErrorKind};
 use redis::{RedisError, Script};
 use tollgate::{Clock, MonotonicClock};
+use tracing::Instrument;
 
 use crate::breaker::{Breaker, Change, Outcome, Pass};
 use crate::fault::{Unavailable, unreachable};
@@ -50,8 +53,8 @@ impl Server {
         }
     }
 
-    /// Runs the script on `key` with `args` as ARGV, through [`call`](Self::call); every
-    /// answer also tightens the bound on the server's clock.
+    /// Runs the script on `key` with `args` as ARGV (the first is the operation), through
+    /// [`call`](Self::call); every answer also tightens the bound on the server's clock.
     pub(crate) async fn invoke<const N: usize>(
         &self,
         c: &Counters,
@@ -59,15 +62,31 @@ impl Server {
         args: [Arg; N],
     ) -> Result<Reply, Unavailable> {
         let mut conn = self.conn.clone();
-        let mut invocation = self.script.key(key);
+        let mut eval = redis::cmd("EVALSHA");
+        eval.arg(self.script.get_hash()).arg(1).arg(key);
+        let mut op = "other";
         for a in args {
             match a {
-                Arg::Op(op) => invocation.arg(op),
-                Arg::Num(x) => invocation.arg(x),
+                Arg::Op(name) => {
+                    op = name;
+                    eval.arg(name)
+                }
+                Arg::Num(x) => eval.arg(x),
             };
         }
+        // `Script::invoke_async`'s reload, written out so that a reload is counted.
+        let run = async {
+            match eval.query_async::<Vec<i64>>(&mut conn).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    c.observer.script_reload(c);
+                    self.script.load_async(&mut conn).await?;
+                    eval.query_async(&mut conn).await
+                }
+                r => r,
+            }
+        };
         let sent = Instant::now();
-        let values: Vec<i64> = self.call(c, invocation.invoke_async(&mut conn)).await?;
+        let values = self.call(c, op, run).await?;
         let reply = Reply::from_values(&values);
         if let Some(r) = &reply {
             self.clock.observe(sent, Instant::now(), r.now_us);
@@ -86,6 +105,7 @@ impl Server {
     pub(crate) async fn call<T>(
         &self,
         c: &Counters,
+        op: &'static str,
         fut: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
         let now = || self.local_clock.now().as_nanos();
@@ -105,7 +125,12 @@ impl Server {
             None => None,
         };
         bump(&c.round_trips);
-        let result = match crate::rt::timeout(self.timeout, fut).await {
+        let sent = c.observer.sent();
+        let answer = crate::rt::timeout(self.timeout, fut)
+            .instrument(c.observer.call_span(op))
+            .await;
+        c.observer.round_trip(op, sent);
+        let result = match answer {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 bump(&c.faults);
@@ -120,6 +145,7 @@ impl Server {
                 Err(Unavailable::Timeout(self.timeout))
             }
         };
+        c.observer.outcome(c, &result);
         if let Some(mut guard) = pass {
             let outcome = match &result {
                 Ok(_) => Outcome::Answered,
@@ -128,17 +154,16 @@ impl Server {
                 Err(_) => Outcome::Failed,
             };
             let pass = guard.pass.take().expect("recorded once");
-            match guard.breaker.record(&pass, outcome, now()) {
+            let breaker = guard.breaker;
+            match breaker.record(&pass, outcome, now()) {
                 Change::Opened => {
                     bump(&c.circuit_opened);
-                    tracing::warn!(
-                        "tollgate-redis: {} calls in a row failed; for {:?} calls are not sent \
-                         and the fault policy answers at once",
-                        guard.breaker.failures(),
-                        guard.breaker.remaining(now())
-                    );
+                    let (failures, left) = (breaker.failures(), breaker.remaining(now()));
+                    c.observer
+                        .circuit_opened(failures, left, pass == Pass::Probe);
                 }
-                Change::Closed | Change::None => {}
+                Change::Closed => c.observer.circuit_closed(),
+                Change::None => {}
             }
         }
         result

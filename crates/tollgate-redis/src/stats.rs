@@ -2,7 +2,7 @@
 //! that the engine, waits and the call path bump. Apart so that each of those can count
 //! without importing the others.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::observe::{Count, Observer};
 
 /// Counters of one [`FleetLimiter`](crate::FleetLimiter) (and its clones) since it was built.
 ///
@@ -80,71 +80,78 @@ pub struct Stats {
     /// Calls not sent because the breaker was open; their fault policy answered at once
     /// (counted there too: `failed_open`, `failed_closed`, `fell_back`).
     pub short_circuited: u64,
+    /// Times Redis answered `NOSCRIPT` and the script was loaded, within the call that met
+    /// it: at the first call a server gets from any node, then after a restart, a
+    /// `SCRIPT FLUSH` or a failover to a replica that never ran it.
+    pub script_reloads: u64,
 }
 
-/// The live counters behind [`Stats`], bumped where things happen.
-#[derive(Debug, Default)]
+/// The live counters behind [`Stats`], bumped where things happen; each also feeds its
+/// metric with the `metrics` feature (`observe.rs`, which builds them).
+#[derive(Debug)]
 pub(crate) struct Counters {
-    pub(crate) round_trips: AtomicU64,
-    pub(crate) admitted: AtomicU64,
-    pub(crate) limited: AtomicU64,
-    pub(crate) local_refusals: AtomicU64,
-    pub(crate) faults: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) failed_open: AtomicU64,
-    pub(crate) failed_closed: AtomicU64,
-    pub(crate) fell_back: AtomicU64,
-    pub(crate) reserved: AtomicU64,
-    pub(crate) refunded: AtomicU64,
-    pub(crate) refunds_declined: AtomicU64,
-    pub(crate) leased: AtomicU64,
-    pub(crate) spent_locally: AtomicU64,
-    pub(crate) returned: AtomicU64,
-    pub(crate) expired_unspent: AtomicU64,
-    pub(crate) circuit_opened: AtomicU64,
-    pub(crate) short_circuited: AtomicU64,
+    pub(crate) round_trips: Count,
+    pub(crate) admitted: Count,
+    pub(crate) limited: Count,
+    pub(crate) local_refusals: Count,
+    pub(crate) faults: Count,
+    pub(crate) timeouts: Count,
+    pub(crate) failed_open: Count,
+    pub(crate) failed_closed: Count,
+    pub(crate) fell_back: Count,
+    pub(crate) reserved: Count,
+    pub(crate) refunded: Count,
+    pub(crate) refunds_declined: Count,
+    pub(crate) leased: Count,
+    pub(crate) spent_locally: Count,
+    pub(crate) returned: Count,
+    pub(crate) expired_unspent: Count,
+    pub(crate) circuit_opened: Count,
+    pub(crate) short_circuited: Count,
+    pub(crate) script_reloads: Count,
+    /// What is not a counter of `Stats`: latency, gauges, the fault policy's transitions.
+    pub(crate) observer: Observer,
 }
 
 impl Counters {
     /// The counters now, with the two figures that are not counters: the keys in the fast
     /// path's cache, and the fleet's size as last counted.
     pub(crate) fn snapshot(&self, cached_keys: u64, fleet_size: u64) -> Stats {
-        // ordering: each counter is read on its own, Relaxed: statistics, not a consistent
-        // cut across counters.
+        // Each counter is read on its own (`Count::get`, Relaxed): statistics, not a
+        // consistent cut across counters.
         let c = self;
         Stats {
-            round_trips: c.round_trips.load(Relaxed),
-            admitted: c.admitted.load(Relaxed),
-            limited: c.limited.load(Relaxed),
-            local_refusals: c.local_refusals.load(Relaxed),
-            faults: c.faults.load(Relaxed),
-            timeouts: c.timeouts.load(Relaxed),
-            failed_open: c.failed_open.load(Relaxed),
-            failed_closed: c.failed_closed.load(Relaxed),
-            fell_back: c.fell_back.load(Relaxed),
+            round_trips: c.round_trips.get(),
+            admitted: c.admitted.get(),
+            limited: c.limited.get(),
+            local_refusals: c.local_refusals.get(),
+            faults: c.faults.get(),
+            timeouts: c.timeouts.get(),
+            failed_open: c.failed_open.get(),
+            failed_closed: c.failed_closed.get(),
+            fell_back: c.fell_back.get(),
             cached_keys,
-            reserved: c.reserved.load(Relaxed),
-            refunded: c.refunded.load(Relaxed),
-            refunds_declined: c.refunds_declined.load(Relaxed),
-            leased: c.leased.load(Relaxed),
-            spent_locally: c.spent_locally.load(Relaxed),
-            returned: c.returned.load(Relaxed),
-            expired_unspent: c.expired_unspent.load(Relaxed),
-            circuit_opened: c.circuit_opened.load(Relaxed),
-            short_circuited: c.short_circuited.load(Relaxed),
+            reserved: c.reserved.get(),
+            refunded: c.refunded.get(),
+            refunds_declined: c.refunds_declined.get(),
+            leased: c.leased.get(),
+            spent_locally: c.spent_locally.get(),
+            returned: c.returned.get(),
+            expired_unspent: c.expired_unspent.get(),
+            circuit_opened: c.circuit_opened.get(),
+            short_circuited: c.short_circuited.get(),
             fleet_size,
+            script_reloads: c.script_reloads.get(),
         }
     }
 }
 
 /// Adds 1 to a counter.
-pub(crate) fn bump(c: &AtomicU64) {
-    // ordering: as in `add`.
-    c.fetch_add(1, Relaxed);
+pub(crate) fn bump(c: &Count) {
+    c.add(1);
 }
 
 /// Adds `n` to a counter.
-pub(crate) fn add(c: &AtomicU64, n: u64) {
-    // ordering: a statistic; nothing is published through it, so Relaxed.
-    c.fetch_add(n, Relaxed);
+pub(crate) fn add(c: &Count, n: u64) {
+    c.add(n);
 }

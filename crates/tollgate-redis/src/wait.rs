@@ -34,6 +34,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tollgate::{Error, Quota};
+use tracing::Instrument;
 
 use crate::admitted::{Admitted, Source};
 use crate::engine::{Engine, Op, within_burst};
@@ -248,7 +249,10 @@ async fn wait(
                 refund.armed = !wait.is_zero();
             }
             if !wait.is_zero() {
-                tollgate::timer::sleep_until(recv + wait).await;
+                let span = l.counters.observer.wait_span(wait);
+                tollgate::timer::sleep_until(recv + wait)
+                    .instrument(span)
+                    .await;
             }
             refund.armed = false;
             Ok(Admitted {

@@ -112,6 +112,11 @@ const SUITE: &[Run] = &[
         env: &[],
     },
     Run {
+        what: "tollgate-redis with its metrics feature (every test, and the metrics' own)",
+        args: &["test", "-p", "tollgate-redis", "--features", "metrics"],
+        env: &[],
+    },
+    Run {
         what: "the core without foldhash (SipHash identity)",
         args: &["test", "--no-default-features", "--lib", "--tests"],
         env: &[],

@@ -4,6 +4,12 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+/// A `tracing` subscriber that keeps what it sees.
+pub mod events;
+/// A `metrics` recorder that keeps what it records.
+#[cfg(feature = "metrics")]
+pub mod recorder;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
