@@ -11,6 +11,9 @@ use tollgate::{Limiter, Quota, Stats};
 use crate::counts::Counters;
 use crate::extract::KeyExtractor;
 use crate::fields::{Format, Policy};
+use crate::near::NearLimit;
+use crate::refusal::Refusal;
+use crate::sampled::{self, RefusalLog};
 use crate::stack::StackedLimit;
 
 type QuotaFn = dyn Fn(&Parts) -> Quota + Send + Sync;
@@ -48,6 +51,10 @@ pub(crate) struct Config<E: KeyExtractor> {
     /// Keys that bypass every limit.
     pub(crate) allow: Option<Box<AllowFn<E::Key>>>,
     pub(crate) counters: Counters,
+    /// When an admission by the layer's own limit counts as near the limit.
+    pub(crate) near: NearLimit,
+    /// The sampler of the layer's own policy's refusal events.
+    pub(crate) refusals: RefusalLog,
 }
 
 impl<E: KeyExtractor> Config<E> {
@@ -58,7 +65,29 @@ impl<E: KeyExtractor> Config<E> {
                 .iter()
                 .map(|e| (e.raw_name().to_owned(), e.stats())),
         );
+        #[cfg(feature = "metrics")]
+        self.counters.instruments.set_gauges(&all);
         all
+    }
+
+    /// The debug event for a refusal, sampled per policy (see `sampled.rs`); the refusing
+    /// policy's sampler, or the layer's own for a refusal that names none (a missing key,
+    /// a full table).
+    pub(crate) fn log_refusal(&self, refusal: &Refusal, dry_run: bool) {
+        if !sampled::wanted() {
+            return;
+        }
+        let (name, log) = match refusal.policy() {
+            Some(name) if name != self.policy_raw => {
+                match self.extras.iter().find(|extra| extra.raw_name() == name) {
+                    Some(extra) => (name, extra.refusals()),
+                    None => (name, &self.refusals),
+                }
+            }
+            _ => (self.policy_raw.as_str(), &self.refusals),
+        };
+        let now_ms = self.limiter.now().as_nanos() / 1_000_000;
+        sampled::log(log, now_ms, name, refusal, dry_run);
     }
 }
 
