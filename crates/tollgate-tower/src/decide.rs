@@ -123,8 +123,8 @@ impl<E: KeyExtractor> Config<E> {
             };
         }
         // No fields to write and no stacked limit to give the admission back to: the
-        // admission itself is not needed, and the answer is built in place (not moved out of
-        // locals: an `Option<Fields>` is 112 bytes, the admission 56).
+        // admission is needed only for the near-limit test, and the answer is built in place
+        // (not moved out of locals: an `Option<Fields>` is 112 bytes, the admission 56).
         let lean = self.extras.is_empty() && !self.format.any();
         let admitted = match self.check(&key, quota, cost) {
             Ok(admitted) if lean => {
