@@ -1041,10 +1041,9 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
         let mut config = self.config;
         #[cfg(feature = "metrics")]
         {
-            let limits = std::iter::once(config.policy_raw.as_str())
-                .chain(config.extras.iter().map(|extra| extra.raw_name()));
+            let stacked = config.extras.iter().map(|extra| extra.raw_name());
             config.counters.instruments =
-                crate::instruments::Instruments::register(&config.policy_raw, limits);
+                crate::instruments::Instruments::register(&config.policy_raw, stacked);
         }
         RateLimitLayer {
             config: Arc::new(config),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use tollgate::{Limiter, Quota, Stats};
 
-use crate::counts::Counters;
+use crate::counts::{Counters, Outcome};
 use crate::extract::KeyExtractor;
 use crate::fields::{Format, Policy};
 use crate::near::NearLimit;
@@ -70,21 +70,36 @@ impl<E: KeyExtractor> Config<E> {
         all
     }
 
-    /// The debug event for a refusal, sampled per policy (see `sampled.rs`); the refusing
-    /// policy's sampler, or the layer's own for a refusal that names none (a missing key,
-    /// a full table).
+    /// The stacked limit that refused (its index in `extras`), or `None` for the layer's
+    /// own limit and for refusals that name no policy (a missing key, a full table).
+    fn refused_by(&self, refusal: &Refusal) -> Option<usize> {
+        let name = refusal.policy().filter(|name| *name != self.policy_raw)?;
+        self.extras
+            .iter()
+            .position(|extra| extra.raw_name() == name)
+    }
+
+    /// Counts a refusal (or, in dry-run mode, a would-be refusal) as `outcome`; the
+    /// `metrics` feature's counter is the refusing policy's.
+    pub(crate) fn count_refusal(&self, outcome: Outcome, refusal: &Refusal) {
+        #[cfg(feature = "metrics")]
+        self.counters.count_by(outcome, self.refused_by(refusal));
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = refusal;
+            self.counters.count(outcome);
+        }
+    }
+
+    /// The debug event for a refusal, sampled per policy (see `sampled.rs`), by the
+    /// refusing policy's sampler.
     pub(crate) fn log_refusal(&self, refusal: &Refusal, dry_run: bool) {
         if !sampled::wanted() {
             return;
         }
-        let (name, log) = match refusal.policy() {
-            Some(name) if name != self.policy_raw => {
-                match self.extras.iter().find(|extra| extra.raw_name() == name) {
-                    Some(extra) => (name, extra.refusals()),
-                    None => (name, &self.refusals),
-                }
-            }
-            _ => (self.policy_raw.as_str(), &self.refusals),
+        let (name, log) = match self.refused_by(refusal) {
+            Some(i) => (self.extras[i].raw_name(), self.extras[i].refusals()),
+            None => (self.policy_raw.as_str(), &self.refusals),
         };
         let now_ms = self.limiter.now().as_nanos() / 1_000_000;
         sampled::log(log, now_ms, name, refusal, dry_run);

@@ -206,6 +206,21 @@ impl std::fmt::Debug for Counters {
 impl Counters {
     #[inline]
     pub(crate) fn count(&self, outcome: Outcome) {
+        self.bump(outcome);
+        #[cfg(feature = "metrics")]
+        self.instruments.count(outcome);
+    }
+
+    /// Counts a refusal by the stacked limit `by` (its index), or by the layer's own
+    /// (`None`): one count here, and the refusing policy's counter in the metrics.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn count_by(&self, outcome: Outcome, by: Option<usize>) {
+        self.bump(outcome);
+        self.instruments.count_by(outcome, by);
+    }
+
+    #[inline]
+    fn bump(&self, outcome: Outcome) {
         match owned_index() {
             Some(i) => {
                 let c = &self.stripes[i][outcome as usize];
@@ -218,8 +233,6 @@ impl Counters {
                 self.stripes[OWNED][outcome as usize].fetch_add(1, Ordering::Relaxed);
             }
         }
-        #[cfg(feature = "metrics")]
-        self.instruments.count(outcome);
     }
 
     pub(crate) fn snapshot(&self) -> Counts {

@@ -254,7 +254,7 @@ impl<E: KeyExtractor> Config<E> {
     {
         match decision {
             Decision::Respond(refusal) if dry_run => {
-                self.counters.count(Outcome::DryRunRefused);
+                self.count_refusal(Outcome::DryRunRefused, &refusal);
                 self.log_refusal(&refusal, true);
                 let (status, headers) = refusal.into_parts();
                 parts.extensions.insert(DryRunRefusal::new(status, headers));
@@ -262,7 +262,7 @@ impl<E: KeyExtractor> Config<E> {
                 ResponseFuture::forward(fut)
             }
             Decision::Respond(refusal) => {
-                self.counters.count(refused_outcome(refusal.reason()));
+                self.count_refusal(refused_outcome(refusal.reason()), &refusal);
                 self.log_refusal(&refusal, false);
                 // Made here, where `respond` is at hand, so that the response future needs
                 // no handle on it (nor a reference count bumped per refusal to hold one).

@@ -72,7 +72,7 @@ where
             if let Err(error) = waited {
                 drop(undos);
                 let refusal = config.refusal(quota, error);
-                config.counters.count(refused_outcome(refusal.reason()));
+                config.count_refusal(refused_outcome(refusal.reason()), &refusal);
                 config.log_refusal(&refusal, false);
                 return Err(answer(refusal, grpc, &*respond));
             }

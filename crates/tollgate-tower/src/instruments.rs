@@ -90,6 +90,8 @@ pub(crate) struct Instruments {
     /// Indexed by `Outcome as usize`.
     counters: [Counter; OUTCOMES],
     delay: Histogram,
+    /// Per stacked limit: the refusals, and dry-run mode's would-be refusals, it made.
+    stacked: Vec<(Counter, Counter)>,
     /// Per limiter, the layer's own first, then the stacked ones: live keys, bytes.
     gauges: Vec<(Gauge, Gauge)>,
 }
@@ -100,15 +102,19 @@ impl Default for Instruments {
         Instruments {
             counters: std::array::from_fn(|_| Counter::noop()),
             delay: Histogram::noop(),
+            stacked: Vec::new(),
             gauges: Vec::new(),
         }
     }
 }
 
 impl Instruments {
-    /// Registers the handles of a layer whose policy is `policy` and whose limiters'
-    /// policies are `limits` (its own first), with the recorder installed now.
-    pub(crate) fn register<'a>(policy: &str, limits: impl Iterator<Item = &'a str>) -> Instruments {
+    /// Registers the handles of a layer whose policy is `policy` and whose stacked
+    /// limits' policies are `stacked`, with the recorder installed now.
+    pub(crate) fn register<'a>(
+        policy: &'a str,
+        stacked: impl Iterator<Item = &'a str> + Clone,
+    ) -> Instruments {
         let counters = ALL.map(|outcome| {
             let (name, help) = describe(outcome);
             metrics::describe_counter!(name, Unit::Count, help);
@@ -130,7 +136,15 @@ impl Instruments {
             Unit::Bytes,
             "Bytes a limiter holds (set when stats are taken)"
         );
-        let gauges = limits
+        let refused = |name: &str| {
+            let policy = || ("policy", name.to_owned());
+            (
+                metrics::counter!(describe(Outcome::Rejected).0, &[policy()]),
+                metrics::counter!(describe(Outcome::DryRunRefused).0, &[policy()]),
+            )
+        };
+        let gauges = std::iter::once(policy)
+            .chain(stacked.clone())
             .map(|name| {
                 (
                     metrics::gauge!("tollgate_live_keys", "policy" => name.to_owned()),
@@ -141,6 +155,7 @@ impl Instruments {
         Instruments {
             counters,
             delay,
+            stacked: stacked.map(refused).collect(),
             gauges,
         }
     }
@@ -148,6 +163,15 @@ impl Instruments {
     #[inline]
     pub(crate) fn count(&self, outcome: Outcome) {
         self.counters[outcome as usize].increment(1);
+    }
+
+    /// A refusal by the stacked limit `by` (its index), or by the layer's own (`None`).
+    pub(crate) fn count_by(&self, outcome: Outcome, by: Option<usize>) {
+        match (by.and_then(|i| self.stacked.get(i)), outcome) {
+            (Some((refused, _)), Outcome::Rejected) => refused.increment(1),
+            (Some((_, dry_run)), Outcome::DryRunRefused) => dry_run.increment(1),
+            _ => self.count(outcome),
+        }
     }
 
     /// A delay-mode request waited `waited` for its turn.

@@ -154,19 +154,21 @@
 //! recorder (Prometheus, StatsD, ...) first: a layer built before any recorder records
 //! nothing. A request then bumps a handle it already holds; without a recorder that is a
 //! load and a branch, and without the feature nothing of it is compiled. Every metric has
-//! one label, `policy` (the layer's policy name, [`Builder::policy_name`], `"default"`
-//! unless set; for the gauges, each limiter's own), so the label sets are as many as your
+//! one label, `policy`: the layer's policy name ([`Builder::policy_name`], `"default"`
+//! unless set), except where a stacked limit ([`Builder::stack`]) is the one meant: its
+//! refusals and its gauges carry its own name. So the label sets are as many as your
 //! policies: never a client key. Two layers with the same policy name add into the same
 //! series; name them apart.
 //!
-//! Counters, one per field of [`Counts`], counting the same requests:
+//! Counters, one per field of [`Counts`], counting the same requests (the refusals split
+//! by the limit that refused, so a layer's series of one name add up to its field):
 //!
 //! | metric | [`Counts`] field | a request |
 //! | --- | --- | --- |
 //! | `tollgate_admitted_total` | `admitted` | admitted at once by every limit |
-//! | `tollgate_refused_total` | `rejected` | refused with a `429` (or a `413`: costlier than the burst), by any limit |
+//! | `tollgate_refused_total` | `rejected` | refused with a `429` (or a `413`: costlier than the burst); `policy`: the limit that refused |
 //! | `tollgate_delayed_total` | `delayed` | delay mode: passed on after waiting its turn |
-//! | `tollgate_dry_run_refused_total` | `dry_run_refused` | dry-run mode: would have been refused, passed on |
+//! | `tollgate_dry_run_refused_total` | `dry_run_refused` | dry-run mode: would have been refused, passed on; `policy`: the limit that would have refused (the layer's for a `400` or `503`) |
 //! | `tollgate_allowlisted_total` | `allowlisted` | passed on unlimited, its key allowlisted |
 //! | `tollgate_skipped_total` | `skipped` | passed on by [`Builder::skip_if`] |
 //! | `tollgate_keyless_refused_total` | `missing_key_rejected` | without a key, refused with a `400` |

@@ -122,6 +122,63 @@ async fn a_burst_then_refusals_are_counted_exactly() {
     }
 }
 
+/// Per client (an `x-client` header), bursts of 1, and stacked on it a global limit,
+/// bursts of 2.
+fn per_client_and_global() -> tollgate_tower::Builder<HeaderKey> {
+    let per_client = Limiter::builder(Quota::per_minute(1))
+        .clock(ManualClock::new())
+        .build();
+    let global: Limiter<()> = Limiter::builder(Quota::per_minute(2))
+        .clock(ManualClock::new())
+        .build();
+    let client = HeaderKey::new(http::HeaderName::from_static("x-client"));
+    RateLimitLayer::builder(per_client, client)
+        .policy_name("per-client")
+        .unwrap()
+        .stack("global", global, Global)
+        .unwrap()
+}
+
+/// a: admitted; a again: per-client refuses; b: admitted (global's last cell); c, d, e:
+/// global refuses.
+async fn one_and_three_refusals<L: tower::Layer<HelloService, Service: Served>>(layer: L) {
+    let mut conn = connect(serve(layer).await).await;
+    for client in ["a", "a", "b", "c", "d", "e"] {
+        get(&mut conn, &[("x-client", client.as_bytes())]).await;
+    }
+}
+
+/// A refusal is counted under the policy that refused: a stacked limit's under its own
+/// name, in reject and in dry-run mode; a layer's series add up to `Counts`.
+#[tokio::test]
+async fn refusals_are_labelled_with_the_refusing_policy() {
+    let (layer, scrape) = recorded(|| per_client_and_global().build());
+    one_and_three_refusals(layer.clone()).await;
+    let text = scrape.render();
+    assert_eq!(
+        value(&text, "tollgate_refused_total", "per-client"),
+        Some(1.0)
+    );
+    assert_eq!(value(&text, "tollgate_refused_total", "global"), Some(3.0));
+    assert_eq!((layer.counts().admitted, layer.counts().rejected), (2, 4));
+
+    let (layer, scrape) = recorded(|| per_client_and_global().dry_run().build());
+    one_and_three_refusals(layer.clone()).await;
+    let text = scrape.render();
+    assert_eq!(
+        value(&text, "tollgate_dry_run_refused_total", "per-client"),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "tollgate_dry_run_refused_total", "global"),
+        Some(3.0)
+    );
+    assert_eq!(
+        (layer.counts().admitted, layer.counts().dry_run_refused),
+        (2, 4)
+    );
+}
+
 /// The other outcomes reach their counters too: allowlisted, keyless, table full.
 #[tokio::test]
 async fn every_outcome_has_its_counter() {
