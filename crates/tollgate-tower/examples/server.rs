@@ -133,7 +133,7 @@ async fn main() -> ExitCode {
     };
     // The recorder first: a layer registers its metrics with the recorder installed when
     // it is built.
-    let scrape = match args.metrics.map(prometheus::install) {
+    let scrape = match args.metrics.map(|_| prometheus::install()) {
         Some(Ok(scrape)) => Some(scrape),
         Some(Err(e)) => {
             eprintln!("{e}");
@@ -231,7 +231,7 @@ mod prometheus {
     use tollgate_tower::{ClientIp, RateLimitLayer};
 
     /// Installs Prometheus's recorder as the process's; its handle renders the scrape.
-    pub(crate) fn install(_: SocketAddr) -> Result<PrometheusHandle, String> {
+    pub(crate) fn install() -> Result<PrometheusHandle, String> {
         PrometheusBuilder::new()
             .install_recorder()
             .map_err(|e| format!("--metrics: {e}"))
@@ -282,7 +282,7 @@ mod prometheus {
 
     pub(crate) enum Never {}
 
-    pub(crate) fn install(_: SocketAddr) -> Result<Never, String> {
+    pub(crate) fn install() -> Result<Never, String> {
         Err(String::from(
             "--metrics needs tollgate-tower's `metrics` feature: cargo run --release \
              -p tollgate-tower --features metrics --example server -- ...",
