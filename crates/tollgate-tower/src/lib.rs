@@ -218,7 +218,8 @@
 //! # }
 //! ```
 //!
-//! `tracing` events and spans (target `tollgate_tower`, no client keys in any field):
+//! `tracing` events and spans (target `tollgate_tower`, the warning's `tollgate_tower::key`;
+//! no client key or address in any field):
 //!
 //! * **warn**, once per process: a request reached [`PeerIp`] or [`ClientIp`] without a
 //!   peer address in its extensions (a server set-up mistake; see [`NoKey::NoPeerAddress`]).
