@@ -11,15 +11,18 @@
 //! cargo run --release --example api_server -- [--seconds 60] [--threads 2] [--scale 1.0]
 //! ```
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use tollgate::{Limiter, Quota, Timestamp};
 
+#[path = "support/progress.rs"]
+mod progress;
+use progress::Progress;
+
 /// Per client: 10 requests per second, bursts of up to 20.
 const RATE: u32 = 10;
 const BURST: u32 = 20;
-/// Virtual time advances in slices; the progress line is redrawn after each.
+/// Virtual time advances in slices; the progress line is updated after each.
 const SLICE: Duration = Duration::from_millis(250);
 
 struct Class {
@@ -148,6 +151,7 @@ fn main() {
     );
 
     let started = Instant::now();
+    let mut progress = Progress::new();
     let mut checks = 0u64;
     let mut slice_start = 0u64;
     while slice_start < end {
@@ -170,18 +174,20 @@ fn main() {
         });
         slice_start = slice_end;
         let elapsed = started.elapsed().as_secs_f64();
-        eprint!(
-            "\r[{:>5.1} / {} s virtual] {:>6.1} M checks, {:>5.1} M checks/s, {} keys held   ",
-            slice_start as f64 / 1e9,
-            args.seconds,
-            checks as f64 / 1e6,
-            checks as f64 / elapsed / 1e6,
-            limiter.stats().keys_held,
+        progress.update(
+            slice_start as f64 / end as f64,
+            format_args!(
+                "[{:>5.1} / {} s virtual] {:>6.1} M checks, {:>5.1} M checks/s, {} keys held",
+                slice_start as f64 / 1e9,
+                args.seconds,
+                checks as f64 / 1e6,
+                checks as f64 / elapsed / 1e6,
+                limiter.stats().keys_held,
+            ),
         );
-        let _ = std::io::stderr().flush();
     }
     let wall = started.elapsed();
-    eprintln!();
+    progress.finish();
 
     report(&per_thread, quota, checks, wall, &limiter);
 }

@@ -12,12 +12,15 @@
 //! cargo run --release --example hosts -- [--hosts 20] [--tasks 200] [--seconds 10] [--runtime tokio|async-std]
 //! ```
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tollgate::{Limiter, Quota};
+
+#[path = "support/progress.rs"]
+mod progress;
+use progress::Progress;
 
 /// Host classes: name and requests per second allowed per host (burst 1: evenly spaced).
 const CLASSES: [(&str, u32); 5] = [
@@ -144,8 +147,10 @@ async fn crawl_host(crawl: Arc<Crawl>, host: usize) {
     }
 }
 
-/// Redraws the progress line four times a second until the crawl is done.
+/// Updates the progress line four times a second until the crawl is done (redrawn in a
+/// terminal, a plain line a second in a log).
 async fn progress(crawl: Arc<Crawl>, seconds: u64) {
+    let mut line = Progress::new();
     while !crawl.done.load(Ordering::Relaxed) {
         let total: u64 = crawl
             .hosts
@@ -153,14 +158,16 @@ async fn progress(crawl: Arc<Crawl>, seconds: u64) {
             .map(|h| h.admissions.load(Ordering::Relaxed))
             .sum();
         let elapsed = crawl.start.elapsed().as_secs_f64();
-        eprint!(
-            "\r[{elapsed:>5.1} / {seconds} s] {total:>7} fetches, {:>7.0} fetches/s   ",
-            total as f64 / elapsed.max(1e-9)
+        line.update(
+            elapsed / seconds.max(1) as f64,
+            format_args!(
+                "[{elapsed:>5.1} / {seconds} s] {total:>7} fetches, {:>7.0} fetches/s",
+                total as f64 / elapsed.max(1e-9)
+            ),
         );
-        let _ = std::io::stderr().flush();
         tollgate::timer::sleep(Duration::from_millis(250)).await;
     }
-    eprintln!();
+    line.finish();
 }
 
 /// Runs every crawler task to completion on the chosen runtime.

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! cargo bench -p tollgate-tower --bench http                          # full run
+//! cargo bench -p tollgate-tower --bench http --features metrics       # + the recorder rows
 //! TOLLGATE_BENCH_QUICK=1 cargo bench -p tollgate-tower --bench http   # smoke run (seconds)
 //! ```
 //!
@@ -51,6 +52,12 @@
 //!   `tollgate-tower, fields off, TSC clock` (the fields-off layer on a limiter that reads
 //!   tollgate's `TscClock`, a time-stamp counter as tower_governor's quanta clock, in place
 //!   of the core's `Instant`).
+//!
+//! With `--features metrics` (tollgate-tower's `metrics` feature), subjects 1 and 2 run
+//! with the feature on and no recorder, and two more subjects are added:
+//! `tollgate-tower, Prometheus recorder` and `tollgate-tower, fields off, Prometheus
+//! recorder`, the same layers built under `metrics-exporter-prometheus`'s recorder, which
+//! records every decision (never rendered, as between two scrapes).
 //!
 //! Each round measures every subject in turn (the order rotates from round to round), for
 //! each mix: connect, warm up, then count responses over a fixed window. Reported per subject
@@ -270,7 +277,8 @@ impl Mix {
     }
 }
 
-const SUBJECTS: [&str; 8] = [
+/// The subjects every build measures.
+const BASE_SUBJECTS: [&str; 8] = [
     "none",
     "tollgate-tower",
     "tollgate-tower, fields off",
@@ -280,6 +288,35 @@ const SUBJECTS: [&str; 8] = [
     "no limiter, two fixed fields",
     "tollgate-tower, fields off, TSC clock",
 ];
+
+#[cfg(not(feature = "metrics"))]
+const SUBJECTS: [&str; 8] = BASE_SUBJECTS;
+
+/// With the `metrics` feature, subjects 1 and 2 have no recorder (their handles are the
+/// facade's no-ops); 8 and 9 are the same layers with Prometheus's recorder behind their
+/// handles (recording, never rendered).
+#[cfg(feature = "metrics")]
+const SUBJECTS: [&str; 10] = {
+    let mut all = [""; 10];
+    let mut i = 0;
+    while i < BASE_SUBJECTS.len() {
+        all[i] = BASE_SUBJECTS[i];
+        i += 1;
+    }
+    all[8] = "tollgate-tower, Prometheus recorder";
+    all[9] = "tollgate-tower, fields off, Prometheus recorder";
+    all
+};
+
+/// Subjects 8 and 9's recorder: one for the process, shared by every layer built on it.
+#[cfg(feature = "metrics")]
+fn recorded<L>(build: impl FnOnce() -> L) -> L {
+    static RECORDER: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusRecorder> =
+        std::sync::OnceLock::new();
+    let recorder = RECORDER
+        .get_or_init(|| metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder());
+    metrics::with_local_recorder(recorder, build)
+}
 
 /// The handler: `200 hello`, with no header of its own (`TYPED = false`, the original
 /// rows) or with a `content-type` as a realistic handler sets (`TYPED = true`: axum's `&str`
@@ -575,7 +612,15 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
         // (a time-stamp counter, as the quanta clock tower_governor reads) for `Instant`.
         (7, false) => sink.run(tsc_layer(mix, PeerIp::new()).layer(app)),
         (7, true) => sink.run(tsc_layer(mix, client_ip()).layer(app)),
-        _ => unreachable!("eight subjects"),
+        #[cfg(feature = "metrics")]
+        (8, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), true)).layer(app)),
+        #[cfg(feature = "metrics")]
+        (8, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), true)).layer(app)),
+        #[cfg(feature = "metrics")]
+        (9, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), false)).layer(app)),
+        #[cfg(feature = "metrics")]
+        (9, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), false)).layer(app)),
+        _ => unreachable!("one arm per subject"),
     }
 }
 

@@ -12,6 +12,17 @@
 //! request whose walk reaches an element that is not an address gets a 400.
 //! `--serve-for SECONDS` stops the server after that long (for smoke runs); it prints the
 //! limiter's counts when it stops. `--help` prints the usage.
+//!
+//! `--metrics ADDR2` serves the layer's metrics in Prometheus's text format on `ADDR2` (any
+//! path; `curl http://ADDR2/metrics`), through `metrics-exporter-prometheus`'s recorder:
+//! `tollgate_admitted_total{policy="per-ip"}`, `tollgate_refused_total{...}` and the rest
+//! listed in the crate docs. It needs the crate's `metrics` feature:
+//!
+//! ```sh
+//! cargo run --release -p tollgate-tower --features metrics --example server -- \
+//!     --listen 127.0.0.1:3000 --rate 5 --burst 10 --metrics 127.0.0.1:9000
+//! curl http://127.0.0.1:9000/metrics
+//! ```
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -34,10 +45,11 @@ struct Args {
     burst: u32,
     trusted: Vec<Cidr>,
     serve_for: Option<Duration>,
+    metrics: Option<SocketAddr>,
 }
 
 const USAGE: &str = "usage: server --listen ADDR --rate N --burst B \
-                     [--trusted-proxy CIDR]... [--serve-for SECONDS]";
+                     [--trusted-proxy CIDR]... [--serve-for SECONDS] [--metrics ADDR2]";
 
 /// What the command line asks for.
 enum Command {
@@ -51,6 +63,7 @@ fn parse_args() -> Result<Command, String> {
     let mut burst = None;
     let mut trusted = Vec::new();
     let mut serve_for = None;
+    let mut metrics = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value\n{USAGE}"));
@@ -69,6 +82,9 @@ fn parse_args() -> Result<Command, String> {
                     Duration::try_from_secs_f64(secs).map_err(|e| format!("--serve-for: {e}"))?,
                 );
             }
+            "--metrics" => {
+                metrics = Some(value()?.parse().map_err(|e| format!("--metrics: {e}"))?);
+            }
             "-h" | "--help" => return Ok(Command::Help),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -80,6 +96,7 @@ fn parse_args() -> Result<Command, String> {
         burst: burst.ok_or_else(|| required("--burst"))?,
         trusted,
         serve_for,
+        metrics,
     }))
 }
 
@@ -114,8 +131,33 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let layer = RateLimitLayer::new(quota, ClientIp::from_cidrs(args.trusted));
+    // The recorder first: a layer registers its metrics with the recorder installed when
+    // it is built.
+    let scrape = match args.metrics.map(|_| prometheus::install()) {
+        Some(Ok(scrape)) => Some(scrape),
+        Some(Err(e)) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+        None => None,
+    };
+    let layer = RateLimitLayer::builder(
+        tollgate::Limiter::keyed(quota),
+        ClientIp::from_cidrs(args.trusted),
+    )
+    .policy_name("per-ip")
+    .expect("a valid policy name")
+    .build();
     let limiter = layer.limiter().clone();
+    if let (Some(scrape), Some(addr)) = (scrape, args.metrics) {
+        match prometheus::serve(addr, scrape, layer.clone()).await {
+            Ok(bound) => println!("metrics on {bound}"),
+            Err(e) => {
+                eprintln!("cannot serve metrics on {addr}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let svc = ServiceBuilder::new()
         .layer(layer)
         .service(service_fn(hello));
@@ -172,4 +214,86 @@ async fn main() -> ExitCode {
         limiter.count_live_keys()
     );
     ExitCode::SUCCESS
+}
+
+/// `--metrics`: the Prometheus recorder, and the scrape endpoint.
+#[cfg(feature = "metrics")]
+mod prometheus {
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+
+    use http::Response;
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    use hyper_util::rt::TokioIo;
+    use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+    use tokio::net::TcpListener;
+    use tollgate_tower::{ClientIp, RateLimitLayer};
+
+    /// Installs Prometheus's recorder as the process's; its handle renders the scrape.
+    pub(crate) fn install() -> Result<PrometheusHandle, String> {
+        PrometheusBuilder::new()
+            .install_recorder()
+            .map_err(|e| format!("--metrics: {e}"))
+    }
+
+    /// Serves the scrape on `addr` (any path): the layer's gauges set from a fresh snapshot
+    /// (a table scan, once per scrape rather than per request), then the text format.
+    pub(crate) async fn serve(
+        addr: SocketAddr,
+        scrape: PrometheusHandle,
+        layer: RateLimitLayer<ClientIp>,
+    ) -> std::io::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await?;
+        let bound = listener.local_addr()?;
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (scrape, layer) = (scrape.clone(), layer.clone());
+                let render = hyper::service::service_fn(move |_req| {
+                    layer.stats();
+                    scrape.run_upkeep();
+                    let mut response = Response::new(Full::new(Bytes::from(scrape.render())));
+                    response.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("text/plain; version=0.0.4"),
+                    );
+                    std::future::ready(Ok::<_, Infallible>(response))
+                });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), render)
+                        .await;
+                });
+            }
+        });
+        Ok(bound)
+    }
+}
+
+/// `--metrics` without the `metrics` feature: the layer records nothing to serve.
+#[cfg(not(feature = "metrics"))]
+mod prometheus {
+    use std::net::SocketAddr;
+
+    use tollgate_tower::{ClientIp, RateLimitLayer};
+
+    pub(crate) enum Never {}
+
+    pub(crate) fn install() -> Result<Never, String> {
+        Err(String::from(
+            "--metrics needs tollgate-tower's `metrics` feature: cargo run --release \
+             -p tollgate-tower --features metrics --example server -- ...",
+        ))
+    }
+
+    pub(crate) async fn serve(
+        _: SocketAddr,
+        never: Never,
+        _: RateLimitLayer<ClientIp>,
+    ) -> std::io::Result<SocketAddr> {
+        match never {}
+    }
 }

@@ -20,8 +20,10 @@ use crate::fields::{Format, Policy, PolicyNameError};
 use crate::key::{Cidr, CidrError};
 use crate::layer::RateLimitLayer;
 use crate::mode::{Delay, Reject};
+use crate::near::{NearLimit, NearLimitError};
 use crate::refusal::Refusal;
 use crate::respond::{EmptyBody, OnRefusal, ProblemJson};
+use crate::sampled::RefusalLog;
 use crate::stack::Extra;
 
 impl<E: KeyExtractor> RateLimitLayer<E> {
@@ -140,6 +142,8 @@ impl<E: KeyExtractor> Builder<E> {
                 extras: Vec::new(),
                 allow: None,
                 counters: Counters::default(),
+                near: NearLimit::default(),
+                refusals: RefusalLog::default(),
             },
             mode: Reject,
             respond: EmptyBody,
@@ -615,6 +619,52 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
         Ok(self)
     }
 
+    /// When an admission counts as near the limit ([`Counts::near_limit`], and the
+    /// `tollgate_near_limit_total` metric): once more than `ratio` of its key's burst is
+    /// used, i.e. less than `1 - ratio` of it is left. The default is 0.8 (less than 20%
+    /// left: with a burst of 10, an admission that leaves 1 or 0). `1.0` counts nothing,
+    /// and then no cells left are even computed; `0.0` counts every admission that leaves
+    /// less than the whole burst.
+    ///
+    /// Only the layer's own limit is judged, from the admission its check returns (no
+    /// second table read); delay mode's waits report no cells left and are not counted.
+    ///
+    /// [`Counts::near_limit`]: crate::Counts::near_limit
+    ///
+    /// # Errors
+    ///
+    /// A ratio outside `0.0..=1.0`, or NaN: [`NearLimitError`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let limiter = Limiter::builder(Quota::per_second(1).allow_burst(4))
+    ///     .clock(ManualClock::new())
+    ///     .build();
+    /// // Near once more than half the burst is used: fewer than 2 of 4 left.
+    /// let layer = RateLimitLayer::builder(limiter, Global).near_limit(0.5).unwrap().build();
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     for _ in 0..5 {
+    ///         svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     }
+    /// });
+    /// let counts = layer.counts();
+    /// // Left 3, 2, 1, 0, then refused: two admissions near the limit.
+    /// assert_eq!((counts.admitted, counts.near_limit, counts.rejected), (4, 2, 1));
+    /// ```
+    pub fn near_limit(mut self, ratio: f64) -> Result<Self, NearLimitError> {
+        self.config.near = NearLimit::new(ratio)?;
+        Ok(self)
+    }
+
     /// What to do with requests that have no key ([`MissingKey::Reject`] by default).
     ///
     /// # Examples
@@ -901,6 +951,7 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
             raw_name: name.to_owned(),
             limiter,
             extractor: key,
+            refusals: RefusalLog::default(),
         }));
         Ok(self)
     }
@@ -986,8 +1037,16 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// });
     /// ```
     pub fn build(self) -> RateLimitLayer<E, M, R> {
+        #[allow(unused_mut)] // used with the `metrics` feature
+        let mut config = self.config;
+        #[cfg(feature = "metrics")]
+        {
+            let stacked = config.extras.iter().map(|extra| extra.raw_name());
+            config.counters.instruments =
+                crate::instruments::Instruments::register(&config.policy_raw, stacked);
+        }
         RateLimitLayer {
-            config: Arc::new(self.config),
+            config: Arc::new(config),
             mode: self.mode,
             respond: Arc::new(self.respond),
         }

@@ -8,9 +8,12 @@ use std::sync::Arc;
 use http::request::Parts;
 use tollgate::{Limiter, Quota, Stats};
 
-use crate::counts::Counters;
+use crate::counts::{Counters, Outcome};
 use crate::extract::KeyExtractor;
 use crate::fields::{Format, Policy};
+use crate::near::NearLimit;
+use crate::refusal::Refusal;
+use crate::sampled::{self, RefusalLog};
 use crate::stack::StackedLimit;
 
 type QuotaFn = dyn Fn(&Parts) -> Quota + Send + Sync;
@@ -48,6 +51,10 @@ pub(crate) struct Config<E: KeyExtractor> {
     /// Keys that bypass every limit.
     pub(crate) allow: Option<Box<AllowFn<E::Key>>>,
     pub(crate) counters: Counters,
+    /// When an admission by the layer's own limit counts as near the limit.
+    pub(crate) near: NearLimit,
+    /// The sampler of the layer's own policy's refusal events.
+    pub(crate) refusals: RefusalLog,
 }
 
 impl<E: KeyExtractor> Config<E> {
@@ -58,7 +65,44 @@ impl<E: KeyExtractor> Config<E> {
                 .iter()
                 .map(|e| (e.raw_name().to_owned(), e.stats())),
         );
+        #[cfg(feature = "metrics")]
+        self.counters.instruments.set_gauges(&all);
         all
+    }
+
+    /// The stacked limit that refused (its index in `extras`), or `None` for the layer's
+    /// own limit and for refusals that name no policy (a missing key, a full table).
+    fn refused_by(&self, refusal: &Refusal) -> Option<usize> {
+        let name = refusal.policy().filter(|name| *name != self.policy_raw)?;
+        self.extras
+            .iter()
+            .position(|extra| extra.raw_name() == name)
+    }
+
+    /// Counts a refusal (or, in dry-run mode, a would-be refusal) as `outcome`; the
+    /// `metrics` feature's counter is the refusing policy's.
+    pub(crate) fn count_refusal(&self, outcome: Outcome, refusal: &Refusal) {
+        #[cfg(feature = "metrics")]
+        self.counters.count_by(outcome, self.refused_by(refusal));
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = refusal;
+            self.counters.count(outcome);
+        }
+    }
+
+    /// The debug event for a refusal, sampled per policy (see `sampled.rs`), by the
+    /// refusing policy's sampler.
+    pub(crate) fn log_refusal(&self, refusal: &Refusal, dry_run: bool) {
+        if !sampled::wanted() {
+            return;
+        }
+        let (name, log) = match self.refused_by(refusal) {
+            Some(i) => (self.extras[i].raw_name(), self.extras[i].refusals()),
+            None => (self.policy_raw.as_str(), &self.refusals),
+        };
+        let now_ms = self.limiter.now().as_nanos() / 1_000_000;
+        sampled::log(log, now_ms, name, refusal, dry_run);
     }
 }
 

@@ -144,6 +144,12 @@ pub struct Counts {
     /// [`PeerIp`]: crate::PeerIp
     /// [`ClientIp`]: crate::ClientIp
     pub no_peer_address: u64,
+    /// Of the requests counted in `admitted`, those that left their key with less than
+    /// the near-limit share of its burst in the layer's own limit
+    /// ([`Builder::near_limit`](crate::Builder::near_limit): by default, less than 20%
+    /// left). Pressure shows here before refusals do. Delay mode's waits report no cells
+    /// left, so its admissions are not counted here.
+    pub near_limit: u64,
 }
 
 /// One decision, to be counted; its discriminant is its counter's index in a stripe.
@@ -161,25 +167,32 @@ pub(crate) enum Outcome {
     // Not outcomes of their own: why some of the keyless requests above had no key.
     Unattributable,
     NoPeerAddress,
+    // Of the admissions: those that left their key near its limit.
+    NearLimit,
 }
 
 /// One stripe: a counter per [`Outcome`], indexed by `Outcome as usize`.
 type Stripe = [AtomicU64; OUTCOMES];
 
 /// How many outcomes there are.
-const OUTCOMES: usize = 11;
+pub(crate) const OUTCOMES: usize = 12;
 
 /// The shared counters behind [`Counts`], striped (see the module docs).
 pub(crate) struct Counters {
     /// `OWNED` owned stripes, then the shared one: a fixed-size array, so the index is
     /// checked against a constant, not a length loaded from the heap.
     stripes: Box<[CachePadded<Stripe>; OWNED + 1]>,
+    /// The same decisions through the `metrics` facade (registered when the layer is built).
+    #[cfg(feature = "metrics")]
+    pub(crate) instruments: crate::instruments::Instruments,
 }
 
 impl Default for Counters {
     fn default() -> Counters {
         Counters {
             stripes: Box::new(std::array::from_fn(|_| CachePadded::new(Stripe::default()))),
+            #[cfg(feature = "metrics")]
+            instruments: crate::instruments::Instruments::default(),
         }
     }
 }
@@ -193,6 +206,21 @@ impl std::fmt::Debug for Counters {
 impl Counters {
     #[inline]
     pub(crate) fn count(&self, outcome: Outcome) {
+        self.bump(outcome);
+        #[cfg(feature = "metrics")]
+        self.instruments.count(outcome);
+    }
+
+    /// Counts a refusal by the stacked limit `by` (its index), or by the layer's own
+    /// (`None`): one count here, and the refusing policy's counter in the metrics.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn count_by(&self, outcome: Outcome, by: Option<usize>) {
+        self.bump(outcome);
+        self.instruments.count_by(outcome, by);
+    }
+
+    #[inline]
+    fn bump(&self, outcome: Outcome) {
         match owned_index() {
             Some(i) => {
                 let c = &self.stripes[i][outcome as usize];
@@ -227,6 +255,7 @@ impl Counters {
             unavailable: read(Outcome::Unavailable),
             unattributable: read(Outcome::Unattributable),
             no_peer_address: read(Outcome::NoPeerAddress),
+            near_limit: read(Outcome::NearLimit),
         }
     }
 }

@@ -123,16 +123,20 @@ impl<E: KeyExtractor> Config<E> {
             };
         }
         // No fields to write and no stacked limit to give the admission back to: the
-        // admission itself is not needed, and the answer is built in place (not moved out of
-        // locals: an `Option<Fields>` is 112 bytes, the admission 56).
+        // admission is needed only for the near-limit test, and the answer is built in place
+        // (not moved out of locals: an `Option<Fields>` is 112 bytes, the admission 56).
         let lean = self.extras.is_empty() && !self.format.any();
         let admitted = match self.check(&key, quota, cost) {
-            Ok(_) if lean => return Decision::Call(None, Outcome::Admitted),
+            Ok(admitted) if lean => {
+                self.count_near(&admitted);
+                return Decision::Call(None, Outcome::Admitted);
+            }
             Ok(admitted) => admitted,
             Err(error) => return Decision::Respond(self.refusal(quota, error)),
         };
         let mut fields = self.admitted_fields(quota, &admitted);
         if self.extras.is_empty() {
+            self.count_near(&admitted);
             return Decision::Call(fields, Outcome::Admitted);
         }
         match self.check_extras(parts, false) {
@@ -140,12 +144,22 @@ impl<E: KeyExtractor> Config<E> {
                 if let (Some(fields), Some(extra)) = (&mut fields, extra_fields) {
                     fields.append(extra);
                 }
+                self.count_near(&admitted);
                 Decision::Call(fields, Outcome::Admitted)
             }
             Err(refusal) => {
                 self.limiter.undo(&key, admitted);
                 Decision::Respond(refusal)
             }
+        }
+    }
+
+    /// Counts an admission that stands (no stacked limit refused it) if it left its key
+    /// near the limit.
+    #[inline]
+    fn count_near(&self, admitted: &Admitted) {
+        if self.near.is_near(admitted) {
+            self.counters.count(Outcome::NearLimit);
         }
     }
 
@@ -240,14 +254,16 @@ impl<E: KeyExtractor> Config<E> {
     {
         match decision {
             Decision::Respond(refusal) if dry_run => {
-                self.counters.count(Outcome::DryRunRefused);
+                self.count_refusal(Outcome::DryRunRefused, &refusal);
+                self.log_refusal(&refusal, true);
                 let (status, headers) = refusal.into_parts();
                 parts.extensions.insert(DryRunRefusal::new(status, headers));
                 let fut = inner.call(Request::from_parts(parts, body));
                 ResponseFuture::forward(fut)
             }
             Decision::Respond(refusal) => {
-                self.counters.count(refused_outcome(refusal.reason()));
+                self.count_refusal(refused_outcome(refusal.reason()), &refusal);
+                self.log_refusal(&refusal, false);
                 // Made here, where `respond` is at hand, so that the response future needs
                 // no handle on it (nor a reference count bumped per refusal to hold one).
                 ResponseFuture::respond(answer(refusal, is_grpc(&parts), respond))

@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use http::Response;
 use tollgate::{Error, Quota};
+use tracing::Instrument;
 
 use crate::config::Config;
 use crate::counts::Outcome;
 use crate::decide::refused_outcome;
 use crate::extract::KeyExtractor;
 use crate::fields::Fields;
-use crate::future::BoxWait;
+use crate::future::{BoxWait, WaitOutcome};
 use crate::respond::{RefusalResponse, answer};
 use crate::stack::Undo;
 
@@ -40,61 +41,95 @@ where
     // If the wait fails, or its future is dropped (the client hung up), the stacked limits
     // get their cells back.
     let undos = UndoOnDrop(undos);
-    Box::pin(async move {
-        let limiter = &config.limiter;
-        // Whether the request had to wait: its wait was pending at least once.
-        let mut pended = false;
-        let waited = match quota {
-            Some(q) => {
-                let mut wait = pin!(limiter.until_n_ready_with(&key, cost, q).within(max));
-                poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+    // The wait's span: a subscriber sees each queued request's wait, with its policy and
+    // bound, and the events inside it (a refusal after waiting). Disabled, and nearly free,
+    // when no subscriber wants debug spans.
+    let span = tracing::debug_span!(
+        target: "tollgate_tower",
+        "rate_limit_wait",
+        policy = %config.policy_raw,
+        cost,
+        max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX),
+    );
+    Box::pin(
+        async move {
+            let limiter = &config.limiter;
+            // On the limiter's clock, as the wait itself: for the delay histogram.
+            #[cfg(feature = "metrics")]
+            let started = limiter.now();
+            // Whether the request had to wait: its wait was pending at least once.
+            let mut pended = false;
+            let waited = match quota {
+                Some(q) => {
+                    let mut wait = pin!(limiter.until_n_ready_with(&key, cost, q).within(max));
+                    poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+                }
+                None => {
+                    let mut wait = pin!(limiter.until_n_ready(&key, cost).within(max));
+                    poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+                }
+            };
+            if let Err(error) = waited {
+                drop(undos);
+                let refusal = config.refusal(quota, error);
+                config.count_refusal(refused_outcome(refusal.reason()), &refusal);
+                config.log_refusal(&refusal, false);
+                return Err(answer(refusal, grpc, &*respond));
             }
-            None => {
-                let mut wait = pin!(limiter.until_n_ready(&key, cost).within(max));
-                poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
+            undos.disarm();
+            if pended {
+                config.counters.count(Outcome::Delayed);
+                #[cfg(feature = "metrics")]
+                config
+                    .counters
+                    .instruments
+                    .waited(limiter.now().saturating_duration_since(started));
+            } else {
+                config.counters.count(Outcome::Admitted);
             }
-        };
-        if let Err(error) = waited {
-            drop(undos);
-            let refusal = config.refusal(quota, error);
-            config.counters.count(refused_outcome(refusal.reason()));
-            return Err(answer(refusal, grpc, &*respond));
+            fields_after(&config, &key, quota, extra_fields)
         }
-        undos.disarm();
-        config.counters.count(if pended {
-            Outcome::Delayed
-        } else {
-            Outcome::Admitted
-        });
-        if !config.format.any() {
-            return Ok(None);
+        .instrument(span),
+    )
+}
+
+/// The fields after a wait: the layer's own (read back with a peek), then the stacked
+/// limits' `extra_fields`.
+fn fields_after<E: KeyExtractor, T>(
+    config: &Config<E>,
+    key: &E::Key,
+    quota: Option<Quota>,
+    extra_fields: Option<Fields>,
+) -> WaitOutcome<T> {
+    let limiter = &config.limiter;
+    if !config.format.any() {
+        return Ok(None);
+    }
+    // The wait returns no `Admitted`: read the key's state back with a peek, which
+    // answers as a check would, i.e. one cell further on than the state is.
+    let after = match quota {
+        Some(q) => limiter.peek_with(key, q),
+        None => limiter.peek(key),
+    };
+    let quota = quota.unwrap_or_else(|| limiter.quota());
+    let mut fields = match after {
+        Ok(admitted) => Fields::admitted(
+            &config.policy,
+            quota,
+            admitted.remaining().saturating_add(1).min(quota.burst()),
+            admitted.reset_after().saturating_sub(quota.interval()),
+        ),
+        Err(Error::RateLimited { wait, .. }) => {
+            let tolerance = quota.interval() * quota.burst().saturating_sub(1);
+            let reset = wait.saturating_add(tolerance);
+            Fields::admitted(&config.policy, quota, 0, reset)
         }
-        // The wait returns no `Admitted`: read the key's state back with a peek, which
-        // answers as a check would, i.e. one cell further on than the state is.
-        let after = match quota {
-            Some(q) => limiter.peek_with(&key, q),
-            None => limiter.peek(&key),
-        };
-        let quota = quota.unwrap_or_else(|| limiter.quota());
-        let mut fields = match after {
-            Ok(admitted) => Fields::admitted(
-                &config.policy,
-                quota,
-                admitted.remaining().saturating_add(1).min(quota.burst()),
-                admitted.reset_after().saturating_sub(quota.interval()),
-            ),
-            Err(Error::RateLimited { wait, .. }) => {
-                let tolerance = quota.interval() * quota.burst().saturating_sub(1);
-                let reset = wait.saturating_add(tolerance);
-                Fields::admitted(&config.policy, quota, 0, reset)
-            }
-            Err(_) => return Ok(extra_fields),
-        };
-        if let Some(extra) = extra_fields {
-            fields.append(extra);
-        }
-        Ok(Some(fields))
-    })
+        Err(_) => return Ok(extra_fields),
+    };
+    if let Some(extra) = extra_fields {
+        fields.append(extra);
+    }
+    Ok(Some(fields))
 }
 
 fn note_pending<T>(poll: Poll<T>, pended: &mut bool) -> Poll<T> {

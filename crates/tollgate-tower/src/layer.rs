@@ -89,7 +89,10 @@ impl<E: KeyExtractor, M, R> RateLimitLayer<E, M, R> {
     }
 
     /// The [`Stats`] of every limiter behind the layer, with its policy's name: the
-    /// layer's own first, then the stacked ones in order.
+    /// layer's own first, then the stacked ones in order. It scans each limiter's table
+    /// (for `live_keys`): not for every request. With the `metrics` feature it also sets
+    /// the `tollgate_live_keys` and `tollgate_bytes` gauges from what it read (see
+    /// [Metrics and events](crate#metrics-and-events)).
     ///
     /// # Examples
     ///

@@ -55,7 +55,10 @@
 //!   trailers-only, `grpc-status: 8` (RESOURCE_EXHAUSTED; 3 for a missing key, 14 for a
 //!   full table, 11 for a request that costs more than the burst) and a `grpc-message`.
 //! * **Observability**: [`RateLimitLayer::counts`] (requests per decision, over every
-//!   clone) and [`RateLimitLayer::stats`] (the [`Stats`](tollgate::Stats) of every limiter behind it).
+//!   clone, and the admissions near the limit: [`Builder::near_limit`]) and
+//!   [`RateLimitLayer::stats`] (the [`Stats`](tollgate::Stats) of every limiter behind it);
+//!   the same through the `metrics` facade (the `metrics` feature), and sampled `tracing`
+//!   events: see [Metrics and events](#metrics-and-events).
 //! * A full table under `FullPolicy::RefuseNewKeys` answers `503 Service Unavailable` with
 //!   `Retry-After: 1`.
 //!
@@ -141,6 +144,94 @@
 //!   `ConnectInfo`).
 //! * `tonic`: the peer address from tonic's `TcpConnectInfo` (tonic with its `server`
 //!   feature only, the one under which it defines that type).
+//! * `metrics`: the counters, histogram and gauges below, through the
+//!   [`metrics`](https://docs.rs/metrics) facade (0.24).
+//!
+//! # Metrics and events
+//!
+//! With the `metrics` feature, a layer registers its handles with the recorder installed
+//! **when it is built** ([`Builder::build`], [`RateLimitLayer::new`]), so install the
+//! recorder (Prometheus, StatsD, ...) first: a layer built before any recorder records
+//! nothing. A request then bumps a handle it already holds; without a recorder that is a
+//! load and a branch, and without the feature nothing of it is compiled. Every metric has
+//! one label, `policy`: the layer's policy name ([`Builder::policy_name`], `"default"`
+//! unless set), except where a stacked limit ([`Builder::stack`]) is the one meant: its
+//! refusals and its gauges carry its own name. So the label sets are as many as your
+//! policies: never a client key. Two layers with the same policy name add into the same
+//! series; name them apart.
+//!
+//! Counters, one per field of [`Counts`], counting the same requests (the refusals split
+//! by the limit that refused, so a layer's series of one name add up to its field):
+//!
+//! | metric | [`Counts`] field | a request |
+//! | --- | --- | --- |
+//! | `tollgate_admitted_total` | `admitted` | admitted at once by every limit |
+//! | `tollgate_refused_total` | `rejected` | refused with a `429` (or a `413`: costlier than the burst); `policy`: the limit that refused |
+//! | `tollgate_delayed_total` | `delayed` | delay mode: passed on after waiting its turn |
+//! | `tollgate_dry_run_refused_total` | `dry_run_refused` | dry-run mode: would have been refused, passed on; `policy`: the limit that would have refused (the layer's for a `400` or `503`) |
+//! | `tollgate_allowlisted_total` | `allowlisted` | passed on unlimited, its key allowlisted |
+//! | `tollgate_skipped_total` | `skipped` | passed on by [`Builder::skip_if`] |
+//! | `tollgate_keyless_refused_total` | `missing_key_rejected` | without a key, refused with a `400` |
+//! | `tollgate_keyless_allowed_total` | `missing_key_allowed` | without a key, passed on ([`MissingKey::Allow`]) |
+//! | `tollgate_table_full_total` | `unavailable` | refused with a `503`: the table was full |
+//! | `tollgate_unattributable_total` | `unattributable` | of the keyless: a forwarding element naming no address |
+//! | `tollgate_no_peer_address_total` | `no_peer_address` | of the keyless: no peer address (a set-up mistake) |
+//! | `tollgate_near_limit_total` | `near_limit` | of the admitted: left its key near the limit ([`Builder::near_limit`]) |
+//!
+//! A histogram, `tollgate_delay_seconds`: in delay mode, how long each request that waited
+//! its turn waited, on the limiter's clock. Two gauges per limiter (the layer's own and each
+//! stacked one, labelled with its own policy name): `tollgate_live_keys` (keys whose state
+//! has not expired) and `tollgate_bytes` (what the limiter holds). Counting live keys scans
+//! the table, so no request sets them: [`RateLimitLayer::stats`] (and
+//! [`RateLimit::stats`]) set them from the snapshot it takes; call it before each scrape, or
+//! from a timer (the `server` example does it in its scrape handler).
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use metrics_exporter_prometheus::PrometheusBuilder;
+//! use tollgate::{Limiter, ManualClock, Quota};
+//! use tollgate_tower::{Global, RateLimitLayer};
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! # #[cfg(feature = "metrics")] {
+//! let recorder = PrometheusBuilder::new().build_recorder();
+//! let scrape = recorder.handle();
+//! // The handles bind to the recorder current when the layer is built (here a local one).
+//! let limiter = Limiter::builder(Quota::per_minute(2)).clock(ManualClock::new()).build();
+//! let layer = metrics::with_local_recorder(&recorder, || {
+//!     RateLimitLayer::builder(limiter, Global).policy_name("api").unwrap().build()
+//! });
+//! let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+//!     Ok::<_, Infallible>(http::Response::new(String::new()))
+//! }));
+//! futures_executor::block_on(async {
+//!     for _ in 0..3 {
+//!         svc.clone().oneshot(http::Request::new(())).await.unwrap();
+//!     }
+//! });
+//! layer.stats(); // sets the gauges
+//! let text = scrape.render();
+//! assert!(text.contains("tollgate_admitted_total{policy=\"api\"} 2"));
+//! assert!(text.contains("tollgate_refused_total{policy=\"api\"} 1"));
+//! assert!(text.contains("tollgate_near_limit_total{policy=\"api\"} 1"));
+//! assert!(text.contains("tollgate_live_keys{policy=\"api\"} 1"));
+//! # }
+//! ```
+//!
+//! `tracing` events and spans (target `tollgate_tower`, the warning's `tollgate_tower::key`;
+//! no client key or address in any field):
+//!
+//! * **warn**, once per process: a request reached [`PeerIp`] or [`ClientIp`] without a
+//!   peer address in its extensions (a server set-up mistake; see [`NoKey::NoPeerAddress`]).
+//! * **debug**, sampled: a refusal (`429`, `400`, `503`, `413`, or in dry-run mode one
+//!   that would have been), with fields `policy` (the refusing limit's name), `status`,
+//!   `reason` ([`RefusalReason`]), `retry_after_s` (0 when none), `dry_run`, and
+//!   `suppressed`. At most one event per policy per second of the limiter's clock; the
+//!   refusals left out in between are counted in the next event's `suppressed`, so a
+//!   flood of refusals is a line a second. Nothing of it (not even a clock read) runs
+//!   unless a subscriber wants debug events from this target.
+//! * **debug span** `rate_limit_wait`, around each delay-mode wait, with fields `policy`,
+//!   `cost` and `max_ms` (the bound); a refusal after waiting is logged inside it.
 //!
 //! # Speed
 //!
@@ -188,11 +279,15 @@ mod extract;
 mod fields;
 mod forwarded;
 mod future;
+#[cfg(feature = "metrics")]
+mod instruments;
 mod key;
 mod layer;
 mod mode;
+mod near;
 mod refusal;
 mod respond;
+mod sampled;
 mod service;
 mod stack;
 
@@ -210,6 +305,7 @@ pub use key::{
 };
 pub use layer::RateLimitLayer;
 pub use mode::{Delay, Reject};
+pub use near::NearLimitError;
 pub use refusal::{Refusal, RefusalReason};
 pub use respond::{EmptyBody, OnRefusal, ProblemJson, RefusalResponse};
 pub use service::RateLimit;

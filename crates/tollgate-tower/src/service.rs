@@ -163,7 +163,8 @@ where
         self.config.counters.snapshot()
     }
 
-    /// The [`Stats`] of every limiter behind the service (see [`RateLimitLayer::stats`](crate::RateLimitLayer::stats)).
+    /// The [`Stats`] of every limiter behind the service (see [`RateLimitLayer::stats`](crate::RateLimitLayer::stats),
+    /// which this is, gauges included).
     ///
     /// # Examples
     ///

@@ -5,6 +5,7 @@ use http::request::Parts;
 use tollgate::{Error, Limiter};
 
 use crate::fields::{Fields, Policy};
+use crate::sampled::RefusalLog;
 use crate::{KeyExtractor, NoKey};
 
 /// Gives an admission back (with [`Limiter::undo`]).
@@ -29,6 +30,8 @@ pub(crate) trait StackedLimit: Send + Sync + 'static {
     /// The policy's name as given.
     fn raw_name(&self) -> &str;
     fn stats(&self) -> tollgate::Stats;
+    /// The sampler of this policy's refusal events.
+    fn refusals(&self) -> &RefusalLog;
 }
 
 pub(crate) struct Extra<E: KeyExtractor> {
@@ -36,6 +39,7 @@ pub(crate) struct Extra<E: KeyExtractor> {
     pub(crate) raw_name: String,
     pub(crate) limiter: Limiter<E::Key>,
     pub(crate) extractor: E,
+    pub(crate) refusals: RefusalLog,
 }
 
 impl<E: KeyExtractor> StackedLimit for Extra<E> {
@@ -76,5 +80,9 @@ impl<E: KeyExtractor> StackedLimit for Extra<E> {
 
     fn stats(&self) -> tollgate::Stats {
         self.limiter.stats()
+    }
+
+    fn refusals(&self) -> &RefusalLog {
+        &self.refusals
     }
 }
