@@ -9,7 +9,7 @@
 //!    per 1,000 checks and checks/s.
 //!
 //! `cargo bench -p tollgate-redis --bench redis`; `TOLLGATE_BENCH_QUICK=1` for a smoke run.
-//! With `--features metrics` a recorder that keeps every sample (`tests/common/recorder.rs`)
+//! With the `metrics` feature (on by default) a recorder that keeps every sample (`tests/common/recorder.rs`)
 //! is installed first, so the figures include the metrics' cost: 1. for a check's round
 //! trip, 3. (fast path on) for a check refused without one.
 

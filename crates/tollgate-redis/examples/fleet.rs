@@ -10,9 +10,9 @@
 //! plain line every quarter second instead.
 //!
 //! ```sh
-//! cargo run --release -p tollgate-redis --features metrics --example fleet   # its own redis-server
-//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p tollgate-redis --features metrics --example fleet
-//! cargo run -p tollgate-redis --features metrics --example fleet -- --nodes 6 --tasks 4 --seconds 2
+//! cargo run --release -p tollgate-redis --example fleet   # its own redis-server
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p tollgate-redis --example fleet
+//! cargo run -p tollgate-redis --example fleet -- --nodes 6 --tasks 4 --seconds 2
 //! ```
 
 // The redis-server harness the tests use: one copy, started and killed the same way.

@@ -76,7 +76,7 @@
 //! [`FleetLimiter::stats`] is a snapshot of the limiter's counters. The same figures, and a
 //! few more, go to the facades Rust services already use.
 //!
-//! **Metrics** (the `metrics` feature, off by default; the [`metrics`](https://docs.rs/metrics)
+//! **Metrics** (the `metrics` feature, on by default; the [`metrics`](https://docs.rs/metrics)
 //! facade 0.24, for whatever recorder the application installs: Prometheus, StatsD, ...). A
 //! limiter registers its handles when it is built ([`FleetBuilder::connect`]): **install the
 //! recorder before**, or the limiter's metrics go nowhere. Every series carries the label

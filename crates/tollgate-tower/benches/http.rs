@@ -3,8 +3,8 @@
 //! tower_governor's layer; the cost of the limiter is the ratio to the no-limiter run.
 //!
 //! ```text
-//! cargo bench -p tollgate-tower --bench http                          # full run
-//! cargo bench -p tollgate-tower --bench http --features metrics       # + the recorder rows
+//! cargo bench -p tollgate-tower --bench http                          # full run, metrics on
+//! cargo bench -p tollgate-tower --bench http --no-default-features --features foldhash  # off
 //! TOLLGATE_BENCH_QUICK=1 cargo bench -p tollgate-tower --bench http   # smoke run (seconds)
 //! ```
 //!
@@ -53,7 +53,7 @@
 //!   tollgate's `TscClock`, a time-stamp counter as tower_governor's quanta clock, in place
 //!   of the core's `Instant`).
 //!
-//! With `--features metrics` (tollgate-tower's `metrics` feature), subjects 1 and 2 run
+//! With tollgate-tower's `metrics` feature (on by default), subjects 1 and 2 run
 //! with the feature on and no recorder, and two more subjects are added:
 //! `tollgate-tower, Prometheus recorder` and `tollgate-tower, fields off, Prometheus
 //! recorder`, the same layers built under `metrics-exporter-prometheus`'s recorder, which

@@ -16,10 +16,10 @@
 //! `--metrics ADDR2` serves the layer's metrics in Prometheus's text format on `ADDR2` (any
 //! path; `curl http://ADDR2/metrics`), through `metrics-exporter-prometheus`'s recorder:
 //! `tollgate_admitted_total{policy="per-ip"}`, `tollgate_refused_total{...}` and the rest
-//! listed in the crate docs. It needs the crate's `metrics` feature:
+//! listed in the crate docs (the crate's `metrics` feature, on by default):
 //!
 //! ```sh
-//! cargo run --release -p tollgate-tower --features metrics --example server -- \
+//! cargo run --release -p tollgate-tower --example server -- \
 //!     --listen 127.0.0.1:3000 --rate 5 --burst 10 --metrics 127.0.0.1:9000
 //! curl http://127.0.0.1:9000/metrics
 //! ```
@@ -284,8 +284,8 @@ mod prometheus {
 
     pub(crate) fn install() -> Result<Never, String> {
         Err(String::from(
-            "--metrics needs tollgate-tower's `metrics` feature: cargo run --release \
-             -p tollgate-tower --features metrics --example server -- ...",
+            "--metrics needs tollgate-tower's `metrics` feature, which this build turned \
+             off (it is on by default): build without --no-default-features",
         ))
     }
 

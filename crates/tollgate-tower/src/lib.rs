@@ -144,8 +144,9 @@
 //!   `ConnectInfo`).
 //! * `tonic`: the peer address from tonic's `TcpConnectInfo` (tonic with its `server`
 //!   feature only, the one under which it defines that type).
-//! * `metrics`: the counters, histogram and gauges below, through the
-//!   [`metrics`](https://docs.rs/metrics) facade (0.24).
+//! * `metrics` (default): the counters, histogram and gauges below, through the
+//!   [`metrics`](https://docs.rs/metrics) facade (0.24); with no recorder installed a
+//!   decision pays a load and a branch.
 //!
 //! # Metrics and events
 //!

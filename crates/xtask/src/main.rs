@@ -112,8 +112,17 @@ const SUITE: &[Run] = &[
         env: &[],
     },
     Run {
-        what: "tollgate-redis with its metrics feature (every test, and the metrics' own)",
-        args: &["test", "-p", "tollgate-redis", "--features", "metrics"],
+        what: "tollgate-tower and tollgate-redis without their metrics feature (on by default)",
+        args: &[
+            "test",
+            "-p",
+            "tollgate-tower",
+            "-p",
+            "tollgate-redis",
+            "--no-default-features",
+            "--lib",
+            "--tests",
+        ],
         env: &[],
     },
     Run {
