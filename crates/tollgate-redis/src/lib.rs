@@ -120,6 +120,8 @@ mod admitted;
 mod breaker;
 mod builder;
 mod cache;
+mod cluster;
+mod conn;
 mod engine;
 mod fault;
 mod lease;

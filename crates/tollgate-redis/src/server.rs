@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 use redis::{RedisError, Script};
 use tollgate::{Clock, MonotonicClock};
 
@@ -23,7 +23,7 @@ use crate::stats::{Counters, bump};
 
 /// The connection and what every call shares: the script, the timeout, the breaker.
 pub(crate) struct Server {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     script: Script,
     /// The per-call timeout.
     pub(crate) timeout: Duration,
@@ -35,11 +35,7 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(
-        conn: ConnectionManager,
-        timeout: Duration,
-        breaker: Option<Breaker>,
-    ) -> Server {
+    pub(crate) fn new(conn: Conn, timeout: Duration, breaker: Option<Breaker>) -> Server {
         Server {
             conn,
             script: Script::new(GCRA_LUA),
