@@ -120,6 +120,7 @@ mod admitted;
 mod breaker;
 mod builder;
 mod cache;
+mod check_all;
 mod cluster;
 mod conn;
 mod engine;
@@ -138,6 +139,7 @@ mod wait;
 
 pub use admitted::{Admitted, Source};
 pub use builder::FleetBuilder;
+pub use check_all::{Gate, Refused};
 pub use fault::{FaultPolicy, Unavailable};
 pub use limiter::FleetLimiter;
 pub use memory::MemoryPolicy;
