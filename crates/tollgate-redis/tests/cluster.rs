@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cluster::RedisCluster;
 use tollgate::Quota;
-use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
+use tollgate_redis::{FaultPolicy, FleetLimiter, Gate, Source};
 
 async fn node(cluster: &RedisCluster, quota: Quota) -> FleetLimiter {
     FleetLimiter::builder(quota)
@@ -137,4 +137,310 @@ async fn a_script_flushed_on_every_master_is_loaded_again_without_a_fault() {
         assert_eq!(limiter.check(k).await.unwrap().remaining(), 97, "key {k}");
     }
     assert_eq!(limiter.stats().faults, 0);
+}
+
+/// One cell a day: nothing regenerates during a test, so counts are exact.
+fn daily(burst: u32) -> Quota {
+    Quota::with_period(Duration::from_secs(86_400)).allow_burst(burst)
+}
+
+/// Whether a refusal is Redis's (a wait of about a day's cell), not a fault policy's.
+fn refused_by_redis(e: &tollgate::Error) -> bool {
+    e.is_rate_limited()
+        && e.retry_after()
+            .is_some_and(|w| w > Duration::from_secs(3_600))
+}
+
+/// The cells `key` has left under `quota`, spending none.
+async fn left(limiter: &FleetLimiter, key: &str, quota: Quota) -> u32 {
+    let [ok] = limiter
+        .check_all([Gate::new(key).n(0).quota(quota)])
+        .await
+        .unwrap();
+    ok.remaining()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_mid_run_costs_at_most_the_documented_failover_bound() {
+    let mut cluster = RedisCluster::start();
+    let burst = 6;
+    // A per-call timeout shorter than the gap (node timeout plus election), so the gap shows
+    // as faults and the policy answers; long enough for a healthy call on a loaded machine.
+    let limiter = FleetLimiter::builder(daily(burst))
+        .timeout(Duration::from_millis(300))
+        .fault_policy(FaultPolicy::FailClosed {
+            retry_after: Duration::from_millis(777),
+        })
+        .connect_cluster(cluster.client())
+        .await
+        .unwrap();
+    let keys = keys_on_every_master(&cluster, &limiter, 30);
+    let victim = cluster.master_of(&limiter.redis_key(&keys[0]));
+    let on_victim: BTreeSet<String> = keys
+        .iter()
+        .filter(|k| cluster.master_of(&limiter.redis_key(k)) == victim)
+        .cloned()
+        .collect();
+    let mut admitted: BTreeMap<String, u32> = BTreeMap::new();
+    // Half of each burst before the kill.
+    for _ in 0..burst / 2 {
+        for k in &keys {
+            limiter.check(k).await.unwrap();
+            *admitted.entry(k.clone()).or_default() += 1;
+        }
+    }
+    cluster.kill(victim);
+    // Check every key round after round until the victim's keys are answered by a promoted
+    // replica and every key has been refused by Redis (its burst spent there).
+    let deadline = Instant::now() + cluster::SETTLE;
+    let mut policy_answers = 0u32;
+    let mut answered_after_failover = false;
+    let mut spent_out: BTreeSet<String> = BTreeSet::new();
+    while !(answered_after_failover && spent_out.len() == keys.len()) {
+        assert!(
+            Instant::now() < deadline,
+            "no failover within {:?}: the victim's keys answered by Redis again: \
+             {answered_after_failover}, keys spent out: {}/{}; {:?}",
+            cluster::SETTLE,
+            spent_out.len(),
+            keys.len(),
+            limiter.stats()
+        );
+        for k in &keys {
+            match limiter.check(k).await {
+                Ok(ok) => {
+                    assert_eq!(ok.source(), Source::Redis, "{k}");
+                    *admitted.entry(k.clone()).or_default() += 1;
+                    answered_after_failover |= on_victim.contains(k);
+                }
+                Err(e) if refused_by_redis(&e) => {
+                    spent_out.insert(k.clone());
+                    answered_after_failover |= on_victim.contains(k);
+                }
+                Err(e) => {
+                    assert_eq!(
+                        e.retry_after(),
+                        Some(Duration::from_millis(777)),
+                        "{k}: {e}"
+                    );
+                    policy_answers += 1;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_ne!(
+        cluster.master_of(&limiter.redis_key(&keys[0])),
+        victim,
+        "a replica took the victim's slots"
+    );
+    assert!(policy_answers > 0, "the fault policy answered in the gap");
+    let s = limiter.stats();
+    assert!(s.failed_closed > 0 && s.faults > 0, "{s:?}");
+    for k in &keys {
+        let a = admitted[k];
+        // Never more than the burst on the masters that lived; on the victim's keys, at
+        // most the documented failover cost: one burst more per key written in the lag.
+        let bound = if on_victim.contains(k) {
+            2 * burst
+        } else {
+            burst
+        };
+        assert!(a <= bound, "{k}: admitted {a} > {bound}");
+        assert!(a >= burst / 2, "{k}: admitted {a}");
+    }
+    println!("policy answers in the gap: {policy_answers}; {s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migrated_mid_run_reaches_no_caller_as_an_error() {
+    let cluster = RedisCluster::start();
+    let burst = 20;
+    // No fast path: every check goes to Redis, through the migration.
+    let limiter = FleetLimiter::builder(daily(burst))
+        .timeout(common::CALM_TIMEOUT)
+        .local_cache(0)
+        .connect_cluster(cluster.client())
+        .await
+        .unwrap();
+    // Keys with one hash tag: one slot, all moving together.
+    let singles: Vec<String> = (0..30).map(|i| format!("{{mig}}:k{i}")).collect();
+    let pairs: Vec<(String, String)> = (0..10)
+        .map(|i| (format!("{{mig}}:a{i}"), format!("{{mig}}:b{i}")))
+        .collect();
+    let slot = cluster.slot(&limiter.redis_key(&singles[0]));
+    assert!(
+        singles
+            .iter()
+            .all(|k| cluster.slot(&limiter.redis_key(k)) == slot)
+    );
+    let from = cluster.master_of_slot(slot);
+    let to = *cluster.masters().iter().find(|&&m| m != from).unwrap();
+    // Half the keys exist before the migration starts.
+    for k in singles.iter().step_by(2) {
+        limiter.check(k).await.unwrap();
+    }
+    let asks = cluster.calls("asking");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for t in 0..2 {
+        let (limiter, singles, pairs, stop) = (
+            limiter.clone(),
+            singles.clone(),
+            pairs.clone(),
+            stop.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut admitted: BTreeMap<String, u32> = BTreeMap::new();
+            let mut rounds = 0;
+            // Until the migration is done, and then a round more.
+            loop {
+                let last = stop.load(std::sync::atomic::Ordering::Acquire);
+                for (i, k) in singles.iter().enumerate() {
+                    match limiter.check(k).await {
+                        Ok(ok) => {
+                            assert_eq!(ok.source(), Source::Redis);
+                            *admitted.entry(k.clone()).or_default() += 1;
+                        }
+                        Err(e) => assert!(refused_by_redis(&e), "task {t}, {k}: {e}"),
+                    }
+                    let (a, b) = &pairs[i % pairs.len()];
+                    match limiter.check_all([Gate::new(a), Gate::new(b)]).await {
+                        Ok(_) => *admitted.entry(a.clone()).or_default() += 1,
+                        Err(r) => assert!(refused_by_redis(&r.error), "task {t}, {a}: {r}"),
+                    }
+                }
+                rounds += 1;
+                if last {
+                    return (admitted, rounds);
+                }
+            }
+        }));
+    }
+    let moved = {
+        let cluster = &cluster;
+        tokio::task::block_in_place(|| cluster.migrate_slot(slot, to))
+    };
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let mut admitted: BTreeMap<String, u32> = BTreeMap::new();
+    let mut rounds = Vec::new();
+    for t in tasks {
+        let (a, r) = t.await.unwrap();
+        rounds.push(r);
+        for (k, n) in a {
+            *admitted.entry(k).or_default() += n;
+        }
+    }
+    let s = limiter.stats();
+    let asked = cluster.calls("asking") - asks;
+    println!("moved {moved} keys; rounds {rounds:?}; ASKING {asked}; {s:?}");
+    assert_eq!(cluster.master_of_slot(slot), to, "the slot moved");
+    assert!(moved > 0, "keys moved with the slot");
+    assert!(
+        asked > 0,
+        "calls met the slot mid-move (ASK), and followed it"
+    );
+    assert_eq!(s.faults, 0, "no call failed: {s:?}");
+    // Exact counts through the move: each key its burst (once spent out), never more.
+    for k in &singles {
+        let a = admitted.get(k).copied().unwrap_or(0)
+            + u32::from(singles.iter().step_by(2).any(|x| x == k));
+        assert!(a <= burst, "{k}: admitted {a}");
+        assert_eq!(
+            burst - left(&limiter, k, daily(burst)).await,
+            a,
+            "{k}: Redis agrees"
+        );
+    }
+    for (a, b) in &pairs {
+        let n = admitted.get(a).copied().unwrap_or(0);
+        assert_eq!(burst - left(&limiter, a, daily(burst)).await, n, "{a}");
+        assert_eq!(
+            burst - left(&limiter, b, daily(burst)).await,
+            n,
+            "{b}: both or neither"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_all_in_one_slot_is_one_script_and_across_slots_gives_back_exactly() {
+    let cluster = RedisCluster::start();
+    let limiter = node(&cluster, daily(1_000)).await;
+    // One hash tag: one slot, one script per call (once the script is on the masters: the
+    // first call's EVALSHA is answered NOSCRIPT, loaded and sent again).
+    limiter.check_all([Gate::new("{t7}:warm")]).await.unwrap();
+    let calls = cluster.calls("evalsha");
+    let tagged = [
+        Gate::new("{t7}:ip:1"),
+        Gate::new("{t7}:token:a").quota(daily(3)),
+        Gate::new("{t7}:tenant").quota(daily(2)),
+    ];
+    limiter.check_all(tagged).await.unwrap();
+    limiter.check_all(tagged).await.unwrap();
+    assert_eq!(cluster.calls("evalsha"), calls + 2, "one script per call");
+    let refused = limiter.check_all(tagged).await.unwrap_err();
+    assert_eq!(refused.index, 2);
+    assert_eq!(left(&limiter, "{t7}:ip:1", daily(1_000)).await, 998);
+    assert_eq!(left(&limiter, "{t7}:token:a", daily(3)).await, 1);
+
+    // Across slots: IPs on every master before a global budget on one of them.
+    let nodes = [
+        node(&cluster, daily(1_000)).await,
+        node(&cluster, daily(1_000)).await,
+    ];
+    let ips = keys_on_every_master(&cluster, &limiter, 12);
+    let global = daily(25);
+    assert!(ips.iter().all(
+        |ip| cluster.slot(&limiter.redis_key(ip)) != cluster.slot(&limiter.redis_key("global"))
+    ));
+    let mut tasks = Vec::new();
+    for (t, n) in nodes.iter().cycle().take(6).enumerate() {
+        let (n, ips) = (n.clone(), ips.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut admitted = vec![0u32; ips.len()];
+            for round in 0..20 {
+                let i = (t + round) % ips.len();
+                match n
+                    .check_all([Gate::new(&ips[i]), Gate::new("global").quota(global)])
+                    .await
+                {
+                    Ok(_) => admitted[i] += 1,
+                    Err(r) => assert_eq!(r.index, 1, "{r}"),
+                }
+            }
+            admitted
+        }));
+    }
+    let mut admitted = vec![0u32; ips.len()];
+    for t in tasks {
+        for (i, a) in t.await.unwrap().into_iter().enumerate() {
+            admitted[i] += a;
+        }
+    }
+    assert_eq!(
+        admitted.iter().sum::<u32>(),
+        25,
+        "the global budget, exactly"
+    );
+    // Each IP spent its admitted calls, plus a cell per declined give-back: the bound.
+    let declined: u64 = nodes.iter().map(|n| n.stats().refunds_declined).sum();
+    let mut lost = 0;
+    for (i, ip) in ips.iter().enumerate() {
+        let spent = 1_000 - left(&limiter, ip, daily(1_000)).await;
+        assert!(
+            spent >= admitted[i],
+            "{ip}: spent {spent} < admitted {}",
+            admitted[i]
+        );
+        lost += u64::from(spent - admitted[i]);
+    }
+    assert_eq!(
+        lost, declined,
+        "every cell kept by a refused call is a declined give-back"
+    );
+    for n in &nodes {
+        assert_eq!(n.stats().faults, 0);
+    }
+    println!("cells kept by refused calls (declined give-backs): {declined}");
 }

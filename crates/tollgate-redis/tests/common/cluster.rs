@@ -360,7 +360,8 @@ impl RedisCluster {
                 .query(&mut self.conn(from))
                 .unwrap_or_else(|e| panic!("MIGRATE slot {slot} to node {to}: {e}"));
             moved += keys.len();
-            std::thread::sleep(Duration::from_millis(5));
+            // Slowly, so that clients meet the slot half moved.
+            std::thread::sleep(Duration::from_millis(25));
         }
         setslot(to, "NODE", &to_id);
         setslot(from, "NODE", &to_id);
