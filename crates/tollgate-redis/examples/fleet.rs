@@ -7,11 +7,17 @@
 //! cargo run --release -p tollgate-redis --example fleet                 # starts its own redis-server
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p tollgate-redis --example fleet
 //! cargo run -p tollgate-redis --example fleet -- --nodes 6 --tasks 4 --seconds 2 --rate 500
+//! cargo run -p tollgate-redis --example fleet -- --cluster      # a cluster of its own, a master killed
 //! ```
 
 // The redis-server harness the tests use: one copy, started and killed the same way.
 #[path = "../tests/common/mod.rs"]
 mod common;
+// The same for a cluster, and the `--cluster` run (`fleet/cluster.rs`).
+#[path = "fleet/cluster.rs"]
+mod cluster_demo;
+#[path = "../tests/common/cluster.rs"]
+mod cluster_harness;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -27,6 +33,7 @@ struct Args {
     seconds: f64,
     rate: u32,
     burst: u32,
+    cluster: bool,
 }
 
 fn args() -> Args {
@@ -36,9 +43,14 @@ fn args() -> Args {
         seconds: 3.0,
         rate: 200,
         burst: 20,
+        cluster: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--cluster" {
+            a.cluster = true;
+            continue;
+        }
         let v = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--nodes" => a.nodes = v.parse().unwrap(),
@@ -190,6 +202,9 @@ fn print_nodes(tallies: &[Arc<Tally>], nodes: &[FleetLimiter]) -> (u64, u64, u64
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let a = args();
+    if a.cluster {
+        return cluster_demo::run(&a).await;
+    }
     let quota = Quota::per_second(a.rate).allow_burst(a.burst);
     let t_us = tollgate_redis::interval_micros(quota);
     let (mut server, url) = match std::env::var("REDIS_URL") {

@@ -296,6 +296,10 @@ struct Planned {
     burst: u32,
 }
 
+/// A group the call has admitted: its gates' indices, and each gate's `(prev, new)` TATs,
+/// to give back if a later group refuses.
+type Taken<'g> = (&'g [usize], Vec<(u64, u64)>);
+
 /// What a group's script did.
 enum GroupReply {
     /// Every gate admitted: per gate, the admission and its `(prev, new)` TATs.
@@ -402,7 +406,7 @@ impl Engine {
         let groups = self.groups(&plans);
         let mut out: Vec<Option<Admitted>> = vec![None; N];
         // The groups admitted so far, with each gate's (prev, new), to give back.
-        let mut taken: Vec<(&[usize], Vec<(u64, u64)>)> = Vec::new();
+        let mut taken: Vec<Taken<'_>> = Vec::new();
         for group in &groups {
             match self.run_group(&plans, group).await {
                 Ok(GroupReply::Admitted(admitted)) => {
@@ -525,7 +529,7 @@ impl Engine {
     /// Gives back what the admitted groups took, latest first (compare and restore, one
     /// call per group); a declined or failed give-back leaves the cells spent (counted in
     /// `refunds_declined`).
-    async fn give_back(&self, plans: &[Planned], taken: &[(&[usize], Vec<(u64, u64)>)]) {
+    async fn give_back(&self, plans: &[Planned], taken: &[Taken<'_>]) {
         let script = redis::Script::new(CHECK_ALL_LUA);
         for (group, tats) in taken.iter().rev() {
             let mut invocation = script.prepare_invoke();
