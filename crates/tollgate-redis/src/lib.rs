@@ -33,6 +33,20 @@
 //!   [`tollgate::timer`] (no runtime timer), and when dropped before its instant gives the
 //!   cells back if the key still holds exactly what it wrote (compare and restore, in Lua).
 //!   [`UntilReady::within`] bounds the wait: a longer one is refused and reserves nothing.
+//! * **Several limits in one call.** [`FleetLimiter::check_all`] checks [`Gate`]s (per IP,
+//!   per token under its tier, a global budget: each a key, cells and a quota) and admits
+//!   all or none, in one script when the keys can share one (one server; one hash slot of a
+//!   cluster), else slot by slot with the earlier slots' cells given back by compare and
+//!   restore: never more than any single limit allows, and a refused call costs an earlier
+//!   limit at most its cells, only when another call wrote that key within the round trip
+//!   (`src/check_all.rs`).
+//! * **Redis Cluster.** [`FleetBuilder::connect_cluster`] runs the same limiter on a
+//!   cluster through the `redis` crate's async cluster client (`MOVED`/`ASK` followed,
+//!   `NOSCRIPT` on any master answered by loading the script and sending again). Keys keep
+//!   the single-server format, `prefix + key`: every call touches one key, so each key's
+//!   state is in one slot. A failover costs at most one burst per key written in the dead
+//!   master's last replication lag, plus what the fault policy admits in the gap
+//!   (`src/cluster.rs`).
 //! * **Faults are a policy.** Each call has a timeout; when Redis fails or is late, a check
 //!   fails open, fails closed, or is decided by a local `tollgate::Limiter` at `1/N` of the
 //!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. By default `N` is the fleet's
@@ -99,8 +113,11 @@
 //! * A wait dropped while its reservation call is in flight cannot give its cells back.
 //! * No FIFO order among waiters on different nodes: a reservation is ordered by when it
 //!   reaches the server.
-//! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
-//!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
+//! * On a cluster the circuit breaker counts the calls to every master together: while one
+//!   master is down and the others' answers are few (their keys refused by the fast path),
+//!   it can open and send every key to the fault policy for its cool-down, not only the dead
+//!   master's. `circuit_breaker(0, _)` keeps the live masters' keys on Redis, at the cost of
+//!   the dead master's calls each waiting out the timeout until a replica is promoted.
 
 #![forbid(unsafe_code)]
 
@@ -109,13 +126,17 @@
 // * Leaves. Values: `admitted` (Admitted, Source), `fault` (FaultPolicy, Unavailable, the
 //   fallback's share), `stats` (Stats and its counters). Mechanisms: `script` (the Lua
 //   script and its reply), `offset` (the bound on the server's clock), `breaker`, `rt` (a
-//   timeout and a background task without a runtime), `sharded` (the bounded sharded map).
+//   timeout and a background task without a runtime), `sharded` (the bounded sharded map),
+//   `conn` (the connection: one server's, or a cluster's).
 // * On the leaves: `cache` (the fast path) and `lease` (leased cells), both on `sharded`;
 //   `server` (one call to Redis: breaker, timeout, faults); `presence` (the fleet's size,
 //   counted in Redis); `memory` (MemoryPolicy and the question that finds it).
 // * `engine`: one limiter's state and the decision that checks and waits share.
 // * `wait` (UntilReady), then `limiter` (FleetLimiter, delegating to the engine), then
 //   `builder` (FleetBuilder, which assembles an engine and returns a FleetLimiter).
+// * On those: `cluster` (FleetBuilder::connect_cluster; where keys go on a cluster, and a
+//   failover's cost) and `check_all` (FleetLimiter::check_all, Gate, Refused: several
+//   limits in one script, or slot by slot).
 mod admitted;
 mod breaker;
 mod builder;
