@@ -444,3 +444,75 @@ async fn check_all_in_one_slot_is_one_script_and_across_slots_gives_back_exactly
     }
     println!("cells kept by refused calls (declined give-backs): {declined}");
 }
+
+/// Polls `limiter`'s stats until `done` holds, within [`cluster::SETTLE`].
+async fn until_stats(
+    limiter: &FleetLimiter,
+    what: &str,
+    done: impl Fn(&tollgate_redis::Stats) -> bool,
+) -> tollgate_redis::Stats {
+    let deadline = Instant::now() + cluster::SETTLE;
+    loop {
+        let s = limiter.stats();
+        if done(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}: {s:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_waits_presence_and_the_memory_policy_work_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    // Leases: one round trip per 10 cells of a hot key.
+    let leasing = FleetLimiter::builder(daily(100))
+        .timeout(common::CALM_TIMEOUT)
+        .lease(10, Duration::from_secs(60))
+        .heartbeat(Duration::from_millis(50))
+        .connect_cluster(cluster.client())
+        .await
+        .unwrap();
+    for _ in 0..30 {
+        assert_eq!(leasing.check("hot").await.unwrap().source(), Source::Redis);
+    }
+    let s = leasing.stats();
+    assert_eq!((s.leased, s.spent_locally), (30, 27), "{s:?}");
+    // Held leases go back to the key's master: it has its 100 cells but the 30 spent.
+    assert_eq!(
+        leasing.return_leases().await.unwrap(),
+        0,
+        "every leased cell was spent"
+    );
+    assert_eq!(left(&leasing, "hot", daily(100)).await, 70);
+
+    // A wait reserves on the key's master, and a cancelled one gives its cell back there.
+    let waiting = FleetLimiter::builder(Quota::per_second(1))
+        .timeout(common::CALM_TIMEOUT)
+        .connect_cluster(cluster.client())
+        .await
+        .unwrap();
+    waiting.check("w").await.unwrap();
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), waiting.until_ready("w")).await;
+    assert!(cancelled.is_err(), "the cell is 1 s off");
+    let s = until_stats(&waiting, "the refund", |s| {
+        s.refunded + s.refunds_declined > 0
+    })
+    .await;
+    assert_eq!((s.reserved, s.refunded, s.refunds_declined), (1, 1, 0));
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(waiting.redis_key("w"))
+        .query(&mut cluster.conn(cluster.master_of(&waiting.redis_key("w"))))
+        .unwrap();
+    assert!(pttl <= 1_001, "the reservation was given back: {pttl}");
+
+    // Presence: the nodes count themselves in the `{fleet}` set on its master.
+    until_stats(&leasing, "the fleet's count", |s| s.fleet_size >= 1).await;
+
+    // CONFIG GET goes to a master of the cluster's choosing: each runs the default,
+    // noeviction.
+    assert_eq!(
+        leasing.memory_policy().await.unwrap(),
+        tollgate_redis::MemoryPolicy::NoEviction
+    );
+}
