@@ -59,7 +59,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use redis::cluster_routing::Slot;
 use tollgate::{Error, Quota};
 
 use crate::admitted::{Admitted, Source};
@@ -456,9 +455,9 @@ impl Engine {
             return vec![(0..plans.len()).collect()];
         }
         let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut by_slot: HashMap<Slot, usize> = HashMap::new();
+        let mut by_slot: HashMap<u16, usize> = HashMap::new();
         for (i, p) in plans.iter().enumerate() {
-            let g = *by_slot.entry(Slot::for_key(&p.key)).or_insert_with(|| {
+            let g = *by_slot.entry(crate::conn::slot(&p.key)).or_insert_with(|| {
                 groups.push(Vec::new());
                 groups.len() - 1
             });
@@ -484,7 +483,11 @@ impl Engine {
         let sent = Instant::now();
         let values: Vec<i64> = self
             .server
-            .call(&self.counters, invocation.invoke_async(&mut conn))
+            .call(
+                &self.counters,
+                &plans[group[0]].key,
+                invocation.invoke_async(&mut conn),
+            )
             .await
             .map_err(|_| ())?;
         let bad = || {
@@ -543,7 +546,11 @@ impl Engine {
             let mut conn = self.server.conn.clone();
             let reply: Result<(u64, u64), _> = self
                 .server
-                .call(&self.counters, invocation.invoke_async(&mut conn))
+                .call(
+                    &self.counters,
+                    &plans[group[0]].key,
+                    invocation.invoke_async(&mut conn),
+                )
                 .await;
             let declined = match reply {
                 Ok((_, declined)) => declined,

@@ -38,7 +38,13 @@
 //! TAT: **at most one burst per such key** (the cells it spent in the lag, which are at
 //! most its burst plus what accrued). Add to that what the fault policy admits in the gap
 //! (under [`FaultPolicy::LocalShare`], the limit's share per node over the gap: about the
-//! limit between the nodes). `WAIT`-style synchronous replication would close the first
+//! limit between the nodes). The circuit breaker is one per range of 1,024 slots (`conn.rs`),
+//! so the dead master's keys are answered at once by the policy once their ranges' breakers
+//! open, while the live masters' keys stay on Redis (but for a range shared at a boundary).
+//! Until the cluster notices the death (`cluster-node-timeout`), the other masters answer
+//! as usual; once it marks the master failed and until a replica takes over, a cluster
+//! that requires full coverage (Redis's default) answers `CLUSTERDOWN` for every slot, a
+//! fault like any other. `WAIT`-style synchronous replication would close the first
 //! gap at the cost of a round trip to the replica per call; the limiter does not do it.
 
 use redis::RedisError;

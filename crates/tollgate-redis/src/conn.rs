@@ -1,8 +1,9 @@
 //! The one connection a limiter sends its calls on: to one server (or a proxy), through a
 //! [`ConnectionManager`], or to a Redis Cluster, through the `redis` crate's async cluster
 //! client. Everything above sends commands through [`Conn`] as through any
-//! [`redis::aio::ConnectionLike`], and never asks which it is, except `check_all`, which
-//! groups its keys by hash slot on a cluster (`check_all.rs`).
+//! [`redis::aio::ConnectionLike`], and asks which it is only through [`Conn::route`]:
+//! the circuit breaker a call goes through (`server.rs`: one on one server, one per range
+//! of slots on a cluster) and the slots `check_all` groups its keys by (`check_all.rs`).
 //!
 //! On a cluster every call of the limit names its key (`EVALSHA sha 1 key ...`), so the
 //! client routes it to the master that owns the key's slot, follows `MOVED` (refreshing
@@ -24,10 +25,78 @@ pub(crate) enum Conn {
     Cluster(ClusterConnection),
 }
 
+/// How many ranges of slots a cluster's calls are told apart by for the circuit breaker:
+/// 16 ranges of 1,024 slots. A master owns a few contiguous ranges (a three-master
+/// cluster about 5.3 each), so a dead master opens only the breakers of its own ranges, and
+/// shares at most the ranges at its boundaries with a live one.
+pub(crate) const ROUTES: usize = 16;
+
 impl Conn {
     /// Whether the keys live on a cluster (so a script's keys must share a hash slot).
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
+    }
+
+    /// The range of slots a call on `key` goes to: 0 on one server, else `slot / 1,024`.
+    pub(crate) fn route(&self, key: &[u8]) -> usize {
+        match self {
+            Conn::Single(_) => 0,
+            Conn::Cluster(_) => usize::from(slot(key)) / (16_384 / ROUTES),
+        }
+    }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC-16/XMODEM of its hash tag (the bytes between
+/// the first `{` and the next `}`, if not empty) or else of the whole key, mod 16,384 (the
+/// cluster specification's `HASH_SLOT`).
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &b in tagged.unwrap_or(key) {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot;
+    use redis::cluster_routing::Slot;
+
+    #[test]
+    fn slots_are_the_cluster_specification_s() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.0.
+        assert_eq!(slot(b"foo"), 12_182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}")); // an empty tag: the whole key
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+        for key in [
+            &b"a"[..],
+            b"tollgate:ip:10.0.0.1",
+            b"{t7}:x",
+            b"x{",
+            b"{}",
+            b"",
+        ] {
+            let ours = Slot::new(slot(key)).unwrap();
+            assert_eq!(
+                ours,
+                Slot::for_key(key),
+                "{:?}",
+                String::from_utf8_lossy(key)
+            );
+        }
     }
 }
 

@@ -428,7 +428,7 @@ impl Engine {
         cmd.arg(&key);
         let deleted: i64 = self
             .server
-            .call(&self.counters, cmd.query_async(&mut conn))
+            .call(&self.counters, &key, cmd.query_async(&mut conn))
             .await?;
         Ok(deleted > 0)
     }

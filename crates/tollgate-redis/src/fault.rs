@@ -120,9 +120,19 @@ impl std::error::Error for Unavailable {
     }
 }
 
-/// Whether `e` says Redis was not reached (rather than that it answered with an error).
+/// Whether `e` says Redis was not reached (rather than that it answered with an error). On
+/// a cluster, also: no connection to the slot's master (`ClusterConnectionNotFound`), and
+/// `CLUSTERDOWN` (the slot's master has failed and no replica has taken over yet).
 pub(crate) fn unreachable(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::ClusterConnectionNotFound | ErrorKind::Server(ServerErrorKind::ClusterDown)
+        )
 }
 
 /// The fallback's share of `quota` for one of `nodes` nodes.

@@ -113,11 +113,11 @@
 //! * A wait dropped while its reservation call is in flight cannot give its cells back.
 //! * No FIFO order among waiters on different nodes: a reservation is ordered by when it
 //!   reaches the server.
-//! * On a cluster the circuit breaker counts the calls to every master together: while one
-//!   master is down and the others' answers are few (their keys refused by the fast path),
-//!   it can open and send every key to the fault policy for its cool-down, not only the dead
-//!   master's. `circuit_breaker(0, _)` keeps the live masters' keys on Redis, at the cost of
-//!   the dead master's calls each waiting out the timeout until a replica is promoted.
+//! * On a cluster the circuit breaker is one per range of 1,024 hash slots, not one per
+//!   master (the cluster client does not say which master a call went to): a dead master
+//!   opens the breakers of its own ranges, and of a range it shares with a live master at
+//!   the boundary of their slots, which then sends that live master's keys in the range to
+//!   the fault policy for the cool-down too.
 
 #![forbid(unsafe_code)]
 

@@ -27,7 +27,9 @@ pub(crate) struct Server {
     script: Script,
     /// The per-call timeout.
     pub(crate) timeout: Duration,
-    breaker: Option<Breaker>,
+    /// The breaker (none if turned off): one on one server; on a cluster one per range of
+    /// slots (`conn.rs`), so that a dead master's calls do not open the live masters'.
+    breakers: Vec<Breaker>,
     /// An upper bound on the server's clock, tightened by every reply of the script.
     pub(crate) clock: ServerClock,
     /// The breaker's time (every `MonotonicClock` has the one origin).
@@ -37,10 +39,15 @@ pub(crate) struct Server {
 impl Server {
     pub(crate) fn new(conn: Conn, timeout: Duration, breaker: Option<Breaker>) -> Server {
         Server {
-            conn,
             script: Script::new(GCRA_LUA),
             timeout,
-            breaker,
+            breakers: match breaker {
+                Some(b) if conn.is_cluster() => {
+                    (0..crate::conn::ROUTES).map(|_| b.fresh()).collect()
+                }
+                b => b.into_iter().collect(),
+            },
+            conn,
             clock: ServerClock::new(),
             local_clock: MonotonicClock::new(),
         }
@@ -63,7 +70,9 @@ impl Server {
             };
         }
         let sent = Instant::now();
-        let values: Vec<i64> = self.call(c, invocation.invoke_async(&mut conn)).await?;
+        let values: Vec<i64> = self
+            .call(c, key, invocation.invoke_async(&mut conn))
+            .await?;
         let reply = Reply::from_values(&values);
         if let Some(r) = &reply {
             self.clock.observe(sent, Instant::now(), r.now_us);
@@ -77,17 +86,19 @@ impl Server {
         })
     }
 
-    /// Sends one call of the limit: not at all while the breaker is open, else within the
-    /// per-call timeout; counts it, and its fault, and tells the breaker how it went.
+    /// Sends one call of the limit on `key`: not at all while the key's breaker is open,
+    /// else within the per-call timeout; counts it, and its fault, and tells the breaker how
+    /// it went.
     pub(crate) async fn call<T>(
         &self,
         c: &Counters,
+        key: &[u8],
         fut: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
         let now = || self.local_clock.now().as_nanos();
         // The breaker first: while it is open the call is not sent, and the caller's fault
         // policy answers at once (`breaker.rs`).
-        let pass = match &self.breaker {
+        let pass = match self.breakers.get(self.conn.route(key)) {
             Some(breaker) => match breaker.pass(now()) {
                 Pass::ShortCircuit => {
                     bump(&c.short_circuited);

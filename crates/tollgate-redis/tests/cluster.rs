@@ -516,3 +516,51 @@ async fn leases_waits_presence_and_the_memory_policy_work_on_a_cluster() {
         tollgate_redis::MemoryPolicy::NoEviction
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_master_opens_the_breaker_of_its_own_slots_only() {
+    let mut cluster = RedisCluster::start();
+    // A timeout shorter than the cluster takes to notice the death (its node timeout): the
+    // two calls below fail before any replica can be promoted.
+    let limiter = FleetLimiter::builder(daily(100))
+        .timeout(Duration::from_millis(150))
+        .circuit_breaker(2, Duration::from_secs(600))
+        .fault_policy(FaultPolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        })
+        .connect_cluster(cluster.client())
+        .await
+        .unwrap();
+    let keys = keys_on_every_master(&cluster, &limiter, 60);
+    for k in &keys {
+        limiter.check(k).await.unwrap(); // every master answers, the script is loaded
+    }
+    let slot_of = |k: &String| cluster.slot(&limiter.redis_key(k));
+    let victim = cluster.master_of(&limiter.redis_key(&keys[0]));
+    // A key on a live master whose range of 1,024 slots has none of the victim's.
+    let live = keys
+        .iter()
+        .find(|k| {
+            let range = slot_of(k) / 1_024;
+            let (lo, hi) = (range * 1_024, range * 1_024 + 1_023);
+            cluster.master_of_slot(lo) != victim && cluster.master_of_slot(hi) != victim
+        })
+        .expect("a key far from the victim's slots")
+        .clone();
+    cluster.kill(victim);
+    for _ in 0..2 {
+        assert!(limiter.check(&keys[0]).await.is_err(), "the victim's key");
+    }
+    let s = limiter.stats();
+    assert_eq!(s.circuit_opened, 1, "{s:?}");
+    // The victim's range is short-circuited; the live master's is not (a single breaker
+    // would short-circuit it too).
+    assert!(limiter.check(&keys[0]).await.is_err());
+    assert_eq!(limiter.stats().short_circuited, s.short_circuited + 1);
+    let _ = limiter.check(&live).await; // answered by Redis, or late on a loaded machine
+    assert_eq!(
+        limiter.stats().short_circuited,
+        s.short_circuited + 1,
+        "{live} on a live master was not short-circuited"
+    );
+}
