@@ -119,7 +119,8 @@ if ARGV[1] == 'refund' then
   return {now, declined}
 end
 
-local tats = {}
+local tats = {}  -- each key's TAT as the gates so far left it
+local read = {} -- each key's TAT as read, so that a key only looked at is not written
 local out = {0, now}
 for i = 1, #KEYS do
   local key = KEYS[i]
@@ -133,6 +134,7 @@ for i = 1, #KEYS do
     tat = 0
     if v then tat = tonumber(v) or 0 end
     if tat > now + MAX_AHEAD then tat = now + MAX_AHEAD end
+    read[key] = tat
   end
   local new = tat
   if n > 0 then
@@ -158,7 +160,9 @@ for i = 1, #KEYS do
   out[p + 4] = tat
   out[p + 5] = new
 end
-for key, x in pairs(tats) do store(key, x) end
+for key, x in pairs(tats) do
+  if x ~= read[key] then store(key, x) end
+end
 return out
 "#;
 
@@ -207,8 +211,20 @@ impl<'a> Gate<'a> {
     /// # Examples
     ///
     /// ```
-    /// let gate = tollgate_redis::Gate::new("upload:alice").n(8);
-    /// # let _ = gate;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// use tollgate::Quota;
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter, Gate};
+    ///
+    /// // No Redis on port 1: the call fails open, and says what it would have spent.
+    /// let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(10))
+    ///     .fault_policy(FaultPolicy::FailOpen)
+    ///     .connect(client)
+    ///     .await?;
+    /// let [ok] = limiter.check_all([Gate::new("upload:alice").n(8)]).await.unwrap();
+    /// assert_eq!((ok.limit(), ok.remaining()), (10, 2));
+    /// # Ok(()) }
     /// ```
     pub fn n(mut self, n: u32) -> Self {
         self.n = n;
@@ -220,10 +236,24 @@ impl<'a> Gate<'a> {
     /// # Examples
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
     /// use tollgate::Quota;
+    /// use tollgate_redis::{FaultPolicy, FleetLimiter, Gate};
     ///
-    /// let gate = tollgate_redis::Gate::new("global").quota(Quota::per_second(10_000));
-    /// # let _ = gate;
+    /// // No Redis on port 1: the call fails open, under each gate's own quota.
+    /// let client = redis::Client::open("redis://127.0.0.1:1/")?;
+    /// let limiter = FleetLimiter::builder(Quota::per_second(10))
+    ///     .fault_policy(FaultPolicy::FailOpen)
+    ///     .connect(client)
+    ///     .await?;
+    /// let global = Quota::per_second(10_000);
+    /// let [ip, all] = limiter
+    ///     .check_all([Gate::new("ip:10.0.0.1"), Gate::new("global").quota(global)])
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!((ip.limit(), all.limit()), (10, 10_000));
+    /// # Ok(()) }
     /// ```
     pub fn quota(mut self, quota: Quota) -> Self {
         self.quota = Some(quota);
@@ -257,13 +287,22 @@ impl fmt::Debug for Gate<'_> {
 /// # Examples
 ///
 /// ```
-/// use tollgate::Error;
-/// use tollgate_redis::Refused;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> redis::RedisResult<()> {
+/// use tollgate::Quota;
+/// use tollgate_redis::{FleetLimiter, Gate};
 ///
-/// fn status(r: &Refused) -> (usize, bool) {
-///     (r.index, matches!(r.error, Error::RateLimited { .. }))
-/// }
-/// # let _ = status;
+/// # let client = redis::Client::open("redis://127.0.0.1:1/")?; // never asked
+/// let limiter = FleetLimiter::builder(Quota::per_second(10)).connect(client).await?;
+/// // The second gate asks more than its burst: refused without a call, the first untouched.
+/// let refused = limiter
+///     .check_all([Gate::new("ip:10.0.0.1"), Gate::new("upload").n(11)])
+///     .await
+///     .unwrap_err();
+/// assert_eq!(refused.index, 1);
+/// assert!(refused.error.is_insufficient_capacity());
+/// assert_eq!(limiter.stats().round_trips, 0);
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

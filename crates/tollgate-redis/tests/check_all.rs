@@ -134,6 +134,13 @@ async fn a_key_twice_sees_its_own_first_cells_and_n_over_the_burst_is_refused_un
     // n = 0 looks without spending.
     let [peeked] = limiter.check_all([Gate::new("other").n(0)]).await.unwrap();
     assert_eq!(peeked.remaining(), 3);
+    let [fresh] = limiter.check_all([Gate::new("fresh").n(0)]).await.unwrap();
+    assert_eq!(fresh.remaining(), 3);
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(limiter.redis_key("fresh"))
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!exists, "a look writes nothing");
 }
 
 #[tokio::test]
