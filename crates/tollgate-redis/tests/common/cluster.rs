@@ -65,18 +65,13 @@ impl RedisCluster {
             nodes: Vec::new(),
             dir,
         };
-        for _ in 0..6 {
-            let node = Node {
-                child: None,
-                port: free_port(),
-                bus: free_port(),
-            };
-            cluster.nodes.push(node);
-            let i = cluster.nodes.len() - 1;
-            cluster.spawn(i);
-        }
         for i in 0..6 {
-            cluster.wait_ping(i);
+            cluster.nodes.push(Node {
+                child: None,
+                port: 0,
+                bus: 0,
+            });
+            cluster.start_node(i);
         }
         let addrs: Vec<String> = cluster
             .nodes
@@ -132,13 +127,34 @@ impl RedisCluster {
         self.nodes[i].child = Some(child);
     }
 
-    fn wait_ping(&self, i: usize) {
+    /// Starts node `i` on free ports. A port found free can be taken by someone else before
+    /// the server binds it (other tests start servers too): a server that exits at once is
+    /// started again on other ports, a few times.
+    fn start_node(&mut self, i: usize) {
+        for _ in 0..5 {
+            self.nodes[i].port = free_port();
+            self.nodes[i].bus = free_port();
+            self.spawn(i);
+            if self.wait_ping(i) {
+                return;
+            }
+            self.kill(i);
+        }
+        panic!("redis-server did not start on five pairs of free ports");
+    }
+
+    /// Waits until node `i` answers `PING` (true), or its process has exited (false).
+    fn wait_ping(&mut self, i: usize) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(mut c) = self.try_conn(i)
                 && redis::cmd("PING").query::<String>(&mut c).is_ok()
             {
-                return;
+                return true;
+            }
+            let child = self.nodes[i].child.as_mut().expect("spawned");
+            if child.try_wait().ok().flatten().is_some() {
+                return false;
             }
             assert!(
                 Instant::now() < deadline,
