@@ -56,15 +56,18 @@
 //!   row a circuit breaker stops sending calls for a cool-down (1 s), so the policy answers
 //!   at once instead of after a timeout each; one probe then closes it again
 //!   ([`FleetBuilder::circuit_breaker`]). The connection is a
-//!   [`redis::aio::ConnectionManager`], which reconnects by itself.
+//!   [`redis::aio::ConnectionManager`], which reconnects by itself; on a cluster, the
+//!   `redis` crate's cluster connection, which reconnects to the nodes and refreshes its
+//!   slot map.
 //!
 //! Runtimes: Tokio (the `redis` crate's `tokio-comp`, always on) and, with the `smol-comp`
 //! feature, smol. The crate itself needs no runtime: the per-call timeout and waiting run on
 //! [`tollgate::timer`], and a cancelled wait's refund runs on the current Tokio runtime if
 //! there is one, else on a short-lived thread. The connection
 //! ([`redis::aio::ConnectionManager`]) picks its runtime when the limiter is built: Tokio
-//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`). Requires Redis 6.2 or
-//! later (`SET … PXAT`); tested with Redis 7.0.
+//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`); the cluster's tests run
+//! under Tokio only. Requires Redis 6.2 or later (`SET … PXAT`); tested with Redis 7.0 (one
+//! server, and a cluster of three masters with a replica each).
 
 //! # Examples
 //!
