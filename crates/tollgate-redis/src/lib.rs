@@ -65,8 +65,8 @@
 //! [`tollgate::timer`], and a cancelled wait's refund runs on the current Tokio runtime if
 //! there is one, else on a short-lived thread. The connection
 //! ([`redis::aio::ConnectionManager`]) picks its runtime when the limiter is built: Tokio
-//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`); the cluster's tests run
-//! under Tokio only. Requires Redis 6.2 or later (`SET … PXAT`); tested with Redis 7.0 (one
+//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`), on one server as on a
+//! cluster. Requires Redis 6.2 or later (`SET … PXAT`); tested with Redis 7.0 (one
 //! server, and a cluster of three masters with a replica each).
 
 //! # Examples
