@@ -30,22 +30,24 @@
 //! # Failover
 //!
 //! When a master dies, its slots answer nothing until the cluster promotes a replica
-//! (after `cluster-node-timeout`, plus an election): calls on those slots time out or fail,
-//! and the fault policy answers them, as on one server that is away; the other masters'
-//! keys are unaffected. The promoted replica holds what the master had replicated to it:
-//! replication is asynchronous, so **a failover can lose the writes of the master's last
-//! replication lag**, and each key written in that lag is admitted afresh from its older
-//! TAT: **at most one burst per such key** (the cells it spent in the lag, which are at
-//! most its burst plus what accrued). Add to that what the fault policy admits in the gap
-//! (under [`FaultPolicy::LocalShare`], the limit's share per node over the gap: about the
-//! limit between the nodes). The circuit breaker is one per range of 1,024 slots (`conn.rs`),
-//! so the dead master's keys are answered at once by the policy once their ranges' breakers
-//! open, while the live masters' keys stay on Redis (but for a range shared at a boundary).
-//! Until the cluster notices the death (`cluster-node-timeout`), the other masters answer
-//! as usual; once it marks the master failed and until a replica takes over, a cluster
-//! that requires full coverage (Redis's default) answers `CLUSTERDOWN` for every slot, a
-//! fault like any other. `WAIT`-style synchronous replication would close the first
-//! gap at the cost of a round trip to the replica per call; the limiter does not do it.
+//! (after `cluster-node-timeout`, plus an election): calls on those slots fail or time out,
+//! and the fault policy answers them, as on one server that is away. The other masters
+//! answer as usual until the cluster marks the master failed; from then until a replica
+//! takes over, a cluster that requires full coverage (Redis's default) answers
+//! `CLUSTERDOWN` on every slot, a fault like any other. The circuit breaker is one per
+//! range of 1,024 slots (`conn.rs`): the dead master's ranges open and are answered by the
+//! policy at once, while the live masters' keys keep going to Redis (but for a range the
+//! dead master shares with a live one at the boundary of their slots).
+//!
+//! **The cost.** The promoted replica holds what the master had replicated to it.
+//! Replication is asynchronous, so a failover can lose the writes of the master's last
+//! replication lag `λ`, and each key written in that lag is admitted afresh from its older
+//! TAT: the cells it was admitted in the lag, **at most `b + floor(λ / T)` per such key**
+//! (about one burst, as `λ` is a few milliseconds on a healthy link), over and above the
+//! limit. Add what the fault policy admits in the gap (under [`FaultPolicy::LocalShare`],
+//! each node's share over the gap: about the limit between the nodes; nothing under
+//! `FailClosed`). Synchronous replication (`WAIT` after each write) would close the first
+//! part at the cost of a round trip to a replica per call; the limiter does not do it.
 
 use redis::RedisError;
 use redis::cluster::{ClusterClient, ClusterConfig};
@@ -68,7 +70,8 @@ impl FleetBuilder {
     ///
     /// On a failover the keys of the dead master's slots are decided by the fault policy
     /// until a replica is promoted, and a key written in the master's last replication lag
-    /// may be admitted up to one burst afresh (the module's docs: `src/cluster.rs`).
+    /// `λ` may be admitted up to `b + floor(λ / T)` cells afresh, about one burst (the
+    /// module's docs: `src/cluster.rs`).
     ///
     /// # Errors
     ///

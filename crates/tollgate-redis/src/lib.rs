@@ -44,9 +44,9 @@
 //!   cluster through the `redis` crate's async cluster client (`MOVED`/`ASK` followed,
 //!   `NOSCRIPT` on any master answered by loading the script and sending again). Keys keep
 //!   the single-server format, `prefix + key`: every call touches one key, so each key's
-//!   state is in one slot. A failover costs at most one burst per key written in the dead
-//!   master's last replication lag, plus what the fault policy admits in the gap
-//!   (`src/cluster.rs`).
+//!   state is in one slot. A failover costs up to about one burst per key written in the dead
+//!   master's last replication lag (`b + floor(lag / T)`), plus what the fault policy
+//!   admits in the gap (`src/cluster.rs`).
 //! * **Faults are a policy.** Each call has a timeout; when Redis fails or is late, a check
 //!   fails open, fails closed, or is decided by a local `tollgate::Limiter` at `1/N` of the
 //!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. By default `N` is the fleet's

@@ -240,7 +240,8 @@ async fn a_master_killed_mid_run_costs_at_most_the_documented_failover_bound() {
     for k in &keys {
         let a = admitted[k];
         // Never more than the burst on the masters that lived; on the victim's keys, at
-        // most the documented failover cost: one burst more per key written in the lag.
+        // most the documented failover cost on top: b + floor(lag / T) per key written in
+        // the lag, and T is a day, so one burst.
         let bound = if on_victim.contains(k) {
             2 * burst
         } else {
