@@ -57,6 +57,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use tollgate::{Error, Quota};
@@ -165,6 +166,9 @@ for key, x in pairs(tats) do
 end
 return out
 "#;
+
+/// [`CHECK_ALL_LUA`], with its SHA-1 computed once.
+static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CHECK_ALL_LUA));
 
 /// One limit of a [`FleetLimiter::check_all`]: a key, the cells asked for (1 unless
 /// [`n`](Gate::n) says otherwise) and the quota (the limiter's unless
@@ -507,26 +511,21 @@ impl Engine {
 
     /// Runs the script on one group; `Err` when Redis failed or was late (counted).
     async fn run_group(&self, plans: &[Planned], group: &[usize]) -> Result<GroupReply, ()> {
-        let script = redis::Script::new(CHECK_ALL_LUA);
-        let mut invocation = script.prepare_invoke();
-        invocation.arg("check");
-        for &i in group {
-            let p = &plans[i];
-            invocation
-                .key(&p.key)
-                .arg(p.interval_us)
-                .arg(p.burst)
-                .arg(p.n);
-        }
-        let mut conn = self.server.conn.clone();
+        let call = self.server.conn.eval(&SCRIPT, CHECK_ALL_LUA, |cmd| {
+            cmd.arg(group.len());
+            for &i in group {
+                cmd.arg(&plans[i].key);
+            }
+            cmd.arg("check");
+            for &i in group {
+                let p = &plans[i];
+                cmd.arg(p.interval_us).arg(p.burst).arg(p.n);
+            }
+        });
         let sent = Instant::now();
         let values: Vec<i64> = self
             .server
-            .call(
-                &self.counters,
-                &plans[group[0]].key,
-                invocation.invoke_async(&mut conn),
-            )
+            .call(&self.counters, &plans[group[0]].key, call)
             .await
             .map_err(|_| ())?;
         let bad = || {
@@ -572,24 +571,25 @@ impl Engine {
     /// call per group); a declined or failed give-back leaves the cells spent (counted in
     /// `refunds_declined`).
     async fn give_back(&self, plans: &[Planned], taken: &[Taken<'_>]) {
-        let script = redis::Script::new(CHECK_ALL_LUA);
         for (group, tats) in taken.iter().rev() {
-            let mut invocation = script.prepare_invoke();
-            invocation.arg("refund");
-            for (&i, &(prev, new)) in group.iter().zip(tats) {
-                invocation.key(&plans[i].key).arg(prev).arg(new);
-                if let Some(cache) = &self.cache {
+            if let Some(cache) = &self.cache {
+                for &i in group.iter() {
                     cache.remove(&plans[i].key);
                 }
             }
-            let mut conn = self.server.conn.clone();
+            let call = self.server.conn.eval(&SCRIPT, CHECK_ALL_LUA, |cmd| {
+                cmd.arg(group.len());
+                for &i in group.iter() {
+                    cmd.arg(&plans[i].key);
+                }
+                cmd.arg("refund");
+                for &(prev, new) in tats {
+                    cmd.arg(prev).arg(new);
+                }
+            });
             let reply: Result<(u64, u64), _> = self
                 .server
-                .call(
-                    &self.counters,
-                    &plans[group[0]].key,
-                    invocation.invoke_async(&mut conn),
-                )
+                .call(&self.counters, &plans[group[0]].key, call)
                 .await;
             let declined = match reply {
                 Ok((_, declined)) => declined,

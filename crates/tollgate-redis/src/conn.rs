@@ -8,14 +8,22 @@
 //! On a cluster every call of the limit names its key (`EVALSHA sha 1 key ...`), so the
 //! client routes it to the master that owns the key's slot, follows `MOVED` (refreshing
 //! its slot map) and `ASK` (during a migration) by itself, and retries on a connection
-//! error after refreshing the map (so a promoted replica is found). `NOSCRIPT` is handled
-//! one level up, by [`redis::Script`]: it answers `NOSCRIPT` with `SCRIPT LOAD`, which the
-//! cluster client sends to every master, and sends the `EVALSHA` again, which goes to the
-//! node that refused it (tested in `tests/cluster.rs`).
+//! error after refreshing the map (so a promoted replica is found).
+//!
+//! Scripts run through [`Conn::eval`]: `EVALSHA`, and on `NOSCRIPT` (a restarted server, a
+//! promoted replica, a `SCRIPT FLUSH`), on one server `SCRIPT LOAD` and the `EVALSHA` again
+//! (as [`redis::Script`] does), on a cluster `EVAL` with the text, which goes to the key's
+//! master like the `EVALSHA` and leaves the script cached there. Not `SCRIPT LOAD` on a
+//! cluster: the cluster client sends it to every master, so while any master is down it
+//! fails, and a master that lacks the script could not be given it (tested in
+//! `tests/cluster.rs`).
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisFuture, RedisResult, Script, ServerErrorKind,
+    Value,
+};
 
 /// A connection to one server or to a cluster. A cheap `Clone`: clones share the
 /// connection (or the cluster's connections).
@@ -35,6 +43,38 @@ impl Conn {
     /// Whether the keys live on a cluster (so a script's keys must share a hash slot).
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
+    }
+
+    /// Runs `script` (whose text is `code`) with what `fill` appends after the SHA-1 or the
+    /// text: the number of keys, the keys, the arguments. See the module docs for
+    /// `NOSCRIPT`.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        code: &str,
+        fill: impl Fn(&mut Cmd),
+    ) -> RedisResult<T> {
+        let mut conn = self.clone();
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(script.get_hash());
+        fill(&mut evalsha);
+        match evalsha.query_async(&mut conn).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => match self {
+                Conn::Single(_) => {
+                    let mut load = redis::cmd("SCRIPT");
+                    load.arg("LOAD").arg(code);
+                    load.query_async::<String>(&mut conn).await?;
+                    evalsha.query_async(&mut conn).await
+                }
+                Conn::Cluster(_) => {
+                    let mut eval = redis::cmd("EVAL");
+                    eval.arg(code);
+                    fill(&mut eval);
+                    eval.query_async(&mut conn).await
+                }
+            },
+            r => r,
+        }
     }
 
     /// The range of slots a call on `key` goes to: 0 on one server, else `slot / 1,024`.

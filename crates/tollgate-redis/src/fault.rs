@@ -121,17 +121,20 @@ impl std::error::Error for Unavailable {
 }
 
 /// Whether `e` says Redis was not reached (rather than that it answered with an error). On
-/// a cluster, also: no connection to the slot's master (`ClusterConnectionNotFound`), and
-/// `CLUSTERDOWN` (the slot's master has failed and no replica has taken over yet).
+/// a cluster, also: no connection to the slot's master (`ClusterConnectionNotFound`, and
+/// the cluster client's own `Client` errors: a request it could not route or hand over),
+/// and a redirection or `CLUSTERDOWN`/`TRYAGAIN` that outlived the client's retries (the
+/// slot's master has failed and no replica has taken over yet, or the slot is moving).
 pub(crate) fn unreachable(e: &RedisError) -> bool {
-    use redis::{ErrorKind, ServerErrorKind};
+    use redis::ErrorKind;
     e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
+        || e.is_cluster_error()
         || matches!(
             e.kind(),
-            ErrorKind::ClusterConnectionNotFound | ErrorKind::Server(ServerErrorKind::ClusterDown)
+            ErrorKind::ClusterConnectionNotFound | ErrorKind::Client
         )
 }
 

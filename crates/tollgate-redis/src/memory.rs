@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use crate::conn::Conn;
-
 use crate::fault::{Unavailable, unreachable};
 
 /// The server's `maxmemory-policy`, as it bears on the limit's exactness

@@ -11,11 +11,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::conn::Conn;
 use redis::{RedisError, Script};
 use tollgate::{Clock, MonotonicClock};
 
 use crate::breaker::{Breaker, Change, Outcome, Pass};
+use crate::conn::Conn;
 use crate::fault::{Unavailable, unreachable};
 use crate::offset::ServerClock;
 use crate::script::{GCRA_LUA, Reply};
@@ -61,18 +61,17 @@ impl Server {
         key: &[u8],
         args: [Arg; N],
     ) -> Result<Reply, Unavailable> {
-        let mut conn = self.conn.clone();
-        let mut invocation = self.script.key(key);
-        for a in args {
-            match a {
-                Arg::Op(op) => invocation.arg(op),
-                Arg::Num(x) => invocation.arg(x),
-            };
-        }
         let sent = Instant::now();
-        let values: Vec<i64> = self
-            .call(c, key, invocation.invoke_async(&mut conn))
-            .await?;
+        let call = self.conn.eval(&self.script, GCRA_LUA, |cmd| {
+            cmd.arg(1).arg(key);
+            for a in &args {
+                match *a {
+                    Arg::Op(op) => cmd.arg(op),
+                    Arg::Num(x) => cmd.arg(x),
+                };
+            }
+        });
+        let values: Vec<i64> = self.call(c, key, call).await?;
         let reply = Reply::from_values(&values);
         if let Some(r) = &reply {
             self.clock.observe(sent, Instant::now(), r.now_us);
