@@ -24,8 +24,8 @@
 //!
 //! Routing is the cluster client's: `MOVED` and `ASK` are followed, the slot map is
 //! refreshed, and `NOSCRIPT` from a master that has not seen the script (a new master, a
-//! promoted replica, a `SCRIPT FLUSH`) loads it on every master and runs the call again
-//! (`conn.rs`).
+//! promoted replica, a `SCRIPT FLUSH`) is answered by running the call again as `EVAL`
+//! with the script's text, on that master, which then keeps it (`conn.rs`).
 //!
 //! # Failover
 //!

@@ -1,9 +1,8 @@
 //! One [`tollgate`] limit across a fleet of processes, on Redis (or Valkey, KeyDB,
 //! Dragonfly): exact GCRA in one Lua script, with a local fast path and faults as policy.
 //!
-//! * **Exact GCRA on the server.** One Lua script, run by `EVALSHA` and reloaded by
-//!   [`redis::Script`] when the server answers `NOSCRIPT` (after a restart or
-//!   `SCRIPT FLUSH`); integer microsecond arithmetic, exact below 2^53 (the argument is in
+//! * **Exact GCRA on the server.** One Lua script, run by `EVALSHA` and loaded again when
+//!   the server answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`); integer microsecond arithmetic, exact below 2^53 (the argument is in
 //!   `src/script.rs`); the server's `TIME` as the clock, so the nodes' clocks never matter;
 //!   each key's expiry set to its reset time rounded up to the ms (`SET … PXAT`), so Redis
 //!   holds only live keys;
@@ -42,7 +41,7 @@
 //!   (`src/check_all.rs`).
 //! * **Redis Cluster.** [`FleetBuilder::connect_cluster`] runs the same limiter on a
 //!   cluster through the `redis` crate's async cluster client (`MOVED`/`ASK` followed,
-//!   `NOSCRIPT` on any master answered by loading the script and sending again). Keys keep
+//!   `NOSCRIPT` from any master answered by `EVAL` with the text there). Keys keep
 //!   the single-server format, `prefix + key`: every call touches one key, so each key's
 //!   state is in one slot. A failover costs up to about one burst per key written in the dead
 //!   master's last replication lag (`b + floor(lag / T)`), plus what the fault policy
