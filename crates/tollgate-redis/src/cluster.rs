@@ -65,7 +65,8 @@ impl FleetBuilder {
     /// Redis key in one slot (`prefix + key`, as on one server), so keys need no hash tags
     /// (see [`FleetLimiter::check_all`] for when they help). The connection's connection and
     /// response timeouts are the per-call timeout; `client`'s own settings (retries, their
-    /// waits, TLS, credentials) are kept. Connects lazily: the cluster need not be up yet,
+    /// waits, TLS, credentials) are kept, and
+    /// [`connection_manager`](Self::connection_manager) does not apply. Connects lazily: the cluster need not be up yet,
     /// and until it is, checks follow the fault policy.
     ///
     /// On a failover the keys of the dead master's slots are decided by the fault policy
