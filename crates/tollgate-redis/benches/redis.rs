@@ -6,7 +6,11 @@
 //! 3. an abusive key hammered with and without the local fast path: round trips per 1,000
 //!    checks (`INFO commandstats`);
 //! 4. a hot key under its limit, with and without leases (`FleetBuilder::lease`): round trips
-//!    per 1,000 checks and checks/s.
+//!    per 1,000 checks and checks/s;
+//! 5. the same on a three-master Redis Cluster of its own (`cluster_rows`): p50/p99 per call
+//!    and admissions/s of a check beside the plain Lua GCRA on the same cluster, and beside
+//!    one server; round trips per 1,000 checks with the fast path and with leases;
+//!    `check_all` of three limits in one slot and across three.
 //!
 //! `cargo bench -p tollgate-redis --bench redis`; `TOLLGATE_BENCH_QUICK=1` for a smoke run.
 //! With the `metrics` feature (on by default) a recorder that keeps every sample (`tests/common/recorder.rs`)
@@ -16,6 +20,9 @@
 // The redis-server harness the tests use: one copy, started and killed the same way.
 #[path = "../tests/common/mod.rs"]
 mod common;
+// The same for a cluster.
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
 
 use std::time::{Duration, Instant};
 
@@ -299,6 +306,187 @@ async fn main() {
             s.spent_locally,
             s.returned,
             s.expired_unspent
+        );
+    }
+
+    cluster_rows(quick, n, live, &client).await;
+}
+
+/// Admissions per second of `tasks` tasks sharing `check`, `per_task` calls each.
+async fn throughput<F, Fut>(tasks: usize, per_task: usize, check: F) -> f64
+where
+    F: Fn(usize, usize) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let start = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let calls: Vec<Fut> = (0..per_task).map(|i| check(t, i)).collect();
+            tokio::spawn(async move {
+                for c in calls {
+                    c.await;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+    (tasks * per_task) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Section 5: the cluster rows.
+async fn cluster_rows(quick: bool, n: usize, live: Quota, single: &redis::Client) {
+    let cluster = cluster::RedisCluster::start();
+    let conn = cluster.client().get_async_connection().await.unwrap();
+    let plain = redis::Script::new(PLAIN_LUA);
+    let plain_call = |i: usize| {
+        let (mut c, plain) = (conn.clone(), &plain);
+        async move {
+            let _: Vec<f64> = plain
+                .key(format!("plain:{}", i % 1_000))
+                .arg(100_000)
+                .arg(1)
+                .arg(60)
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+        }
+    };
+    let mut baseline = time_calls(n, plain_call).await;
+    let limiter = FleetLimiter::builder(live)
+        .connect_cluster(cluster.client())
+        .await
+        .unwrap();
+    let mut ours = time_calls(n, |i| {
+        let limiter = &limiter;
+        async move {
+            limiter.check(format!("live:{}", i % 1_000)).await.unwrap();
+        }
+    })
+    .await;
+    println!("5. a three-master cluster on loopback (a replica each), {n} sequential calls:");
+    let b = (baseline.pct(0.5), baseline.pct(0.99));
+    println!("   plain Lua GCRA          {:>10.1?} {:>10.1?}", b.0, b.1);
+    let o = (ours.pct(0.5), ours.pct(0.99));
+    println!(
+        "   tollgate-redis check    {:>10.1?} {:>10.1?}   p50 {:.2}x the plain script",
+        o.0,
+        o.1,
+        o.0.as_secs_f64() / b.0.as_secs_f64()
+    );
+    for (what, gates) in [
+        ("in one slot ", ["{t}:ip", "{t}:token", "{t}:all"]),
+        ("over 3 slots", ["ip:1", "token:2", "global"]),
+    ] {
+        let mut all = time_calls(n, |_| {
+            let limiter = &limiter;
+            async move {
+                let [a, b, c] = gates;
+                limiter
+                    .check_all([
+                        tollgate_redis::Gate::new(a),
+                        tollgate_redis::Gate::new(b),
+                        tollgate_redis::Gate::new(c),
+                    ])
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+        let a = (all.pct(0.5), all.pct(0.99));
+        println!(
+            "   check_all, 3 limits {what} {:>10.1?} {:>10.1?}",
+            a.0, a.1
+        );
+    }
+
+    // Admissions per second: 16 tasks on one shared connection.
+    let (tasks, per_task) = (16, n / 4);
+    let on_one = FleetLimiter::builder(live)
+        .connect(single.clone())
+        .await
+        .unwrap();
+    let single_rate = throughput(tasks, per_task, |t, i| {
+        let l = on_one.clone();
+        async move {
+            l.check(format!("tp:{t}:{}", i % 100)).await.unwrap();
+        }
+    })
+    .await;
+    let cluster_rate = throughput(tasks, per_task, |t, i| {
+        let l = limiter.clone();
+        async move {
+            l.check(format!("tp:{t}:{}", i % 100)).await.unwrap();
+        }
+    })
+    .await;
+    let plain_rate = throughput(tasks, per_task, |t, i| {
+        let (mut c, plain) = (conn.clone(), plain.clone());
+        async move {
+            let _: Vec<f64> = plain
+                .key(format!("tp:{t}:{}", i % 100))
+                .arg(100_000)
+                .arg(1)
+                .arg(60)
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    println!("   {tasks} tasks, one shared connection, admissions/s:");
+    println!("     tollgate-redis, one server       {single_rate:>9.0}");
+    println!("     tollgate-redis, 3-master cluster {cluster_rate:>9.0}");
+    println!("     plain Lua GCRA, 3-master cluster {plain_rate:>9.0}");
+
+    // Round trips per admission: an abusive key with the fast path, a hot key with leases.
+    let run = Duration::from_millis(if quick { 300 } else { 2_000 });
+    for cache in [true, false] {
+        let l = FleetLimiter::builder(Quota::per_second(100).allow_burst(1))
+            .local_cache(if cache { 1_024 } else { 0 })
+            .connect_cluster(cluster.client())
+            .await
+            .unwrap();
+        l.peek("warm-up").await.unwrap();
+        let key = format!("abuser:{cache}");
+        let before = cluster.calls("evalsha");
+        let start = Instant::now();
+        let (mut checks, mut admitted) = (0u64, 0u64);
+        while start.elapsed() < run {
+            checks += 1;
+            admitted += u64::from(l.check(&key).await.is_ok());
+        }
+        let trips = cluster.calls("evalsha") - before;
+        println!(
+            "   abusive key, fast path {}: {checks:>8} checks, {admitted} admitted, {:.2} round trips per admission, {:.2} per 1,000 checks",
+            if cache { "on " } else { "off" },
+            trips as f64 / admitted.max(1) as f64,
+            trips as f64 * 1_000.0 / checks as f64
+        );
+    }
+    let checks_per_task = if quick { 2_000 } else { 20_000 };
+    for lease in [true, false] {
+        let mut b = FleetLimiter::builder(Quota::per_second(1_000_000).allow_burst(100_000));
+        if lease {
+            b = b.lease(16, Duration::from_millis(50));
+        }
+        let l = b.connect_cluster(cluster.client()).await.unwrap();
+        l.peek("warm-up").await.unwrap();
+        let key = format!("hot:{lease}");
+        let before = cluster.calls("evalsha");
+        let rate = throughput(4, checks_per_task, |_, _| {
+            let (l, key) = (l.clone(), key.clone());
+            async move {
+                l.check(&key).await.unwrap();
+            }
+        })
+        .await;
+        let trips = cluster.calls("evalsha") - before;
+        println!(
+            "   hot key, lease {}: {:.3} round trips per admission, {rate:>9.0} admissions/s",
+            if lease { "on " } else { "off" },
+            trips as f64 / (4 * checks_per_task) as f64
         );
     }
 }

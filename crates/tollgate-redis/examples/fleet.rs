@@ -4,7 +4,7 @@
 //! killed a third of the way in and restarted at two thirds, under each fault policy.
 //!
 //! After each run it prints what an operator's dashboard would show, read from a `metrics`
-//! recorder (the `metrics` feature; the example needs it): round trips per admission, the
+//! recorder (the `metrics` feature, on by default; the example needs it): round trips per admission, the
 //! round trip's p50 and p99, fast-path refusals, and the fault policy's answers. While a run
 //! goes, a progress line is redrawn in place on a terminal; piped into a log, it prints a
 //! plain line every quarter second instead.
@@ -12,12 +12,18 @@
 //! ```sh
 //! cargo run --release -p tollgate-redis --example fleet   # its own redis-server
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run -p tollgate-redis --example fleet
-//! cargo run -p tollgate-redis --example fleet -- --nodes 6 --tasks 4 --seconds 2
+//! cargo run -p tollgate-redis --example fleet -- --nodes 6 --tasks 4 --seconds 2 --rate 500
+//! cargo run -p tollgate-redis --example fleet -- --cluster      # a cluster of its own, a master killed
 //! ```
 
 // The redis-server harness the tests use: one copy, started and killed the same way.
 #[path = "../tests/common/mod.rs"]
 mod common;
+// The same for a cluster, and the `--cluster` run (`fleet/cluster.rs`).
+#[path = "fleet/cluster.rs"]
+mod cluster_demo;
+#[path = "../tests/common/cluster.rs"]
+mod cluster_harness;
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -35,6 +41,7 @@ struct Args {
     seconds: f64,
     rate: u32,
     burst: u32,
+    cluster: bool,
 }
 
 fn args() -> Args {
@@ -44,9 +51,14 @@ fn args() -> Args {
         seconds: 3.0,
         rate: 200,
         burst: 20,
+        cluster: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--cluster" {
+            a.cluster = true;
+            continue;
+        }
         let v = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--nodes" => a.nodes = v.parse().unwrap(),
@@ -284,6 +296,9 @@ fn print_nodes(tallies: &[Arc<Tally>], nodes: &[FleetLimiter]) -> (u64, u64, u64
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let a = args();
+    if a.cluster {
+        return cluster_demo::run(&a).await;
+    }
     // Before any limiter is built: a limiter registers its metrics when it connects.
     let recorder = Recorder::install_global();
     let quota = Quota::per_second(a.rate).allow_burst(a.burst);

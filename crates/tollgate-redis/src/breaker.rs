@@ -69,6 +69,11 @@ pub(crate) enum Change {
 }
 
 impl Breaker {
+    /// A closed breaker with this one's settings.
+    pub(crate) fn fresh(&self) -> Breaker {
+        Breaker::new(self.failures, self.cool_down)
+    }
+
     pub(crate) fn new(failures: u32, cool_down: Duration) -> Breaker {
         Breaker {
             failures: failures.max(1),

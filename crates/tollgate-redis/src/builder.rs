@@ -13,6 +13,7 @@ use tollgate::{Limiter, MonotonicClock, Quota};
 
 use crate::breaker::Breaker;
 use crate::cache::LocalCache;
+use crate::conn::Conn;
 use crate::engine::{Engine, Leasing};
 use crate::fault::FaultPolicy;
 use crate::lease::LeaseStore;
@@ -367,7 +368,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn connect(self, client: Client) -> Result<FleetLimiter, RedisError> {
-        let config = self.manager.unwrap_or_else(|| {
+        let config = self.manager.clone().unwrap_or_else(|| {
             ConnectionManagerConfig::new()
                 .set_response_timeout(Some(self.timeout))
                 .set_connection_timeout(Some(self.timeout))
@@ -376,6 +377,12 @@ impl FleetBuilder {
                 .set_max_delay(Duration::from_secs(1))
         });
         let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(self.finish(Conn::Single(conn)))
+    }
+
+    /// Assembles the engine on `conn` (one server's, or a cluster's: `cluster.rs`) and
+    /// starts the background tasks.
+    pub(crate) fn finish(self, conn: Conn) -> FleetLimiter {
         let presence = (self.policy == FaultPolicy::LocalShare).then(|| {
             let mut key = self.prefix.clone();
             key.extend_from_slice(b"{fleet}");
@@ -424,7 +431,12 @@ impl FleetBuilder {
                 probe.inner.counters.observer.evicting_policy(&policy);
             }
         });
-        Ok(limiter)
+        limiter
+    }
+
+    /// The per-call timeout set (the cluster's connection takes it too).
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.timeout
     }
 }
 

@@ -429,7 +429,7 @@ impl Engine {
         cmd.arg(&key);
         let deleted: i64 = self
             .server
-            .call(&self.counters, "reset", cmd.query_async(&mut conn))
+            .call(&self.counters, &key, "reset", cmd.query_async(&mut conn))
             .await?;
         Ok(deleted > 0)
     }

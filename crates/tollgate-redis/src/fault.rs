@@ -120,9 +120,22 @@ impl std::error::Error for Unavailable {
     }
 }
 
-/// Whether `e` says Redis was not reached (rather than that it answered with an error).
+/// Whether `e` says Redis was not reached (rather than that it answered with an error). On
+/// a cluster, also: no connection to the slot's master (`ClusterConnectionNotFound`, and
+/// the cluster client's own `Client` errors: a request it could not route or hand over),
+/// and a redirection or `CLUSTERDOWN`/`TRYAGAIN` that outlived the client's retries (the
+/// slot's master has failed and no replica has taken over yet, or the slot is moving).
 pub(crate) fn unreachable(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+    use redis::ErrorKind;
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::ClusterConnectionNotFound | ErrorKind::Client
+        )
 }
 
 /// The fallback's share of `quota` for one of `nodes` nodes.

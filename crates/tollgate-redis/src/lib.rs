@@ -1,9 +1,8 @@
 //! One [`tollgate`] limit across a fleet of processes, on Redis (or Valkey, KeyDB,
 //! Dragonfly): exact GCRA in one Lua script, with a local fast path and faults as policy.
 //!
-//! * **Exact GCRA on the server.** One Lua script, run by `EVALSHA` and reloaded by
-//!   [`redis::Script`] when the server answers `NOSCRIPT` (after a restart or
-//!   `SCRIPT FLUSH`); integer microsecond arithmetic, exact below 2^53 (the argument is in
+//! * **Exact GCRA on the server.** One Lua script, run by `EVALSHA` and loaded again when
+//!   the server answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`); integer microsecond arithmetic, exact below 2^53 (the argument is in
 //!   `src/script.rs`); the server's `TIME` as the clock, so the nodes' clocks never matter;
 //!   each key's expiry set to its reset time rounded up to the ms (`SET … PXAT`), so Redis
 //!   holds only live keys;
@@ -33,6 +32,20 @@
 //!   [`tollgate::timer`] (no runtime timer), and when dropped before its instant gives the
 //!   cells back if the key still holds exactly what it wrote (compare and restore, in Lua).
 //!   [`UntilReady::within`] bounds the wait: a longer one is refused and reserves nothing.
+//! * **Several limits in one call.** [`FleetLimiter::check_all`] checks [`Gate`]s (per IP,
+//!   per token under its tier, a global budget: each a key, cells and a quota) and admits
+//!   all or none, in one script when the keys can share one (one server; one hash slot of a
+//!   cluster), else slot by slot with the earlier slots' cells given back by compare and
+//!   restore: never more than any single limit allows, and a refused call costs an earlier
+//!   limit at most its cells, only when another call wrote that key within the round trip
+//!   (`src/check_all.rs`).
+//! * **Redis Cluster.** [`FleetBuilder::connect_cluster`] runs the same limiter on a
+//!   cluster through the `redis` crate's async cluster client (`MOVED`/`ASK` followed,
+//!   `NOSCRIPT` from any master answered by `EVAL` with the text there). Keys keep
+//!   the single-server format, `prefix + key`: every call touches one key, so each key's
+//!   state is in one slot. A failover costs up to about one burst per key written in the dead
+//!   master's last replication lag (`b + floor(lag / T)`), plus what the fault policy
+//!   admits in the gap (`src/cluster.rs`).
 //! * **Faults are a policy.** Each call has a timeout; when Redis fails or is late, a check
 //!   fails open, fails closed, or is decided by a local `tollgate::Limiter` at `1/N` of the
 //!   fleet's rate ([`FaultPolicy`]), and [`Stats`] counts it. By default `N` is the fleet's
@@ -42,15 +55,18 @@
 //!   row a circuit breaker stops sending calls for a cool-down (1 s), so the policy answers
 //!   at once instead of after a timeout each; one probe then closes it again
 //!   ([`FleetBuilder::circuit_breaker`]). The connection is a
-//!   [`redis::aio::ConnectionManager`], which reconnects by itself.
+//!   [`redis::aio::ConnectionManager`], which reconnects by itself; on a cluster, the
+//!   `redis` crate's cluster connection, which reconnects to the nodes and refreshes its
+//!   slot map.
 //!
 //! Runtimes: Tokio (the `redis` crate's `tokio-comp`, always on) and, with the `smol-comp`
 //! feature, smol. The crate itself needs no runtime: the per-call timeout and waiting run on
 //! [`tollgate::timer`], and a cancelled wait's refund runs on the current Tokio runtime if
 //! there is one, else on a short-lived thread. The connection
 //! ([`redis::aio::ConnectionManager`]) picks its runtime when the limiter is built: Tokio
-//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`). Requires Redis 6.2 or
-//! later (`SET … PXAT`); tested with Redis 7.0.
+//! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`), on one server as on a
+//! cluster. Requires Redis 6.2 or later (`SET … PXAT`); tested with Redis 7.0 (one
+//! server, and a cluster of three masters with a replica each).
 
 //! # Examples
 //!
@@ -87,13 +103,13 @@
 //! | metric | kind | more labels | what it counts ([`Stats`] field) |
 //! | --- | --- | --- | --- |
 //! | `tollgate_redis_round_trips_total` | counter | | calls sent to Redis (`round_trips`) |
-//! | `tollgate_redis_round_trip_seconds` | histogram | `operation` | each call's time from sent to answered, failed or timed out; `operation`: `check`, `peek`, `reserve`, `refund`, `lease`, `giveback`, `penalize`, `reset` |
+//! | `tollgate_redis_round_trip_seconds` | histogram | `operation` | each call's time from sent to answered, failed or timed out; `operation`: `check`, `peek`, `reserve`, `refund`, `lease`, `giveback`, `penalize`, `reset`, `check_all`, `check_all_refund` |
 //! | `tollgate_redis_decisions_total` | counter | `outcome` | `admitted` by Redis (`admitted`), `limited` by Redis (`limited`), `local_refusal`: refused by the fast path without a round trip (`local_refusals`) |
 //! | `tollgate_redis_faults_total` | counter | | calls that failed or timed out (`faults`) |
 //! | `tollgate_redis_timeouts_total` | counter | | of those, timeouts (`timeouts`) |
 //! | `tollgate_redis_fault_answers_total` | counter | `policy` | checks the fault policy answered: `fail_open` (`failed_open`), `fail_closed` (`failed_closed`; also a [`FaultPolicy::LocalShare`] node that never counted the fleet), `local` (`fell_back`) |
-//! | `tollgate_redis_fault_policy_active` | gauge | | 1 from a failed call until the next answered one: the fault policy answers |
-//! | `tollgate_redis_circuit_open` | gauge | | 1 while the circuit breaker is open (or probing), else 0 |
+//! | `tollgate_redis_fault_policy_active` | gauge | | ranges of slots where a call failed and none has been answered since: the fault policy answers for their keys (one server: 0 or 1; a cluster: per 1,024 slots) |
+//! | `tollgate_redis_circuit_open` | gauge | | circuit breakers open (or probing): one server has one, a cluster one per 1,024 slots |
 //! | `tollgate_redis_circuit_opened_total` | counter | | times the breaker opened (`circuit_opened`) |
 //! | `tollgate_redis_short_circuited_total` | counter | | calls not sent, the breaker open (`short_circuited`) |
 //! | `tollgate_redis_reservations_total` | counter | `outcome` | waits: `reserved` (`reserved`), `refunded` (`refunded`), `refund_declined` (`refunds_declined`) |
@@ -107,14 +123,17 @@
 //! read and a histogram record (BENCHMARKS.md has the figures).
 //!
 //! **Tracing** (the [`tracing`](https://docs.rs/tracing) facade, always on; every event has
-//! the field `limiter`, the key prefix, and the target `tollgate_redis::observe`):
+//! the field `limiter`, the key prefix, and the target `tollgate_redis::observe`; the
+//! transitions and the breaker's events also `first_slot` and `last_slot`, the range of
+//! slots they are about: 0 and 16383 on one server, a range of 1,024 on a cluster, where a
+//! dead master's ranges fail over while the others answer):
 //!
 //! | span or event | level | fields | when |
 //! | --- | --- | --- | --- |
 //! | span `tollgate_redis.call` | debug | `operation` | around each call to Redis (not while the breaker is open) |
 //! | span `tollgate_redis.wait` | debug | `wait_us` | around the local wait for reserved cells ([`UntilReady`]) |
-//! | "a call to Redis failed; the fault policy answers until Redis is back" | warn | `error` | once per outage: the first failed call after an answered one |
-//! | "Redis answers again; the fault policy hands back" | info | `failed_calls`, `outage_ms` | once per outage: the first answered call after a failed one; `failed_calls` counts the failed and short-circuited calls of the outage |
+//! | "a call to Redis failed; the fault policy answers until Redis is back" | warn | `error` | once per outage of a range: the first failed call after an answered one |
+//! | "Redis answers again; the fault policy hands back" | info | `failed_calls`, `outage_ms` | once per outage of a range: the first answered call after a failed one; `failed_calls` counts the limiter's failed and short-circuited calls over the outage (on a cluster, of every range) |
 //! | "... the circuit breaker is open ..." | warn | `failures`, `cool_down_ms` | the breaker opens from closed |
 //! | "the breaker's probe failed; it stays open" | debug | `cool_down_ms` | a probe after a cool-down failed |
 //! | "the circuit breaker closed" | debug | | a probe was answered |
@@ -150,8 +169,11 @@
 //! * A wait dropped while its reservation call is in flight cannot give its cells back.
 //! * No FIFO order among waiters on different nodes: a reservation is ordered by when it
 //!   reaches the server.
-//! * The connection is to one server (or a proxy); Redis Cluster clients are not wired in
-//!   yet. Every call touches one key, so a cluster would need no hash tags for correctness.
+//! * On a cluster the circuit breaker is one per range of 1,024 hash slots, not one per
+//!   master (the cluster client does not say which master a call went to): a dead master
+//!   opens the breakers of its own ranges, and of a range it shares with a live master at
+//!   the boundary of their slots, which then sends that live master's keys in the range to
+//!   the fault policy for the cool-down too.
 
 #![forbid(unsafe_code)]
 
@@ -160,7 +182,8 @@
 // * Leaves. Values: `admitted` (Admitted, Source), `fault` (FaultPolicy, Unavailable, the
 //   fallback's share), `stats` (Stats and its counters). Mechanisms: `script` (the Lua
 //   script and its reply), `offset` (the bound on the server's clock), `breaker`, `rt` (a
-//   timeout and a background task without a runtime), `sharded` (the bounded sharded map).
+//   timeout and a background task without a runtime), `sharded` (the bounded sharded map),
+//   `conn` (the connection: one server's, or a cluster's).
 // * On the leaves: `cache` (the fast path) and `lease` (leased cells), both on `sharded`;
 //   `server` (one call to Redis: breaker, timeout, faults); `presence` (the fleet's size,
 //   counted in Redis); `memory` (MemoryPolicy and the question that finds it).
@@ -169,10 +192,16 @@
 // * `engine`: one limiter's state and the decision that checks and waits share.
 // * `wait` (UntilReady), then `limiter` (FleetLimiter, delegating to the engine), then
 //   `builder` (FleetBuilder, which assembles an engine and returns a FleetLimiter).
+// * On those: `cluster` (FleetBuilder::connect_cluster; where keys go on a cluster, and a
+//   failover's cost) and `check_all` (FleetLimiter::check_all, Gate, Refused: several
+//   limits in one script, or slot by slot).
 mod admitted;
 mod breaker;
 mod builder;
 mod cache;
+mod check_all;
+mod cluster;
+mod conn;
 mod engine;
 mod fault;
 mod lease;
@@ -190,6 +219,7 @@ mod wait;
 
 pub use admitted::{Admitted, Source};
 pub use builder::FleetBuilder;
+pub use check_all::{Gate, Refused};
 pub use fault::{FaultPolicy, Unavailable};
 pub use limiter::FleetLimiter;
 pub use memory::MemoryPolicy;

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-
+use crate::conn::Conn;
 use crate::fault::{Unavailable, unreachable};
 
 /// The server's `maxmemory-policy`, as it bears on the limit's exactness
@@ -40,10 +39,7 @@ pub enum MemoryPolicy {
 }
 
 /// Asks the server for its `maxmemory-policy`, within `timeout`.
-pub(crate) async fn ask(
-    conn: &ConnectionManager,
-    timeout: Duration,
-) -> Result<MemoryPolicy, Unavailable> {
+pub(crate) async fn ask(conn: &Conn, timeout: Duration) -> Result<MemoryPolicy, Unavailable> {
     let mut conn = conn.clone();
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg("maxmemory-policy");

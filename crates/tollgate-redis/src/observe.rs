@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use tracing::Span;
 
+use crate::conn::ROUTES;
 use crate::fault::Unavailable;
 use crate::stats::Counters;
 
@@ -79,8 +80,18 @@ const SCRIPT_RELOADS: &str = "tollgate_redis_script_reloads_total";
 
 /// The `operation` label's values: the script's operations, and `reset`'s `DEL`. Any other
 /// name is counted as `other` (none is sent today), so the label set stays fixed.
-const OPERATIONS: [&str; 9] = [
-    "check", "peek", "reserve", "refund", "lease", "giveback", "penalize", "reset", "other",
+const OPERATIONS: [&str; 11] = [
+    "check",
+    "peek",
+    "reserve",
+    "refund",
+    "lease",
+    "giveback",
+    "penalize",
+    "reset",
+    "check_all",
+    "check_all_refund",
+    "other",
 ];
 
 fn operation_index(op: &str) -> usize {
@@ -175,11 +186,11 @@ fn describe() {
     );
     describe_gauge!(
         FAULT_POLICY_ACTIVE,
-        "1 while Redis fails and the fault policy answers, else 0"
+        "Ranges of slots whose calls fail and the fault policy answers (one server: 0 or 1)"
     );
     describe_gauge!(
         CIRCUIT_OPEN,
-        "1 while the circuit breaker is open (or probing), else 0"
+        "Circuit breakers open or probing (one server: 0 or 1; a cluster: per 1,024 slots)"
     );
     describe_counter!(CIRCUIT_OPENED, "Times the circuit breaker opened");
     describe_counter!(
@@ -206,15 +217,17 @@ fn describe() {
 pub(crate) struct Observer {
     /// The `limiter` label and field: the limiter's key prefix.
     limiter: String,
-    /// Whether the last call that finished failed: the fault policy answers.
-    faulting: AtomicBool,
+    /// Per range of slots ([`Route`]; one on a single server): whether the last call that
+    /// finished there failed, so the fault policy answers for its keys.
+    faulting: [AtomicBool; ROUTES],
     /// Refusals not logged since the last refusal event, and when the next may be logged
     /// (ns since `base`): at most one a second.
     refusals_unlogged: AtomicU64,
     next_refusal_log: AtomicU64,
-    /// At the takeover: failed and short-circuited calls so far, and when (ns since `base`).
-    failed_before: AtomicU64,
-    failing_since: AtomicU64,
+    /// Per range, at its takeover: the limiter's failed and short-circuited calls so far,
+    /// and when (ns since `base`).
+    failed_before: [AtomicU64; ROUTES],
+    failing_since: [AtomicU64; ROUTES],
     base: Instant,
     #[cfg(feature = "metrics")]
     latency: [metrics::Histogram; OPERATIONS.len()],
@@ -243,11 +256,11 @@ impl Observer {
             #[cfg(feature = "metrics")]
             circuit_open: metrics::gauge!(CIRCUIT_OPEN, "limiter" => limiter.clone()),
             limiter,
-            faulting: AtomicBool::new(false),
+            faulting: std::array::from_fn(|_| AtomicBool::new(false)),
             refusals_unlogged: AtomicU64::new(0),
             next_refusal_log: AtomicU64::new(0),
-            failed_before: AtomicU64::new(0),
-            failing_since: AtomicU64::new(0),
+            failed_before: std::array::from_fn(|_| AtomicU64::new(0)),
+            failing_since: std::array::from_fn(|_| AtomicU64::new(0)),
             base: Instant::now(),
         };
         // Both states start as "no": said, so that a dashboard shows them from the start.
@@ -289,21 +302,30 @@ impl Observer {
         let _ = (op, sent, operation_index);
     }
 
-    /// A call that was answered (`Ok`) or failed (`Err`, the fault policy answers): the
-    /// event and gauge of a transition, if this call made one.
-    pub(crate) fn outcome<T>(&self, c: &Counters, result: &Result<T, Unavailable>) {
+    /// A call to the keys of `route` that was answered (`Ok`) or failed (`Err`, the fault
+    /// policy answers): the event and gauge of a transition, if this call made one. Kept per
+    /// range of slots, so that on a cluster a dead master's failures and a live master's
+    /// answers do not toggle one flag call after call.
+    pub(crate) fn outcome<T>(&self, c: &Counters, route: Route, result: &Result<T, Unavailable>) {
+        let (faulting, failed_before, failing_since) = (
+            &self.faulting[route.index],
+            &self.failed_before[route.index],
+            &self.failing_since[route.index],
+        );
         // ordering: Relaxed: the flag only decides which call logs the transition; the swap
         // makes that exactly one call per change.
         match result {
             Ok(_) => {
-                if self.faulting.load(Relaxed) && self.faulting.swap(false, Relaxed) {
-                    let failed = failed_calls(c).saturating_sub(self.failed_before.load(Relaxed));
-                    let since = Duration::from_nanos(self.failing_since.load(Relaxed));
+                if faulting.load(Relaxed) && faulting.swap(false, Relaxed) {
+                    let failed = failed_calls(c).saturating_sub(failed_before.load(Relaxed));
+                    let since = Duration::from_nanos(failing_since.load(Relaxed));
                     let outage = self.base.elapsed().saturating_sub(since);
                     #[cfg(feature = "metrics")]
-                    self.fault_policy_active.set(0.0);
+                    self.fault_policy_active.decrement(1.0);
                     tracing::info!(
                         limiter = %self.limiter,
+                        first_slot = route.first_slot,
+                        last_slot = route.last_slot,
                         failed_calls = failed,
                         outage_ms = u64::try_from(outage.as_millis()).unwrap_or(u64::MAX),
                         "tollgate-redis: Redis answers again; the fault policy hands back"
@@ -311,16 +333,16 @@ impl Observer {
                 }
             }
             Err(e) => {
-                if !self.faulting.load(Relaxed) && !self.faulting.swap(true, Relaxed) {
+                if !faulting.load(Relaxed) && !faulting.swap(true, Relaxed) {
                     // This call is counted already: the outage's count starts before it.
-                    self.failed_before
-                        .store(failed_calls(c).saturating_sub(1), Relaxed);
-                    self.failing_since
-                        .store(nanos(self.base.elapsed()), Relaxed);
+                    failed_before.store(failed_calls(c).saturating_sub(1), Relaxed);
+                    failing_since.store(nanos(self.base.elapsed()), Relaxed);
                     #[cfg(feature = "metrics")]
-                    self.fault_policy_active.set(1.0);
+                    self.fault_policy_active.increment(1.0);
                     tracing::warn!(
                         limiter = %self.limiter,
+                        first_slot = route.first_slot,
+                        last_slot = route.last_slot,
                         error = %e,
                         "tollgate-redis: a call to Redis failed; the fault policy answers until \
                          Redis is back"
@@ -361,21 +383,31 @@ impl Observer {
         );
     }
 
-    /// The breaker opened after `failures` failed calls in a row (`reopened`: a probe after a
-    /// cool-down failed), for `cool_down`.
-    pub(crate) fn circuit_opened(&self, failures: u32, cool_down: Duration, reopened: bool) {
-        #[cfg(feature = "metrics")]
-        self.circuit_open.set(1.0);
+    /// The breaker of `route` opened after `failures` failed calls in a row (`reopened`: a
+    /// probe after a cool-down failed, and it was open already), for `cool_down`.
+    pub(crate) fn circuit_opened(
+        &self,
+        route: Route,
+        failures: u32,
+        cool_down: Duration,
+        reopened: bool,
+    ) {
         let cool_down_ms = u64::try_from(cool_down.as_millis()).unwrap_or(u64::MAX);
         if reopened {
             tracing::debug!(
                 limiter = %self.limiter,
+                first_slot = route.first_slot,
+                last_slot = route.last_slot,
                 cool_down_ms,
                 "tollgate-redis: the breaker's probe failed; it stays open"
             );
         } else {
+            #[cfg(feature = "metrics")]
+            self.circuit_open.increment(1.0);
             tracing::warn!(
                 limiter = %self.limiter,
+                first_slot = route.first_slot,
+                last_slot = route.last_slot,
                 failures,
                 cool_down_ms,
                 "tollgate-redis: calls to Redis failed in a row; the circuit breaker is open: \
@@ -384,11 +416,16 @@ impl Observer {
         }
     }
 
-    /// The breaker closed: a probe was answered.
-    pub(crate) fn circuit_closed(&self) {
+    /// The breaker of `route` closed: a probe was answered.
+    pub(crate) fn circuit_closed(&self, route: Route) {
         #[cfg(feature = "metrics")]
-        self.circuit_open.set(0.0);
-        tracing::debug!(limiter = %self.limiter, "tollgate-redis: the circuit breaker closed");
+        self.circuit_open.decrement(1.0);
+        tracing::debug!(
+            limiter = %self.limiter,
+            first_slot = route.first_slot,
+            last_slot = route.last_slot,
+            "tollgate-redis: the circuit breaker closed"
+        );
     }
 
     /// Redis answered `NOSCRIPT` (a restart, `SCRIPT FLUSH`, a failover): the script is
@@ -414,6 +451,15 @@ impl Observer {
     }
 }
 
+/// The range of slots a call went to, as the breaker and the transitions tell them apart
+/// (`Conn::route`): its index, and its first and last slot (0 and 16,383 on one server).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Route {
+    pub(crate) index: usize,
+    pub(crate) first_slot: u16,
+    pub(crate) last_slot: u16,
+}
+
 /// How often a refusal may be logged: once a second.
 const SAMPLE_NS: u64 = 1_000_000_000;
 
@@ -424,4 +470,55 @@ fn nanos(d: Duration) -> u64 {
 /// Calls that failed or were not sent: what the fault policy answered for.
 fn failed_calls(c: &Counters) -> u64 {
     c.faults.get() + c.short_circuited.get()
+}
+
+// The integration tests' counting subscriber, one copy (lints for a test binary's module).
+#[cfg(test)]
+#[path = "../tests/common/events.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod events;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    fn route(index: usize) -> Route {
+        let first_slot = u16::try_from(index * 1_024).unwrap();
+        Route {
+            index,
+            first_slot,
+            last_slot: first_slot + 1_023,
+        }
+    }
+
+    /// On a cluster with a dead master, calls to its ranges fail while calls to the live
+    /// masters' ranges are answered, interleaved: each range's transitions are its own, so
+    /// the dead range's takeover is said once and the live range says nothing (one flag for
+    /// the limiter would say both, call after call).
+    #[test]
+    fn a_dead_range_and_a_live_one_each_keep_their_own_state() {
+        let seen = events::Events::default();
+        tracing::subscriber::with_default(seen.clone(), || {
+            let c = Counters::new(b"t:");
+            let failed: Result<(), Unavailable> =
+                Err(Unavailable::Timeout(Duration::from_millis(1)));
+            for _ in 0..50 {
+                c.faults.add(1);
+                c.observer.outcome(&c, route(3), &failed);
+                c.observer.outcome(&c, route(9), &Ok::<(), Unavailable>(()));
+            }
+            assert_eq!(seen.count(Level::WARN, "the fault policy answers"), 1);
+            assert_eq!(seen.count(Level::INFO, "hands back"), 0);
+            let warn = seen.matching(|s| s.level == Level::WARN);
+            assert_eq!(warn[0].field("first_slot"), Some("3072"));
+            assert_eq!(warn[0].field("last_slot"), Some("4095"));
+            // The dead range answers again: said once, with the outage's 50 failed calls.
+            c.observer.outcome(&c, route(3), &Ok::<(), Unavailable>(()));
+            c.observer.outcome(&c, route(3), &Ok::<(), Unavailable>(()));
+            let info = seen.matching(|s| s.level == Level::INFO);
+            assert_eq!(info.len(), 1);
+            assert_eq!(info[0].field("failed_calls"), Some("50"));
+        });
+    }
 }

@@ -17,7 +17,7 @@ use std::sync::Weak;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use crate::conn::Conn;
 
 const BEAT_LUA: &str = r#"
 local t = redis.call('TIME')
@@ -36,18 +36,13 @@ pub(crate) struct Presence {
     /// The fleet's size at the last beat Redis answered; 0 before any.
     seen: AtomicU32,
     /// The limiter's connection, the sorted set's key, and the limiter's per-call timeout.
-    conn: ConnectionManager,
+    conn: Conn,
     key: Vec<u8>,
     timeout: Duration,
 }
 
 impl Presence {
-    pub(crate) fn new(
-        every: Duration,
-        conn: ConnectionManager,
-        key: Vec<u8>,
-        timeout: Duration,
-    ) -> Presence {
+    pub(crate) fn new(every: Duration, conn: Conn, key: Vec<u8>, timeout: Duration) -> Presence {
         // An id no other node picks: a randomly seeded hash of what is unique here.
         let id = std::hash::BuildHasher::hash_one(
             &std::collections::hash_map::RandomState::new(),

@@ -12,13 +12,12 @@
 
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
-use redis::{ErrorKind, ServerErrorKind};
 use redis::{RedisError, Script};
 use tollgate::{Clock, MonotonicClock};
 use tracing::Instrument;
 
 use crate::breaker::{Breaker, Change, Outcome, Pass};
+use crate::conn::Conn;
 use crate::fault::{Unavailable, unreachable};
 use crate::offset::ServerClock;
 use crate::script::{GCRA_LUA, Reply};
@@ -26,11 +25,13 @@ use crate::stats::{Counters, bump};
 
 /// The connection and what every call shares: the script, the timeout, the breaker.
 pub(crate) struct Server {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     script: Script,
     /// The per-call timeout.
     pub(crate) timeout: Duration,
-    breaker: Option<Breaker>,
+    /// The breaker (none if turned off): one on one server; on a cluster one per range of
+    /// slots (`conn.rs`), so that a dead master's calls do not open the live masters'.
+    breakers: Vec<Breaker>,
     /// An upper bound on the server's clock, tightened by every reply of the script.
     pub(crate) clock: ServerClock,
     /// The breaker's time (every `MonotonicClock` has the one origin).
@@ -38,16 +39,17 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(
-        conn: ConnectionManager,
-        timeout: Duration,
-        breaker: Option<Breaker>,
-    ) -> Server {
+    pub(crate) fn new(conn: Conn, timeout: Duration, breaker: Option<Breaker>) -> Server {
         Server {
-            conn,
             script: Script::new(GCRA_LUA),
             timeout,
-            breaker,
+            breakers: match breaker {
+                Some(b) if conn.is_cluster() => {
+                    (0..crate::conn::ROUTES).map(|_| b.fresh()).collect()
+                }
+                b => b.into_iter().collect(),
+            },
+            conn,
             clock: ServerClock::new(),
             local_clock: MonotonicClock::new(),
         }
@@ -61,32 +63,29 @@ impl Server {
         key: &[u8],
         args: [Arg; N],
     ) -> Result<Reply, Unavailable> {
-        let mut conn = self.conn.clone();
-        let mut eval = redis::cmd("EVALSHA");
-        eval.arg(self.script.get_hash()).arg(1).arg(key);
-        let mut op = "other";
-        for a in args {
-            match a {
-                Arg::Op(name) => {
-                    op = name;
-                    eval.arg(name)
-                }
-                Arg::Num(x) => eval.arg(x),
-            };
-        }
-        // `Script::invoke_async`'s reload, written out so that a reload is counted.
-        let run = async {
-            match eval.query_async::<Vec<i64>>(&mut conn).await {
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    c.observer.script_reload(c);
-                    self.script.load_async(&mut conn).await?;
-                    eval.query_async(&mut conn).await
-                }
-                r => r,
-            }
-        };
         let sent = Instant::now();
-        let values = self.call(c, op, run).await?;
+        let op = args
+            .iter()
+            .find_map(|a| match *a {
+                Arg::Op(name) => Some(name),
+                Arg::Num(_) => None,
+            })
+            .unwrap_or("other");
+        let call = self.conn.eval(
+            &self.script,
+            GCRA_LUA,
+            |cmd| {
+                cmd.arg(1).arg(key);
+                for a in &args {
+                    match *a {
+                        Arg::Op(op) => cmd.arg(op),
+                        Arg::Num(x) => cmd.arg(x),
+                    };
+                }
+            },
+            || c.observer.script_reload(c),
+        );
+        let values: Vec<i64> = self.call(c, key, op, call).await?;
         let reply = Reply::from_values(&values);
         if let Some(r) = &reply {
             self.clock.observe(sent, Instant::now(), r.now_us);
@@ -100,18 +99,21 @@ impl Server {
         })
     }
 
-    /// Sends one call of the limit: not at all while the breaker is open, else within the
-    /// per-call timeout; counts it, and its fault, and tells the breaker how it went.
+    /// Sends one call of the limit on `key`: not at all while the key's breaker is open,
+    /// else within the per-call timeout; counts it, and its fault, and tells the breaker how
+    /// it went.
     pub(crate) async fn call<T>(
         &self,
         c: &Counters,
+        key: &[u8],
         op: &'static str,
         fut: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
         let now = || self.local_clock.now().as_nanos();
         // The breaker first: while it is open the call is not sent, and the caller's fault
         // policy answers at once (`breaker.rs`).
-        let pass = match &self.breaker {
+        let route = self.conn.route(key);
+        let pass = match self.breakers.get(route.index) {
             Some(breaker) => match breaker.pass(now()) {
                 Pass::ShortCircuit => {
                     bump(&c.short_circuited);
@@ -145,7 +147,7 @@ impl Server {
                 Err(Unavailable::Timeout(self.timeout))
             }
         };
-        c.observer.outcome(c, &result);
+        c.observer.outcome(c, route, &result);
         if let Some(mut guard) = pass {
             let outcome = match &result {
                 Ok(_) => Outcome::Answered,
@@ -160,9 +162,9 @@ impl Server {
                     bump(&c.circuit_opened);
                     let (failures, left) = (breaker.failures(), breaker.remaining(now()));
                     c.observer
-                        .circuit_opened(failures, left, pass == Pass::Probe);
+                        .circuit_opened(route, failures, left, pass == Pass::Probe);
                 }
-                Change::Closed => c.observer.circuit_closed(),
+                Change::Closed => c.observer.circuit_closed(route),
                 Change::None => {}
             }
         }

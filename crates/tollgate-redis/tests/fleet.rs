@@ -562,11 +562,10 @@ async fn an_outage_under_the_default_policy_admits_the_limit_across_the_fleet() 
             .connect(server.client())
             .await
             .unwrap();
-        assert_eq!(
-            l.stats().fleet_size,
-            0,
-            "no count before the first heartbeat"
-        );
+        // The first heartbeat runs in the background from `connect` on, and may already
+        // have answered: 0 before it, then at most the nodes started so far.
+        let seen = l.stats().fleet_size;
+        assert!(seen <= nodes.len() as u64 + 1, "counted {seen}");
         nodes.push(l);
     }
     let start = Instant::now();

@@ -1,6 +1,6 @@
 //! A smoke test under smol (`--features smol-comp`): no Tokio runtime anywhere, the
 //! connection on smol's reactor, timeouts and waits on tollgate's timer, a refund on a
-//! thread of its own.
+//! thread of its own; and the cluster connection with `check_all` on it.
 
 mod common;
 
@@ -63,5 +63,31 @@ fn checks_waits_and_faults_run_under_smol() {
         let err = l.check("k").await.unwrap_err();
         assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
         assert_eq!(l.stats().faults, 1);
+    });
+}
+
+#[path = "common/cluster.rs"]
+mod cluster;
+
+#[test]
+fn a_cluster_and_check_all_run_under_smol() {
+    let cluster = cluster::RedisCluster::start();
+    smol::block_on(async {
+        let l = FleetLimiter::builder(Quota::per_hour(2))
+            .timeout(common::CALM_TIMEOUT)
+            .connect_cluster(cluster.client())
+            .await
+            .unwrap();
+        for key in ["a", "b", "c", "d"] {
+            assert_eq!(l.check(key).await.unwrap().source(), Source::Redis);
+        }
+        let gates = [
+            tollgate_redis::Gate::new("a"),
+            tollgate_redis::Gate::new("{t}x"),
+        ];
+        assert!(l.check_all(gates).await.is_ok());
+        let refused = l.check_all(gates).await.unwrap_err();
+        assert_eq!(refused.index, 0, "a's two cells are spent");
+        assert_eq!(l.stats().faults, 0);
     });
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: everything the test suite needs, set up, then every test run.
 //!
-//! The suite needs one thing beyond a Rust toolchain: a `redis-server` binary, which
+//! The suite needs one thing beyond a Rust toolchain: a `redis-server` binary (with its
+//! `redis-cli`, for the cluster tests), which
 //! tollgate-redis's tests start on a port of their own (a real server, never a mock). This
 //! task finds it (`REDIS_SERVER`, else `PATH`), installs it where it can (Debian or Ubuntu, as
 //! root or with password-less `sudo`), and otherwise stops before any test with the exact
@@ -42,8 +43,39 @@ fn main() -> ExitCode {
 
 type Result<T = ()> = std::result::Result<T, String>;
 
-/// Makes sure a `redis-server` can be started.
+/// Makes sure a `redis-server` can be started, and a `redis-cli` (which the cluster tests
+/// create their cluster with) run.
 fn setup() -> Result {
+    setup_server()?;
+    setup_cli()
+}
+
+/// The cluster tests' `redis-cli` (`REDIS_CLI`, else `PATH`). Debian's and Ubuntu's
+/// `redis-server` depends on `redis-tools`, which has it; so does Homebrew's `redis`.
+fn setup_cli() -> Result {
+    if let Some(path) = env::var_os("REDIS_CLI") {
+        step(&format!(
+            "redis-cli: {} (REDIS_CLI)",
+            PathBuf::from(path).display()
+        ));
+        return Ok(());
+    }
+    match on_path("redis-cli") {
+        Some(path) => {
+            step(&format!("redis-cli: {}", path.display()));
+            Ok(())
+        }
+        None => Err(
+            "tollgate-redis's cluster tests need redis-cli, and none is on PATH.\n\
+             Install it (`apt-get install redis-tools`; Homebrew's `redis` has it), \
+             or point REDIS_CLI at a redis-cli binary."
+                .into(),
+        ),
+    }
+}
+
+/// Makes sure a `redis-server` can be started.
+fn setup_server() -> Result {
     if let Some(path) = env::var_os("REDIS_SERVER") {
         let path = PathBuf::from(path);
         if !path.is_file() {
