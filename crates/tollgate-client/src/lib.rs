@@ -130,6 +130,7 @@ mod hosts;
 mod layer;
 mod location;
 mod lru;
+mod observe;
 mod redirect;
 #[cfg(feature = "reqwest")]
 mod reqwest;
