@@ -48,6 +48,7 @@ fn layer() -> PoliteLayer {
 fn main() {
     let n = arg("--requests", 200_000);
     let rounds = arg("--rounds", 5);
+    #[cfg_attr(not(feature = "metrics"), allow(unused_mut))] // only the baseline row
     let mut rows: Vec<(&str, PoliteLayer)> = vec![("no recorder", layer())];
     #[cfg(feature = "metrics")]
     {
