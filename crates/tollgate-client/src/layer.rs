@@ -19,7 +19,7 @@ use crate::adaptive::{AdaptiveConfig, AdaptiveRate};
 use crate::body::PoliteBody;
 use crate::error::PoliteError;
 use crate::hosts::{HostSnapshot, Hosts};
-use crate::observe::{self, Instruments, Tally};
+use crate::observe::{self, HostHandle, Instruments, Tally};
 use crate::retry::{Decision, Failure, RetryPolicy};
 use crate::signal::{ServerSignal, Verdict};
 
@@ -632,15 +632,21 @@ impl Shared {
 }
 
 impl Shared {
-    /// After a response: sets a named host's rate gauge (`gauge`), and logs the rate's
-    /// change from `before` (read only when the event is wanted).
-    fn observe_rate(&self, key: &str, sig: &ServerSignal, before: Option<f64>, gauge: bool) {
-        if before.is_none() && !gauge {
+    /// After a response: sets a named host's rate gauge (`gauge`, its handle), and logs
+    /// the rate's change from `before` (read only when the event is wanted).
+    fn observe_rate(
+        &self,
+        key: &str,
+        sig: &ServerSignal,
+        before: Option<f64>,
+        gauge: Option<HostHandle>,
+    ) {
+        if before.is_none() && gauge.is_none() {
             return;
         }
         let rate = self.rates.rate(key);
-        if gauge {
-            self.hosts.with(key, |c| c.handle.set_rate(rate));
+        if let Some(gauge) = gauge {
+            gauge.set_rate(rate);
         }
         if let Some(before) = before.filter(|&b| b != rate) {
             observe::rate_changed(key, before, rate, sig.status.as_u16());
@@ -885,9 +891,12 @@ where
                             // The client's own sends up to this one broke its pacing (it
                             // was not scheduled for a while): a 429 then says the server's
                             // burst ran out, not that the rate is too high.
-                            let (bunched, gauge) = shared
-                                .hosts
-                                .with(&key, |c| (c.bunched(sent_at, paced), c.handle.wants_rate()));
+                            // A named host's handle comes out for its rate gauge (an `Arc`),
+                            // rather than a second trip through the table's lock.
+                            let (bunched, gauge) = shared.hosts.with(&key, |c| {
+                                let gauge = c.handle.wants_rate().then(|| c.handle.clone());
+                                (c.bunched(sent_at, paced), gauge)
+                            });
                             let events = observe::rate_events_wanted();
                             let before = events.then(|| shared.rates.rate(&key));
                             shared.apply(&key, &sig, bunched);
