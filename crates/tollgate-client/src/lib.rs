@@ -151,6 +151,10 @@
 //! | `tollgate_client_budget_refused_total` | `budget_refused` | retries the [`RetryBudget`] refused |
 //! | `tollgate_client_gave_up_total` | `gave_up` | requests given up on (budget refusals included) |
 //!
+//! Requests without a key (no host in the URI) go through unpaced and uncounted, in the
+//! metrics as in the snapshots; an attempt refused by [`PoliteLayer::max_wait`]
+//! ([`PoliteError::Held`]) is not sent, and not counted either.
+//!
 //! A histogram, `tollgate_client_wait_seconds`: how long each attempt waited for its turn
 //! (its host's in-flight permit, then its rate and bytes), one sample per attempt sent,
 //! zero waits included ([`HostSnapshot::waits`] counts only those of 1 ms or more). A
