@@ -435,6 +435,9 @@ impl PoliteLayer {
     /// assert!(text.contains("tollgate_client_requests_total{host=\"other\"} 2"));
     /// assert!(text.contains("tollgate_client_rate{host=\"api.example:443\"} 10"));
     /// ```
+    ///
+    /// A named host's rate gauge reads its rate from the start (the initial rate, or what
+    /// the rates were told before), then after each of its responses.
     #[cfg(feature = "metrics")]
     #[must_use]
     pub fn metrics_hosts<I>(mut self, hosts: I) -> Self
@@ -445,6 +448,9 @@ impl PoliteLayer {
         let shared = Arc::make_mut(&mut self.shared);
         let named = hosts.into_iter().map(Into::into);
         shared.instruments = Arc::new(Instruments::register(named));
+        shared
+            .instruments
+            .seed_rates(|host| shared.rates.rate(host));
         let capacity = shared.hosts.capacity();
         shared.hosts = Arc::new(Hosts::new(capacity, Arc::clone(&shared.instruments)));
         self

@@ -159,8 +159,9 @@
 //! (its host's in-flight permit, then its rate and bytes), one sample per attempt sent,
 //! zero waits included ([`HostSnapshot::waits`] counts only those of 1 ms or more). A
 //! gauge, `tollgate_client_rate`, for named hosts only (the rate of a crowd of hosts is no
-//! one's): the rate the host is paced at, in requests per second, set after each of its
-//! responses (a rate you change yourself between responses shows at the next one).
+//! one's): the rate the host is paced at, in requests per second, set when the host is
+//! named and after each of its responses (a rate you change yourself between responses
+//! shows at the next one).
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -199,7 +200,8 @@
 //!   is the wait.
 //! * **info** `host held by the server`, fields `host`, `hold_ms` and `status`: a response
 //!   held the host back (a `Retry-After`, or a spent quota's reset), one event per such
-//!   response.
+//!   response (they come no faster than the host's answers); `hold_ms` is what the server
+//!   asked, before any [`AdaptiveConfig::max_retry_after`] cap.
 //! * **warn** `retry refused by the host's retry budget`, fields `host` and `suppressed`:
 //!   sampled, at most one per host per second of the rates' clock; the refusals left out
 //!   in between are counted in the next event's `suppressed`, so a failing host under a

@@ -248,6 +248,17 @@ impl Instruments {
         }
     }
 
+    /// Sets each named host's rate gauge to `rate(host)`, so that it reads the host's rate
+    /// before its first response too.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn seed_rates(&self, rate: impl Fn(&str) -> f64) {
+        for (host, m) in &self.named {
+            if let Some(gauge) = &m.rate {
+                gauge.set(rate(host));
+            }
+        }
+    }
+
     /// The handles of `key`'s label: its own if named, else `other`'s.
     pub(crate) fn for_host(&self, key: &str) -> HostHandle {
         #[cfg(feature = "metrics")]

@@ -97,6 +97,9 @@ async fn metrics_agree_with_the_snapshots_after_known_traffic() {
             .retry(policy())
             .metrics_hosts([key(&named)])
     });
+    // The named host's gauge reads its rate before any response.
+    let rate = recorder.gauge("tollgate_client_rate", &[("host", &key(&named))]);
+    assert_eq!(rate, Some(1_000.0));
     // Named: a 429 (held for 0 s) then a 200; a 503 then a 200; a 404.
     assert_eq!(get(&layer, &named).await, Some(200));
     assert_eq!(get(&layer, &named).await, Some(200));
