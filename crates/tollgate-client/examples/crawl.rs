@@ -19,6 +19,10 @@ mod hosts;
 #[path = "../tests/support/crawl.rs"]
 mod crawl;
 
+#[cfg(feature = "metrics")]
+#[path = "../tests/support/recorder.rs"]
+mod recorder;
+
 use std::process::ExitCode;
 
 use hosts::HostSpec;
@@ -77,6 +81,12 @@ async fn main() -> ExitCode {
         seconds.as_secs_f64(),
         tasks
     );
+    // The layer registers its metrics with the recorder current when it is built.
+    #[cfg(feature = "metrics")]
+    let recorder = recorder::Recorder::default();
+    #[cfg(feature = "metrics")]
+    let layer = metrics::with_local_recorder(&recorder, || crawl::layer(6));
+    #[cfg(not(feature = "metrics"))]
     let layer = crawl::layer(6);
     let reports = crawl::crawl(&hosts, &layer, tasks, true, |t, _| t >= seconds).await;
 
@@ -126,5 +136,33 @@ async fn main() -> ExitCode {
          budget refused.",
         crawl::RECENT.as_secs()
     );
+    #[cfg(feature = "metrics")]
+    print_metrics(&recorder);
     ExitCode::SUCCESS
+}
+
+/// The totals the `metrics` facade saw (every host is `host="other"`: none was named), as
+/// a recorder would export them; they add up the table's columns.
+#[cfg(feature = "metrics")]
+fn print_metrics(r: &recorder::Recorder) {
+    let other = [("host", "other")];
+    let total = |name: &str| r.counter(name, &other).unwrap_or(0);
+    let waits = r
+        .samples("tollgate_client_wait_seconds", &other)
+        .unwrap_or_default();
+    let mean_ms = if waits.is_empty() {
+        0.0
+    } else {
+        waits.iter().sum::<f64>() / waits.len() as f64 * 1e3
+    };
+    println!(
+        "metrics, host=\"other\": {} requests, {} throttled, {} retries, {} holds, {} budget \
+         refusals; tollgate_client_wait_seconds: {} samples, mean {mean_ms:.1} ms",
+        total("tollgate_client_requests_total"),
+        total("tollgate_client_throttled_total"),
+        total("tollgate_client_retries_total"),
+        total("tollgate_client_holds_total"),
+        total("tollgate_client_budget_refused_total"),
+        waits.len(),
+    );
 }

@@ -2,13 +2,14 @@
 //! bounded to a capacity with the least recently used host evicted ([`Lru`]). The critical
 //! sections are a few additions; no lock is held across an await.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::Timestamp;
 
 use crate::budget::Spent;
 use crate::lru::{Lru, lock};
+use crate::observe::{HostHandle, Instruments, Sampler};
 use crate::signal::{QuotaUnit, ServerSignal};
 
 /// What the client knows of one host, from [`PoliteLayer::host`](crate::PoliteLayer::host).
@@ -89,6 +90,11 @@ pub(crate) struct Counters {
     pub(crate) waits: u64,
     pub(crate) waited: Duration,
     pub(crate) last_signal: Option<ServerSignal>,
+    /// The metrics these counters mirror (the host's label's handles), taken when the
+    /// entry is made.
+    pub(crate) handle: HostHandle,
+    /// The budget refusal event's sampler.
+    pub(crate) budget_log: Sampler,
     /// The latest attempts' send instants on the rates' clock (a ring).
     sends: [Option<Timestamp>; SENDS],
     sent: usize,
@@ -133,19 +139,36 @@ impl Counters {
 #[derive(Debug)]
 pub(crate) struct Hosts {
     inner: Mutex<Lru<String, Counters>>,
+    #[cfg(feature = "metrics")] // read only when the metrics' hosts are named
+    capacity: usize,
+    /// The handles a new host's entry takes.
+    instruments: Arc<Instruments>,
 }
 
 impl Hosts {
-    pub(crate) fn new(capacity: usize) -> Hosts {
+    pub(crate) fn new(capacity: usize, instruments: Arc<Instruments>) -> Hosts {
         Hosts {
             inner: Mutex::new(Lru::new(capacity)),
+            #[cfg(feature = "metrics")]
+            capacity,
+            instruments,
         }
+    }
+
+    /// The most hosts it holds.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Runs `f` on the host's counters, adding it (and evicting the least recently used
     /// host of a full table) if new.
     pub(crate) fn with<R>(&self, key: &str, f: impl FnOnce(&mut Counters) -> R) -> R {
-        lock(&self.inner).with(key, Counters::default, f)
+        let new = || Counters {
+            handle: self.instruments.for_host(key),
+            ..Counters::default()
+        };
+        lock(&self.inner).with(key, new, f)
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<Counters> {
@@ -168,7 +191,7 @@ mod tests {
 
     #[test]
     fn bounded_and_sorted() {
-        let h = Hosts::new(2);
+        let h = Hosts::new(2, Arc::default());
         h.with("b", |c| c.requests += 1);
         h.with("a", |c| c.requests += 1);
         h.with("b", |c| c.requests += 1);

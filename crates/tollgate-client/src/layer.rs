@@ -13,11 +13,13 @@ use http::{Request, Response};
 use tollgate::{InFlight, Timestamp};
 use tower_layer::Layer;
 use tower_service::Service;
+use tracing::Instrument;
 
 use crate::adaptive::{AdaptiveConfig, AdaptiveRate};
 use crate::body::PoliteBody;
 use crate::error::PoliteError;
 use crate::hosts::{HostSnapshot, Hosts};
+use crate::observe::{self, HostHandle, Instruments, Tally};
 use crate::retry::{Decision, Failure, RetryPolicy};
 use crate::signal::{ServerSignal, Verdict};
 
@@ -124,6 +126,9 @@ struct Shared {
     retry: RetryPolicy,
     key: Arc<KeyFn>,
     hosts: Arc<Hosts>,
+    /// The metrics' handles (with the `metrics` feature), registered when the layer is
+    /// built; each host's entry in `hosts` takes its label's.
+    instruments: Arc<Instruments>,
     /// The rates' clock reading when the layer was made (`last_decrease` is since then).
     created: Timestamp,
     /// The longest an attempt waits for its host's turn; `None`: as long as the host says.
@@ -197,12 +202,14 @@ impl PoliteLayer {
     /// assert_eq!(layer.rates().rate("example.com:80"), 50.0); // the layer paces by it
     /// ```
     pub fn with_rates(rates: AdaptiveRate<str>) -> PoliteLayer {
+        let instruments = Arc::new(Instruments::register(std::iter::empty()));
         PoliteLayer {
             shared: Arc::new(Shared {
                 inflight: InFlight::new(8),
                 retry: RetryPolicy::new(),
                 key: Arc::new(host_key),
-                hosts: Arc::new(Hosts::new(10_000)),
+                hosts: Arc::new(Hosts::new(10_000, Arc::clone(&instruments))),
+                instruments,
                 created: rates.now(),
                 max_wait: None,
                 rates,
@@ -385,7 +392,67 @@ impl PoliteLayer {
     #[must_use]
     pub fn track_hosts(mut self, n: usize) -> Self {
         assert!(n > 0, "the layer must track at least one host");
-        Arc::make_mut(&mut self.shared).hosts = Arc::new(Hosts::new(n));
+        let shared = Arc::make_mut(&mut self.shared);
+        shared.hosts = Arc::new(Hosts::new(n, Arc::clone(&shared.instruments)));
+        self
+    }
+
+    /// Gives each host of `hosts` (keys as the layer keys them: [`host_key`]'s `host:port`,
+    /// or your [`key`](PoliteLayer::key)'s) a `host` label of its own in the metrics, and a
+    /// rate gauge; every other host adds into the series of `host="other"`. The label set
+    /// stays as small as the list, however many hosts a crawl meets. By default the list
+    /// is empty: every host is `other`.
+    ///
+    /// The handles are registered now, with the recorder installed now: install the
+    /// recorder first (see [Metrics and events](crate#metrics-and-events)). Call it while
+    /// building the layer: the hosts' counters start afresh.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use metrics_exporter_prometheus::PrometheusBuilder;
+    /// use tollgate_client::{AdaptiveConfig, PoliteLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let recorder = PrometheusBuilder::new().build_recorder();
+    /// let scrape = recorder.handle();
+    /// let layer = metrics::with_local_recorder(&recorder, || {
+    ///     PoliteLayer::new(AdaptiveConfig::new(10.0)).metrics_hosts(["api.example:443"])
+    /// });
+    /// // A stand-in client that answers 200.
+    /// let polite = layer.layer(service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(()))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     for uri in ["https://api.example/", "https://b.example/", "https://c.example/"] {
+    ///         let req = http::Request::get(uri).body(()).unwrap();
+    ///         polite.clone().oneshot(req).await.unwrap();
+    ///     }
+    /// });
+    /// let text = scrape.render();
+    /// assert!(text.contains("tollgate_client_requests_total{host=\"api.example:443\"} 1"));
+    /// assert!(text.contains("tollgate_client_requests_total{host=\"other\"} 2"));
+    /// assert!(text.contains("tollgate_client_rate{host=\"api.example:443\"} 10"));
+    /// ```
+    ///
+    /// A named host's rate gauge reads its rate from the start (the initial rate, or what
+    /// the rates were told before), then after each of its responses.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics_hosts<I>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let shared = Arc::make_mut(&mut self.shared);
+        let named = hosts.into_iter().map(Into::into);
+        shared.instruments = Arc::new(Instruments::register(named));
+        shared
+            .instruments
+            .seed_rates(|host| shared.rates.rate(host));
+        let capacity = shared.hosts.capacity();
+        shared.hosts = Arc::new(Hosts::new(capacity, Arc::clone(&shared.instruments)));
         self
     }
 
@@ -538,14 +605,24 @@ impl Shared {
         }
         self.hosts.with(key, |c| {
             match sig.verdict {
-                Verdict::Success => c.successes += 1,
-                Verdict::Throttled => c.throttled += 1,
-                Verdict::Unavailable | Verdict::ServerError => c.server_errors += 1,
+                Verdict::Success => {
+                    c.successes += 1;
+                    c.handle.count(Tally::Successes);
+                }
+                Verdict::Throttled => {
+                    c.throttled += 1;
+                    c.handle.count(Tally::Throttled);
+                }
+                Verdict::Unavailable | Verdict::ServerError => {
+                    c.server_errors += 1;
+                    c.handle.count(Tally::ServerErrors);
+                }
                 Verdict::Final => {}
             }
             c.last_signal = Some(*sig);
             if hold.is_some() {
                 c.holds += 1;
+                c.handle.count(Tally::Holds);
             }
             if sig.ignored_unit.is_some() {
                 c.ignored_unit = sig.ignored_unit;
@@ -554,10 +631,34 @@ impl Shared {
                 c.last_bytes = n;
             }
         });
+        if let Some(hold) = hold {
+            observe::held(key, hold, sig.status.as_u16());
+        }
     }
 }
 
 impl Shared {
+    /// After a response: sets a named host's rate gauge (`gauge`, its handle), and logs
+    /// the rate's change from `before` (read only when the event is wanted).
+    fn observe_rate(
+        &self,
+        key: &str,
+        sig: &ServerSignal,
+        before: Option<f64>,
+        gauge: Option<HostHandle>,
+    ) {
+        if before.is_none() && gauge.is_none() {
+            return;
+        }
+        let rate = self.rates.rate(key);
+        if let Some(gauge) = gauge {
+            gauge.set_rate(rate);
+        }
+        if let Some(before) = before.filter(|&b| b != rate) {
+            observe::rate_changed(key, before, rate, sig.status.as_u16());
+        }
+    }
+
     /// The bytes an attempt is charged under its host's content-bytes policy, ahead of
     /// sending: the request's own `Content-Length` plus the host's last response's (the
     /// best guess of this one's, which is not known until it is in). Charged ahead so
@@ -717,24 +818,11 @@ where
                 let budget = shared.retry.retry_budget();
                 loop {
                     let asked = Instant::now();
-                    let permit = shared.inflight.acquire(&key).await;
-                    let turn = shared.rates.until_ready(&key);
-                    match shared.max_wait {
-                        Some(max) => {
-                            if let Err(e) = turn.within(max).await {
-                                if let Some(wait) = e.retry_after() {
-                                    return Err(PoliteError::held(wait));
-                                }
-                            }
-                        }
-                        // An error here is only a full limiter table: go on at the rate alone.
-                        None => {
-                            let _ = turn.await;
-                        }
-                    }
-                    // A content-bytes policy: the attempt's bytes too (see `byte_cost`).
-                    let cost = shared.byte_cost(&key, &parts);
-                    if let Some(turn) = shared.rates.until_bytes_ready(&key, cost) {
+                    // The wait for the attempt's turn, in its span: its permit, its turn at
+                    // the rate, its bytes' turn.
+                    let wait = async {
+                        let permit = shared.inflight.acquire(&key).await;
+                        let turn = shared.rates.until_ready(&key);
                         match shared.max_wait {
                             Some(max) => {
                                 if let Err(e) = turn.within(max).await {
@@ -743,17 +831,43 @@ where
                                     }
                                 }
                             }
+                            // An error here is only a full limiter table: go on at the rate
+                            // alone.
                             None => {
                                 let _ = turn.await;
                             }
                         }
-                    }
+                        // A content-bytes policy: the attempt's bytes too (see `byte_cost`).
+                        let cost = shared.byte_cost(&key, &parts);
+                        if let Some(turn) = shared.rates.until_bytes_ready(&key, cost) {
+                            match shared.max_wait {
+                                Some(max) => {
+                                    if let Err(e) = turn.within(max).await {
+                                        if let Some(wait) = e.retry_after() {
+                                            return Err(PoliteError::held(wait));
+                                        }
+                                    }
+                                }
+                                None => {
+                                    let _ = turn.await;
+                                }
+                            }
+                        }
+                        Ok(permit)
+                    };
+                    let span = observe::wait_span(&key, state.retries());
+                    let permit = match wait.instrument(span).await {
+                        Ok(permit) => permit,
+                        Err(e) => return Err(e),
+                    };
                     let waited = asked.elapsed();
                     let in_flight = shared.inflight.in_flight(&key);
                     let sent_at = shared.rates.now();
                     let paced = shared.rates.quota(&key).interval();
                     shared.hosts.with(&key, |c| {
                         c.requests += 1;
+                        c.handle.count(Tally::Requests);
+                        c.handle.waited(waited);
                         if waited >= COUNTED_WAIT {
                             c.waits += 1;
                             c.waited += waited;
@@ -783,9 +897,17 @@ where
                             // The client's own sends up to this one broke its pacing (it
                             // was not scheduled for a while): a 429 then says the server's
                             // burst ran out, not that the rate is too high.
-                            let bunched = shared.hosts.with(&key, |c| c.bunched(sent_at, paced));
+                            // A named host's handle comes out for its rate gauge (an `Arc`),
+                            // rather than a second trip through the table's lock.
+                            let (bunched, gauge) = shared.hosts.with(&key, |c| {
+                                let gauge = c.handle.wants_rate().then(|| c.handle.clone());
+                                (c.bunched(sent_at, paced), gauge)
+                            });
+                            let events = observe::rate_events_wanted();
+                            let before = events.then(|| shared.rates.rate(&key));
                             shared.apply(&key, &sig, bunched);
                             shared.server_error_run(&key, &sig);
+                            shared.observe_rate(&key, &sig, before, gauge);
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,
                                 Verdict::Throttled => Failure::Throttled {
@@ -797,7 +919,10 @@ where
                             }
                         }
                         Err(e) => {
-                            shared.hosts.with(&key, |c| c.errors += 1);
+                            shared.hosts.with(&key, |c| {
+                                c.errors += 1;
+                                c.handle.count(Tally::Errors);
+                            });
                             // The policy (and a user's hook) judges the client's own error,
                             // not the wrapper this layer returns it in.
                             let retry = match e {
@@ -816,16 +941,23 @@ where
                     match shared.retry.decide(&mut state, failure) {
                         Decision::Retry(delay) => {
                             let now = shared.rates.now();
-                            let allowed = shared.hosts.with(&key, |c| {
+                            let (allowed, logged) = shared.hosts.with(&key, |c| {
                                 let allowed = budget.is_none_or(|b| c.budget.retry(&b, now));
                                 if allowed {
                                     c.retries += 1;
-                                } else {
-                                    c.budget_refused += 1;
-                                    c.gave_up += 1;
+                                    c.handle.count(Tally::Retries);
+                                    return (true, None);
                                 }
-                                allowed
+                                c.budget_refused += 1;
+                                c.gave_up += 1;
+                                c.handle.count(Tally::BudgetRefused);
+                                c.handle.count(Tally::GaveUp);
+                                let wanted = observe::budget_events_wanted();
+                                (false, wanted.then(|| c.budget_log.sample(now)).flatten())
                             });
+                            if let Some(suppressed) = logged {
+                                observe::budget_refused(&key, suppressed);
+                            }
                             if !allowed {
                                 return res;
                             }
@@ -833,7 +965,10 @@ where
                             RetryPolicy::sleep(delay).await;
                         }
                         Decision::GiveUp(_) => {
-                            shared.hosts.with(&key, |c| c.gave_up += 1);
+                            shared.hosts.with(&key, |c| {
+                                c.gave_up += 1;
+                                c.handle.count(Tally::GaveUp);
+                            });
                             return res;
                         }
                     }

@@ -69,6 +69,10 @@
 //! * [`PoliteLayer::hosts`] and [`PoliteLayer::host`] report per host: rate, in flight,
 //!   waits, 429s, retries, holds, budget refusals, the last signal; bounded to the hosts
 //!   the layer tracks.
+//! * The same counters, with the waits and the rates, go to the `metrics` facade (feature
+//!   `metrics`, on by default), labelled only by the hosts you name; holds, budget refusals
+//!   and rate changes are `tracing` events, and each wait a span: see
+//!   [Metrics and events](#metrics-and-events).
 //! * [`comparison`]: what this crate does, point by point, next to reqwest-retry,
 //!   reqwest-ratelimit, tower's `retry` and Scrapy's AutoThrottle.
 //! * [`ServerSignal`] reads a response's fields on its own; malformed fields are ignored,
@@ -115,6 +119,96 @@
 //! rates.announce("b.example", Quota::per_second(50));           // RateLimit-Policy: pace to it
 //! assert_eq!(rates.rate("b.example"), 50.0);
 //! ```
+//!
+//! # Metrics and events
+//!
+//! With the `metrics` feature (on by default: with no recorder installed a bump costs a
+//! load and a branch), a layer registers its handles with the recorder installed **when it
+//! is built** ([`PoliteLayer::new`], [`PoliteLayer::with_rates`],
+//! [`PoliteLayer::metrics_hosts`]), so install the recorder (Prometheus, StatsD, ...)
+//! first: a layer built before any recorder records nothing. A request then bumps handles
+//! its host's entry already holds. `default-features = false` (then `foldhash` back)
+//! compiles none of it.
+//!
+//! Every metric has one label, `host`: the host's key (as [`host_key`] or your
+//! [`PoliteLayer::key`] makes it) for the hosts named by [`PoliteLayer::metrics_hosts`],
+//! `"other"` for all the rest (by default, every host). So the label set is as large as
+//! your list, never as large as a crawl; a host you care about gets its own series.
+//!
+//! Counters, each counting what the [`HostSnapshot`] field beside it counts, bumped under
+//! the same lock (after any traffic a named host's series equal its snapshot; `other`'s
+//! equal the sum over the other hosts, evicted ones included):
+//!
+//! | metric | [`HostSnapshot`] field | counts |
+//! | --- | --- | --- |
+//! | `tollgate_client_requests_total` | `requests` | attempts sent, first tries and retries |
+//! | `tollgate_client_successes_total` | `successes` | 1xx-3xx answers |
+//! | `tollgate_client_throttled_total` | `throttled` | 429s, and 403s refusing for rate |
+//! | `tollgate_client_server_errors_total` | `server_errors` | 5xx answers |
+//! | `tollgate_client_errors_total` | `errors` | the inner client's errors (transport) |
+//! | `tollgate_client_holds_total` | `holds` | answers that held the host back (`Retry-After`, a spent quota) |
+//! | `tollgate_client_retries_total` | `retries` | retries sent |
+//! | `tollgate_client_budget_refused_total` | `budget_refused` | retries the [`RetryBudget`] refused |
+//! | `tollgate_client_gave_up_total` | `gave_up` | requests given up on (budget refusals included) |
+//!
+//! Requests without a key (no host in the URI) go through unpaced and uncounted, in the
+//! metrics as in the snapshots; an attempt refused by [`PoliteLayer::max_wait`]
+//! ([`PoliteError::Held`]) is not sent, and not counted either.
+//!
+//! A histogram, `tollgate_client_wait_seconds`: how long each attempt waited for its turn
+//! (its host's in-flight permit, then its rate and bytes), one sample per attempt sent,
+//! zero waits included ([`HostSnapshot::waits`] counts only those of 1 ms or more). A
+//! gauge, `tollgate_client_rate`, for named hosts only (the rate of a crowd of hosts is no
+//! one's): the rate the host is paced at, in requests per second, set when the host is
+//! named and after each of its responses (a rate you change yourself between responses
+//! shows at the next one).
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use metrics_exporter_prometheus::PrometheusBuilder;
+//! use tollgate_client::{AdaptiveConfig, PoliteLayer, RetryPolicy};
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! # #[cfg(feature = "metrics")] {
+//! let recorder = PrometheusBuilder::new().build_recorder();
+//! let scrape = recorder.handle();
+//! // The handles bind to the recorder current when the layer is built (here a local one).
+//! let layer = metrics::with_local_recorder(&recorder, || {
+//!     PoliteLayer::new(AdaptiveConfig::new(100.0))
+//!         .retry(RetryPolicy::never())
+//!         .metrics_hosts(["example.com:80"])
+//! });
+//! // A stand-in client that refuses with 429 and Retry-After: 2.
+//! let polite = layer.layer(service_fn(|_req: http::Request<()>| async {
+//!     let res = http::Response::builder().status(429).header("retry-after", "2");
+//!     Ok::<_, Infallible>(res.body(()).unwrap())
+//! }));
+//! let req = http::Request::get("http://example.com/").body(()).unwrap();
+//! futures_executor::block_on(polite.oneshot(req)).unwrap();
+//! let text = scrape.render();
+//! assert!(text.contains("tollgate_client_throttled_total{host=\"example.com:80\"} 1"));
+//! assert!(text.contains("tollgate_client_holds_total{host=\"example.com:80\"} 1"));
+//! assert!(text.contains("tollgate_client_rate{host=\"example.com:80\"} 80"));
+//! # }
+//! ```
+//!
+//! `tracing` span and events (target `tollgate_client`; `host` is the host's key, a
+//! destination of yours, never a caller's):
+//!
+//! * **debug span** `polite_wait`, fields `host` and `attempt` (0 for the first try):
+//!   around each attempt's wait for its turn (its permit, its rate, its bytes); its length
+//!   is the wait.
+//! * **info** `host held by the server`, fields `host`, `hold_ms` and `status`: a response
+//!   held the host back (a `Retry-After`, or a spent quota's reset), one event per such
+//!   response (they come no faster than the host's answers); `hold_ms` is what the server
+//!   asked, before any [`AdaptiveConfig::max_retry_after`] cap.
+//! * **warn** `retry refused by the host's retry budget`, fields `host` and `suppressed`:
+//!   sampled, at most one per host per second of the rates' clock; the refusals left out
+//!   in between are counted in the next event's `suppressed`, so a failing host under a
+//!   busy crawler logs a line a second, not a line a request.
+//! * **debug** `host's rate changed`, fields `host`, `from`, `to` (requests per second)
+//!   and `status` (the response that moved it): the rate is read before and after each
+//!   response only while a subscriber wants this event.
 
 #![forbid(unsafe_code)]
 
@@ -130,6 +224,7 @@ mod hosts;
 mod layer;
 mod location;
 mod lru;
+mod observe;
 mod redirect;
 #[cfg(feature = "reqwest")]
 mod reqwest;

@@ -163,6 +163,11 @@ const SUITE: &[Run] = &[
         env: &[],
     },
     Run {
+        what: "tollgate-client without its default features (no metrics, no foldhash)",
+        args: &["test", "-p", "tollgate-client", "--no-default-features"],
+        env: &[],
+    },
+    Run {
         what: "tollgate-client's reqwest adapter",
         args: &[
             "test",
