@@ -527,6 +527,31 @@ impl ClientIp {
             Err(NoKey::Unattributable)
         }
     }
+
+    /// The key of the client behind `peer` (see [`client_of`](Self::client_of)), masked
+    /// to this source's prefixes as [`ip_key`] says: what [`KeyExtractor::try_extract`]
+    /// answers, for a proxy that holds the peer address outside the request.
+    ///
+    /// # Errors
+    ///
+    /// As [`client_of`](Self::client_of).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::IpAddr;
+    /// use tollgate_http::ClientIp;
+    ///
+    /// let client_ip = ClientIp::trusting(["127.0.0.1"]).unwrap();
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("x-forwarded-for", "2001:db8:1:2:aaaa::1".parse().unwrap());
+    /// let key = client_ip.key_of("127.0.0.1".parse().unwrap(), &headers);
+    /// assert_eq!(key, Ok("2001:db8:1:2::".parse::<IpAddr>().unwrap())); // its /64
+    /// ```
+    pub fn key_of(&self, peer: IpAddr, headers: &http::HeaderMap) -> Result<IpAddr, NoKey> {
+        let ip = self.client_of(peer, headers)?;
+        Ok(ip_key(ip, self.prefixes.v4, self.prefixes.v6))
+    }
 }
 
 impl KeyExtractor for ClientIp {
@@ -537,8 +562,7 @@ impl KeyExtractor for ClientIp {
     }
 
     fn try_extract(&self, parts: &Parts) -> Result<IpAddr, NoKey> {
-        let ip = self.try_client_addr(parts)?;
-        Ok(ip_key(ip, self.prefixes.v4, self.prefixes.v6))
+        self.key_of(required_peer_addr(parts)?, &parts.headers)
     }
 }
 

@@ -1,0 +1,3 @@
+//! Placeholder until the side-by-side bench lands.
+
+fn main() {}
