@@ -31,6 +31,7 @@ pub async fn upstream() -> (SocketAddr, Arc<AtomicUsize>) {
             let Ok((mut stream, _)) = listener.accept().await else {
                 return;
             };
+            stream.set_nodelay(true).unwrap();
             let count = count.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
@@ -114,9 +115,11 @@ pub async fn proxy(limit: Arc<ProxyLimit>, upstream: SocketAddr) -> SocketAddr {
     tokio::spawn(async move {
         let _keep = shutdown_tx;
         loop {
-            let Ok(stream) = listener.accept().await else {
+            let Ok(mut stream) = listener.accept().await else {
                 return;
             };
+            // As Pingora's own listener does: a response's head and body are two writes.
+            stream.set_nodelay().unwrap();
             let app = app.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
