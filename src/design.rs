@@ -294,8 +294,9 @@
 //!
 //! The workspace's one file map (the README points here). The core crate, `tollgate`, is the
 //! root package (`src/`, `tests/`, `loom-tests/`, `benches/`, `examples/`); each integration
-//! crate has a folder in `crates/`: `tollgate-tower` (HTTP servers), `tollgate-redis` (one
-//! limit across a fleet), `tollgate-client` (polite HTTP clients).
+//! crate has a folder in `crates/`: `tollgate-http` (the HTTP parts the server integrations
+//! share), `tollgate-tower` (HTTP servers), `tollgate-pingora` (Pingora proxies),
+//! `tollgate-redis` (one limit across a fleet), `tollgate-client` (polite HTTP clients).
 //!
 //! | change | file |
 //! | --- | --- |
@@ -330,7 +331,9 @@
 //! | a demo | `examples/` (`hosts.rs`, `api_server.rs`, `stacked.rs`), or an integration crate's `examples/` |
 //! | what CI runs | `.ci/run` (`flaky`: every test binary many times; the tower examples' smoke runs), which runs the tests through `cargo xtask test` |
 //! | the one set-up and test command | `crates/xtask/src/main.rs` (`cargo xtask test`; the alias is in `.cargo/config.toml`) |
-//! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs` (with the layer's constructors); what every clone shares and `MissingKey`: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; what a key source is, `NoKey` and `.or()`: `extract.rs`; the key sources: `key.rs`, `forwarded.rs`; the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals (`Refusal`, HTTP, problem+json or gRPC): `refusal.rs`; who answers them (`RefusalResponse`, the `on_refusal` hook): `respond.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; the response future: `future.rs` |
+//! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs` (with the layer's constructors); what every clone shares and `MissingKey`: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; `extract.rs`, `key.rs`, `forwarded.rs`, `fields.rs`, `refusal.rs` re-export tollgate-http's (below); who answers refusals (`RefusalResponse`, the `on_refusal` hook): `respond.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; the response future: `future.rs` |
+//! | the HTTP parts both server integrations share (http only, no tower) | `crates/tollgate-http/`: what a key source is, `NoKey` and `.or()`: `extract.rs`; the key sources and `ClientIp::client_of`/`key_of` (a peer held outside the request): `key.rs`; the forwarding walk: `forwarded.rs`; the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals (`Refusal`, HTTP, problem+json or gRPC): `refusal.rs` |
+//! | Pingora proxies | `crates/tollgate-pingora/`: `ProxyLimit`, its key, decision (`check_at`) and refusal: `limit.rs`; the session's filters (`request_filter`, delay mode, `response_filter`): `session.rs`; the proxy example: `examples/proxy.rs`; beside `pingora-limits`: `benches/proxy.rs` |
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/`: its files and their layers are listed above the `mod` lines of its `src/lib.rs` (the script: `script.rs`; the decision: `engine.rs`; the public type: `limiter.rs`; one call to Redis: `server.rs`; the fault policies: `fault.rs`) |
 //! | HTTP clients: signals, retries, the polite layer, learned rates | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; per-host counters: `hosts.rs`; how a host's learned rate moves: `adaptive/state.rs` (the public type: `adaptive/mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`); the bounded least-recently-used maps both use: `lru.rs`; reqwest as the inner service: `reqwest.rs` |
 //!
@@ -543,6 +546,15 @@
 //!   on it must model any new policy.
 //! * Clocks: `Clock` (the trait a user implements), `MonotonicClock` (the default),
 //!   `ManualClock` (tests), `TscClock` (the opt-in counter); `Timestamp` for `check_at`.
+//!
+//! * tollgate-http is public for the integrations' sake: `Fields`, `Format`, `Policy`,
+//!   `Refusal::new` and `is_grpc` are what tollgate-tower and tollgate-pingora build responses
+//!   with; tollgate-tower re-exports what it always exported, at the same paths. `NoKey` is
+//!   exhaustive (tollgate-tower matches it across the crate boundary); `RefusalReason` stays
+//!   `#[non_exhaustive]`.
+//! * tollgate-pingora: `ProxyLimit` (`new`, `with_limiter`, `delay`, `policy_name`,
+//!   `fields`, `check`, `request_filter`, `response_filter`) and `Checked`, the per-request
+//!   context between the two filters.
 //!
 //! Hidden items are not part of the stable API: they may change in a minor release, with the
 //! integration crates that use them released in step.

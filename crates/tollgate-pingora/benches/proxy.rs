@@ -428,8 +428,63 @@ fn accuracy_rows() {
     }
 }
 
+/// The decision alone, in process on one thread, as `request_filter` makes it from the
+/// request's headers: nanoseconds per request, the quota out of reach.
+fn decision_rows(quick: bool) {
+    let calls: u32 = if quick { 200_000 } else { 3_000_000 };
+    let peer = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let client_ip = trusting_loopback();
+    println!();
+    println!("decision in process ({calls} requests, one thread): ns per request");
+    println!("{:<58} {:>10} {:>10}", "limiter", "1 client", "10,000");
+    type Decide = Box<dyn Fn(&http::HeaderMap) -> bool>;
+    let rows: Vec<(&str, Decide)> = vec![
+        ("pingora-limits Rate: key, observe", {
+            let rate = Rate::new(Duration::from_secs(1));
+            let client_ip = client_ip.clone();
+            let max = std::hint::black_box(isize::MAX);
+            Box::new(move |h| rate.observe(&client_ip.key_of(peer, h).unwrap(), 1) <= max)
+        }),
+        (
+            "no limiter: a response header built (as the last row does)",
+            { Box::new(|_| ResponseHeader::build(200, None).is_ok()) },
+        ),
+        ("tollgate: key, check_at, fields prepared", {
+            let limit = ProxyLimit::new(out_of_reach(), trusting_loopback());
+            Box::new(move |h| limit.check(Some(peer), h).is_ok())
+        }),
+        ("tollgate: the same, fields written to the response", {
+            let limit = ProxyLimit::new(out_of_reach(), trusting_loopback());
+            Box::new(move |h| {
+                let mut checked = limit.check(Some(peer), h).unwrap();
+                let mut response = ResponseHeader::build(200, None).unwrap();
+                limit.response_filter(&mut response, &mut checked).is_ok()
+            })
+        }),
+    ];
+    let headers: Vec<http::HeaderMap> = (0..10_000)
+        .map(|i| {
+            let mut h = http::HeaderMap::new();
+            h.insert("x-forwarded-for", client(i).to_string().parse().unwrap());
+            h
+        })
+        .collect();
+    for (name, decide) in &rows {
+        let mut cols = Vec::new();
+        for clients in [1usize, 10_000] {
+            let start = Instant::now();
+            for i in 0..calls as usize {
+                assert!(decide(&headers[i % clients]));
+            }
+            cols.push(start.elapsed().as_nanos() as f64 / f64::from(calls));
+        }
+        println!("{name:<58} {:>10.0} {:>10.0}", cols[0], cols[1]);
+    }
+}
+
 fn main() {
     let quick = std::env::var_os("TOLLGATE_BENCH_QUICK").is_some();
     cost_rows(quick);
+    decision_rows(quick);
     accuracy_rows();
 }
