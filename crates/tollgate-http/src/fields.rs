@@ -144,9 +144,13 @@ const SEARCH: u128 = 8;
 
 /// A policy as the fields name it: its name as a structured-field String, and its
 /// `RateLimit-Policy` items, rendered once per quota. A request's `RateLimit-Policy` value
-/// is then a clone of a `HeaderValue` over static bytes ([`static_value`]): a pointer copy,
+/// is then a clone of a `HeaderValue` over static bytes (`static_value`): a pointer copy,
 /// where a clone of a value over heap bytes would bump a reference count that every core
-/// serving the layer writes.
+/// serving the layer writes. Make one per policy, once, and keep it.
+///
+/// # Examples
+///
+/// See [`Fields`].
 pub struct Policy {
     name: SfString,
     /// The items of the quotas seen so far, first come first served: a quota that finds
@@ -158,7 +162,19 @@ pub struct Policy {
 const POLICY_SLOTS: usize = 8;
 
 impl Policy {
-    /// The policy named `name` (checked and quoted by [`sf_string`]).
+    /// The policy named `name`, quoted as a structured-field String.
+    ///
+    /// # Panics
+    ///
+    /// If `name` has a byte outside printable ASCII; [`try_new`](Self::try_new) returns the
+    /// error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let policy = tollgate_http::Policy::new("per-ip");
+    /// assert_eq!(format!("{policy:?}"), "\"per-ip\"");
+    /// ```
     pub fn new(name: &str) -> Policy {
         Policy {
             name: sf_string(name),
@@ -167,6 +183,14 @@ impl Policy {
     }
 
     /// A policy named `name`, or the error for a name the fields cannot carry.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyNameError`] for a byte outside printable ASCII.
+    ///
+    /// # Examples
+    ///
+    /// See [`PolicyNameError`].
     pub fn try_new(name: &str) -> Result<Policy, PolicyNameError> {
         Ok(Policy {
             name: try_sf_string(name)?,
@@ -233,6 +257,15 @@ const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining")
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// Which rate-limit fields a response carries (`Retry-After` always, on a refusal).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_http::Format;
+///
+/// assert!(Format::IETF.any());
+/// assert!(!Format { ietf: false, legacy: false }.any());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Format {
     /// `RateLimit-Policy` and `RateLimit` (the IETF draft).
@@ -256,6 +289,27 @@ impl Format {
 
 /// The fields to add to a response: one list item per policy in each IETF field, and the
 /// most restrictive policy in the legacy ones.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Quota;
+/// use tollgate_http::{Fields, Format, Policy};
+///
+/// let (per_ip, global) = (Policy::new("per-ip"), Policy::new("global"));
+/// let mut fields = Fields::admitted(&per_ip, Quota::per_second(10), 9, Duration::from_millis(100));
+/// fields.append(Fields::admitted(&global, Quota::per_minute(600), 599, Duration::from_millis(100)));
+/// let mut headers = http::HeaderMap::new();
+/// fields.insert_into(&mut headers, Format { ietf: true, legacy: true });
+/// assert_eq!(headers["ratelimit-policy"], "\"per-ip\";q=10;w=1, \"global\";q=600;w=60");
+/// assert_eq!(headers["ratelimit"], "\"per-ip\";r=9;t=1, \"global\";r=599;t=1");
+/// assert_eq!(headers["x-ratelimit-remaining"], "9"); // the policy with the fewest left
+/// assert!(headers.get("retry-after").is_none());
+///
+/// let refused = Fields::refused(&per_ip, Quota::per_second(10), Duration::from_millis(30));
+/// assert_eq!(refused.retry_after(), Some(1)); // whole seconds, rounded up
+/// ```
 #[derive(Debug, Clone)]
 pub struct Fields {
     policy: HeaderValue,
@@ -269,6 +323,10 @@ pub struct Fields {
 
 impl Fields {
     /// After an admission: `remaining` cells left, the burst back in full after `reset`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fields`].
     pub fn admitted(policy: &Policy, quota: Quota, remaining: u32, reset: Duration) -> Fields {
         Fields {
             policy: policy.item(quota),
@@ -279,6 +337,10 @@ impl Fields {
     }
 
     /// After a refusal: the next cell comes in `wait`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fields`].
     pub fn refused(policy: &Policy, quota: Quota, wait: Duration) -> Fields {
         // The burst is back in full `(burst - 1)` intervals after the next cell.
         let tolerance = quota.interval() * quota.burst().saturating_sub(1);
@@ -293,6 +355,10 @@ impl Fields {
     }
 
     /// Adds another policy's items (stacked limits).
+    ///
+    /// # Examples
+    ///
+    /// See [`Fields`].
     pub fn append(&mut self, other: Fields) {
         self.policy = join(&self.policy, &other.policy);
         self.ratelimit = join(&self.ratelimit, &other.ratelimit);
@@ -303,6 +369,10 @@ impl Fields {
     }
 
     /// Adds the fields `format` asks for, and `Retry-After` after a refusal.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fields`].
     pub fn insert_into(self, headers: &mut HeaderMap, format: Format) {
         if headers.is_empty() && self.retry_after.is_none() {
             // A response without fields (a handler that sets none): the same map, built by
@@ -347,6 +417,10 @@ impl Fields {
     }
 
     /// Seconds until a retry may pass, after a refusal.
+    ///
+    /// # Examples
+    ///
+    /// See [`Fields`].
     pub fn retry_after(&self) -> Option<u64> {
         self.retry_after.map(NonZeroU64::get)
     }
