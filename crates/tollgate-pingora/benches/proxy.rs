@@ -13,7 +13,7 @@
 //!   most admissions in any one-second window, and refusals of clients within their quota.
 //!
 //! ```text
-//! cargo bench -p tollgate-pingora --bench proxy            # 3 s per cost row
+//! cargo bench -p tollgate-pingora --bench proxy            # about a minute
 //! TOLLGATE_BENCH_QUICK=1 cargo bench -p tollgate-pingora --bench proxy   # smoke run
 //! ```
 
@@ -242,10 +242,12 @@ fn out_of_reach() -> Quota {
 }
 
 fn cost_rows(quick: bool) {
-    let run = if quick {
-        Duration::from_millis(300)
+    // Rounds alternate the rows, so that what else the machine does falls on all of them;
+    // each row's figure is its median round.
+    let (rounds, run) = if quick {
+        (1, Duration::from_millis(300))
     } else {
-        Duration::from_secs(3)
+        (5, Duration::from_secs(1))
     };
     let conns = 16;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -255,8 +257,11 @@ fn cost_rows(quick: bool) {
         .unwrap();
     rt.block_on(async {
         let (upstream, _) = common::upstream().await;
-        println!("cost: {conns} keep-alive connections, {} s per row, proxy + upstream + client in one process on 2 worker threads", run.as_secs_f64());
-        println!("{:<34} {:>8} {:>12} {:>14}", "limiter", "clients", "requests/s", "CPU µs/request");
+        println!(
+            "cost: {conns} keep-alive connections; proxy, upstream and client in one process on 2 \
+             worker threads; median of {rounds} rounds of {} s per row (CPU: min-max)",
+            run.as_secs_f64()
+        );
         type Row = (&'static str, fn() -> Limit);
         let rows: Vec<Row> = vec![
             ("none", || Limit::Off),
@@ -264,14 +269,19 @@ fn cost_rows(quick: bool) {
                 rate: Rate::new(Duration::from_secs(1)),
                 max: isize::MAX,
             }),
-            ("tollgate, fields on", || Limit::Tollgate(ProxyLimit::new(out_of_reach(), trusting_loopback()))),
+            ("tollgate, fields on", || {
+                Limit::Tollgate(ProxyLimit::new(out_of_reach(), trusting_loopback()))
+            }),
             ("tollgate, fields off", || {
-                Limit::Tollgate(
-                    ProxyLimit::new(out_of_reach(), trusting_loopback())
-                        .fields(Format { ietf: false, legacy: false }),
-                )
+                Limit::Tollgate(ProxyLimit::new(out_of_reach(), trusting_loopback()).fields(
+                    Format {
+                        ietf: false,
+                        legacy: false,
+                    },
+                ))
             }),
         ];
+        let mut cells = Vec::new();
         for clients in [1, 10_000] {
             for (name, make) in &rows {
                 let addr = serve(BenchProxy {
@@ -282,18 +292,38 @@ fn cost_rows(quick: bool) {
                 .await;
                 // Warm up: connections to the upstream, the keys in the table.
                 load(addr, conns, clients, run / 5).await;
+                cells.push((*name, clients, addr, Vec::new()));
+            }
+        }
+        for _ in 0..rounds {
+            for (name, clients, addr, results) in &mut cells {
                 let cpu = cpu_time();
                 let start = Instant::now();
-                let (done, refused) = load(addr, conns, clients, run).await;
+                let (done, refused) = load(*addr, conns, *clients, run).await;
                 let wall = start.elapsed();
                 let cpu = cpu_time() - cpu;
                 assert_eq!(refused, 0, "{name}: the quota is out of reach");
-                println!(
-                    "{name:<34} {clients:>8} {:>12.0} {:>14.1}",
+                results.push((
                     done as f64 / wall.as_secs_f64(),
-                    cpu.as_secs_f64() * 1e6 / done as f64
-                );
+                    cpu.as_secs_f64() * 1e6 / done as f64,
+                ));
             }
+        }
+        println!(
+            "{:<34} {:>8} {:>12} {:>14} {:>12}",
+            "limiter", "clients", "requests/s", "CPU µs/req", "CPU range"
+        );
+        for (name, clients, _, results) in &mut cells {
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                (v[v.len() / 2], v[0], v[v.len() - 1])
+            };
+            let (rps, _, _) = median(results.iter().map(|r| r.0).collect());
+            let (cpu, lo, hi) = median(results.iter().map(|r| r.1).collect());
+            println!(
+                "{name:<34} {clients:>8} {rps:>12.0} {cpu:>14.1} {:>12}",
+                format!("{lo:.1}-{hi:.1}")
+            );
         }
     });
 }
