@@ -496,7 +496,8 @@
 //! `tollgate-tower`'s [`ClientIp`] is nginx's `real_ip_recursive`: from the peer address,
 //! while the address in hand is a trusted proxy, step to the next forwarding element from the
 //! right. Everything left of the last element a trusted proxy wrote is the client's to choose,
-//! so two rules keep it from choosing anything (`crates/tollgate-tower/src/forwarded.rs`):
+//! so two rules keep it from choosing anything (`crates/tollgate-http/src/forwarded.rs`,
+//! shared by tollgate-tower and tollgate-pingora):
 //!
 //! * *Judge only what the walk reaches.* The raw bytes are split from the right (for
 //!   `Forwarded`, at commas outside quoted strings) and each element is parsed when the walk
@@ -520,7 +521,7 @@
 //!
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
-//! | a client behind a trusted proxy cannot spend the proxy's key, nor pick one | the walk above | `crates/tollgate-tower/tests/keys.rs` (`garbage_left_of_the_proxys_entry…`, over IPv4 and a dual-stack socket; `unattributable_requests_get_the_missing_key_policy`), the unit tests of `forwarded.rs` (`what_the_client_writes_cannot_change_the_hops_right_of_it`) |
+//! | a client behind a trusted proxy cannot spend the proxy's key, nor pick one | the walk above | `crates/tollgate-tower/tests/keys.rs` (`garbage_left_of_the_proxys_entry…`, over IPv4 and a dual-stack socket; `unattributable_requests_get_the_missing_key_policy`), the unit tests of `forwarded.rs` (`what_the_client_writes_cannot_change_the_hops_right_of_it`); through a Pingora proxy, `crates/tollgate-pingora/tests/proxy.rs` (`behind_a_trusted_proxy_each_client_has_its_own_limit`) |
 //! | a misconfigured server is told | a once-per-process warning, a count | `crates/tollgate-tower/tests/misconfigured.rs` |
 //!
 //! [`ClientIp`]: https://docs.rs/tollgate-tower
