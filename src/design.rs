@@ -294,8 +294,9 @@
 //!
 //! The workspace's one file map (the README points here). The core crate, `tollgate`, is the
 //! root package (`src/`, `tests/`, `loom-tests/`, `benches/`, `examples/`); each integration
-//! crate has a folder in `crates/`: `tollgate-tower` (HTTP servers), `tollgate-redis` (one
-//! limit across a fleet), `tollgate-client` (polite HTTP clients).
+//! crate has a folder in `crates/`: `tollgate-http` (the HTTP parts the server integrations
+//! share), `tollgate-tower` (HTTP servers), `tollgate-pingora` (Pingora proxies),
+//! `tollgate-redis` (one limit across a fleet), `tollgate-client` (polite HTTP clients).
 //!
 //! | change | file |
 //! | --- | --- |
@@ -330,7 +331,9 @@
 //! | a demo | `examples/` (`hosts.rs`, `api_server.rs`, `stacked.rs`), or an integration crate's `examples/` |
 //! | what CI runs | `.ci/run` (`flaky`: every test binary many times; the tower examples' smoke runs), which runs the tests through `cargo xtask test` |
 //! | the one set-up and test command | `crates/xtask/src/main.rs` (`cargo xtask test`; the alias is in `.cargo/config.toml`) |
-//! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs` (with the layer's constructors); what every clone shares and `MissingKey`: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; what a key source is, `NoKey` and `.or()`: `extract.rs`; the key sources: `key.rs`, `forwarded.rs`; the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals (`Refusal`, HTTP, problem+json or gRPC): `refusal.rs`; who answers them (`RefusalResponse`, the `on_refusal` hook): `respond.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; near-limit admissions: `near.rs`; the sampled refusal events: `sampled.rs`; the `metrics` feature's handles: `instruments.rs`; the response future: `future.rs` |
+//! | HTTP servers: key sources, headers, modes | `crates/tollgate-tower/`: `layer.rs`, `service.rs`, `builder.rs` (with the layer's constructors); what every clone shares and `MissingKey`: `config.rs`; the decision in `call`: `decide.rs`; modes: `mode.rs`, `delay.rs`, `dry_run.rs`; `extract.rs`, `key.rs`, `forwarded.rs`, `fields.rs`, `refusal.rs` re-export tollgate-http's (below); who answers refusals (`RefusalResponse`, the `on_refusal` hook): `respond.rs`; stacked limits: `stack.rs`; decision counts over `tollgate::stripe`: `counts.rs`; near-limit admissions: `near.rs`; the sampled refusal events: `sampled.rs`; the `metrics` feature's handles: `instruments.rs`; the response future: `future.rs` |
+//! | the HTTP parts both server integrations share (http only, no tower) | `crates/tollgate-http/`: what a key source is, `NoKey` and `.or()`: `extract.rs`; the key sources and `ClientIp::client_of`/`key_of` (a peer held outside the request): `key.rs`; the forwarding walk: `forwarded.rs`; the rate-limit fields: `fields.rs` (the crate's one `unsafe`, its invariant held by `SfString`); refusals (`Refusal`, HTTP, problem+json or gRPC): `refusal.rs` |
+//! | Pingora proxies | `crates/tollgate-pingora/`: `ProxyLimit`, its key, decision (`check_at`) and refusal: `limit.rs`; the session's filters (`request_filter`, delay mode, `response_filter`): `session.rs`; the proxy example: `examples/proxy.rs`; beside `pingora-limits`: `benches/proxy.rs` |
 //! | one limit across a fleet (Redis), its fault policies | `crates/tollgate-redis/`: its files and their layers are listed above the `mod` lines of its `src/lib.rs` (the script: `script.rs`; the decision: `engine.rs`; the public type: `limiter.rs`; one call to Redis: `server.rs`; the fault policies: `fault.rs`; Redis Cluster: `cluster.rs`, `conn.rs`; several limits in one call: `check_all.rs`) |
 //! | HTTP clients: signals, retries, the polite layer, learned rates | `crates/tollgate-client/`: 429/503, `Retry-After` and `RateLimit` fields: `signal.rs`; the retry schedule: `retry.rs`; permit, rate and retries per attempt: `layer.rs`; the body that carries the permit: `body.rs`; redirects followed as requests of their own: `redirect.rs` (`Location` resolution: `location.rs`); per-host counters: `hosts.rs`; the `metrics` feature's handles, the wait span and the hold, budget (sampled) and rate events: `observe.rs`; how a host's learned rate moves: `adaptive/state.rs` (the public type: `adaptive/mod.rs`; bounds and gains: `config.rs`; the bounded store: `table.rs`); the bounded least-recently-used maps both use: `lru.rs`; reqwest as the inner service: `reqwest.rs`; robots.txt `Crawl-delay`: `robots.rs`; the comparison with its peers: `comparison.rs` |
 //!
@@ -505,7 +508,8 @@
 //! `tollgate-tower`'s [`ClientIp`] is nginx's `real_ip_recursive`: from the peer address,
 //! while the address in hand is a trusted proxy, step to the next forwarding element from the
 //! right. Everything left of the last element a trusted proxy wrote is the client's to choose,
-//! so two rules keep it from choosing anything (`crates/tollgate-tower/src/forwarded.rs`):
+//! so two rules keep it from choosing anything (`crates/tollgate-http/src/forwarded.rs`,
+//! shared by tollgate-tower and tollgate-pingora):
 //!
 //! * *Judge only what the walk reaches.* The raw bytes are split from the right (for
 //!   `Forwarded`, at commas outside quoted strings) and each element is parsed when the walk
@@ -529,7 +533,7 @@
 //!
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
-//! | a client behind a trusted proxy cannot spend the proxy's key, nor pick one | the walk above | `crates/tollgate-tower/tests/keys.rs` (`garbage_left_of_the_proxys_entry…`, over IPv4 and a dual-stack socket; `unattributable_requests_get_the_missing_key_policy`), the unit tests of `forwarded.rs` (`what_the_client_writes_cannot_change_the_hops_right_of_it`) |
+//! | a client behind a trusted proxy cannot spend the proxy's key, nor pick one | the walk above | `crates/tollgate-tower/tests/keys.rs` (`garbage_left_of_the_proxys_entry…`, over IPv4 and a dual-stack socket; `unattributable_requests_get_the_missing_key_policy`), the unit tests of `forwarded.rs` (`what_the_client_writes_cannot_change_the_hops_right_of_it`); through a Pingora proxy, `crates/tollgate-pingora/tests/proxy.rs` (`behind_a_trusted_proxy_each_client_has_its_own_limit`) |
 //! | a misconfigured server is told | a once-per-process warning, a count | `crates/tollgate-tower/tests/misconfigured.rs` |
 //!
 //! [`ClientIp`]: https://docs.rs/tollgate-tower
@@ -555,6 +559,15 @@
 //!   on it must model any new policy.
 //! * Clocks: `Clock` (the trait a user implements), `MonotonicClock` (the default),
 //!   `ManualClock` (tests), `TscClock` (the opt-in counter); `Timestamp` for `check_at`.
+//!
+//! * tollgate-http is public for the integrations' sake: `Fields`, `Format`, `Policy`,
+//!   `Refusal::new` and `is_grpc` are what tollgate-tower and tollgate-pingora build responses
+//!   with; tollgate-tower re-exports what it always exported, at the same paths. `NoKey` is
+//!   exhaustive (tollgate-tower matches it across the crate boundary); `RefusalReason` stays
+//!   `#[non_exhaustive]`.
+//! * tollgate-pingora: `ProxyLimit` (`new`, `with_limiter`, `delay`, `policy_name`,
+//!   `fields`, `check`, `request_filter`, `response_filter`) and `Checked`, the per-request
+//!   context between the two filters.
 //!
 //! Hidden items are not part of the stable API: they may change in a minor release, with the
 //! integration crates that use them released in step.

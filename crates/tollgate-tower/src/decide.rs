@@ -285,5 +285,7 @@ pub(crate) fn refused_outcome(reason: RefusalReason) -> Outcome {
         RefusalReason::MissingKey => Outcome::MissingKeyRejected,
         RefusalReason::Unavailable => Outcome::Unavailable,
         RefusalReason::TooCostly => Outcome::Rejected,
+        // `RefusalReason` is tollgate-http's, non-exhaustive across the crate boundary.
+        _ => Outcome::Rejected,
     }
 }

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         Some("test") => setup().and_then(|()| test()),
         _ => {
             eprintln!("usage: cargo xtask <setup|test>");
-            eprintln!("  setup  install what the tests need (a redis-server), or say how");
+            eprintln!("  setup  install what the tests need (cmake, a redis-server), or say how");
             eprintln!("  test   setup, then every test: the workspace, its feature sets, loom");
             return ExitCode::from(2);
         }
@@ -43,9 +43,11 @@ fn main() -> ExitCode {
 
 type Result<T = ()> = std::result::Result<T, String>;
 
-/// Makes sure a `redis-server` can be started, and a `redis-cli` (which the cluster tests
-/// create their cluster with) run.
+/// Makes sure `cmake` is there (tollgate-pingora's Pingora builds zlib-ng with it, and a
+/// workspace member that cannot build stops every cargo command), that a `redis-server` can
+/// be started, and a `redis-cli` (which the cluster tests create their cluster with) run.
 fn setup() -> Result {
+    setup_cmake()?;
     setup_server()?;
     setup_cli()
 }
@@ -92,7 +94,7 @@ fn setup_server() -> Result {
         step(&format!("redis-server: {}", path.display()));
         return Ok(());
     }
-    let Some(install) = install_command() else {
+    let Some(install) = install_command("redis-server") else {
         return Err(format!(
             "tollgate-redis's tests need a real redis-server, and none is on PATH.\n\
              Install it, then run this again:\n  {}\n\
@@ -107,6 +109,29 @@ fn setup_server() -> Result {
     let path = on_path("redis-server")
         .ok_or("apt-get installed redis-server, but it is still not on PATH")?;
     step(&format!("redis-server: {}", path.display()));
+    Ok(())
+}
+
+/// Makes sure `cmake` is on PATH, installing it where [`install_command`] can.
+fn setup_cmake() -> Result {
+    if let Some(path) = on_path("cmake") {
+        step(&format!("cmake: {}", path.display()));
+        return Ok(());
+    }
+    let Some(install) = install_command("cmake") else {
+        return Err(
+            "tollgate-pingora builds Pingora, whose zlib-ng needs cmake, and none is on \
+                    PATH. Install your system's cmake package (`sudo apt-get install -y cmake`, \
+                    `brew install cmake`), then run this again."
+                .into(),
+        );
+    };
+    step("cmake: not on PATH; installing it with apt-get");
+    for cmd in install {
+        run(&cmd, &[])?;
+    }
+    let path = on_path("cmake").ok_or("apt-get installed cmake, but it is still not on PATH")?;
+    step(&format!("cmake: {}", path.display()));
     Ok(())
 }
 
@@ -235,9 +260,9 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The commands that install `redis-server` here without asking anyone, if there are any:
-/// apt on Debian and its derivatives, run as root or through password-less `sudo`.
-fn install_command() -> Option<Vec<Vec<&'static str>>> {
+/// The commands that install `package` here without asking anyone, if there are any: apt on
+/// Debian and its derivatives, run as root or through password-less `sudo`.
+fn install_command(package: &'static str) -> Option<Vec<Vec<&'static str>>> {
     if !is_debian_like() || on_path("apt-get").is_none() {
         return None;
     }
@@ -251,7 +276,7 @@ fn install_command() -> Option<Vec<Vec<&'static str>>> {
     let with = |args: &[&'static str]| [prefix, args].concat();
     Some(vec![
         with(&["apt-get", "update"]),
-        with(&["apt-get", "install", "-y", "redis-server"]),
+        with(&["apt-get", "install", "-y", package]),
     ])
 }
 

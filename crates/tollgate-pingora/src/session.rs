@@ -1,0 +1,185 @@
+//! The limit at work in a Pingora proxy: [`ProxyLimit::request_filter`] keys, checks (and in
+//! delay mode waits), and writes a refusal to the session; [`ProxyLimit::response_filter`]
+//! adds the fields to an admitted request's response.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http::header::CONTENT_TYPE;
+use pingora_http::ResponseHeader;
+use pingora_proxy::Session;
+use tollgate::Error;
+use tollgate_http::{Refusal, RefusalReason};
+
+use crate::limit::{Checked, ProxyLimit};
+
+impl ProxyLimit {
+    /// Checks the session's request; call it from `ProxyHttp::request_filter` and return
+    /// what it returns. `Ok(false)`: admitted (or admitted after a wait in delay mode), and
+    /// `checked`, the request's context, holds the fields for
+    /// [`response_filter`](Self::response_filter). `Ok(true)`: refused, and the refusal
+    /// (status, `Retry-After`, the fields, a problem+json body) has been written to the
+    /// session, so the proxy must not go upstream.
+    ///
+    /// The key is the client's address: the connection's peer, or the client behind the
+    /// proxies the [`ClientIp`](crate::ClientIp) trusts (`X-Forwarded-For` walked from the
+    /// right). The limiter's clock is read once per request.
+    ///
+    /// # Errors
+    ///
+    /// Pingora's error when writing the refusal to the session fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// A wait in delay mode that is dropped (the client hung up) leaves no cell spent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use async_trait::async_trait;
+    /// use pingora_core::upstreams::peer::HttpPeer;
+    /// use pingora_http::ResponseHeader;
+    /// use pingora_proxy::{ProxyHttp, Session};
+    /// use tollgate_pingora::{Checked, ProxyLimit};
+    ///
+    /// struct Proxy {
+    ///     limit: ProxyLimit,
+    ///     upstream: String,
+    /// }
+    ///
+    /// #[async_trait]
+    /// impl ProxyHttp for Proxy {
+    ///     type CTX = Checked;
+    ///
+    ///     fn new_ctx(&self) -> Checked {
+    ///         Checked::default()
+    ///     }
+    ///
+    ///     async fn request_filter(&self, session: &mut Session, ctx: &mut Checked) -> pingora_core::Result<bool> {
+    ///         self.limit.request_filter(session, ctx).await
+    ///     }
+    ///
+    ///     async fn upstream_peer(&self, _: &mut Session, _: &mut Checked) -> pingora_core::Result<Box<HttpPeer>> {
+    ///         Ok(Box::new(HttpPeer::new(self.upstream.as_str(), false, String::new())))
+    ///     }
+    ///
+    ///     async fn response_filter(
+    ///         &self,
+    ///         _: &mut Session,
+    ///         response: &mut ResponseHeader,
+    ///         ctx: &mut Checked,
+    ///     ) -> pingora_core::Result<()> {
+    ///         self.limit.response_filter(response, ctx)
+    ///     }
+    /// }
+    /// ```
+    pub async fn request_filter(
+        &self,
+        session: &mut Session,
+        checked: &mut Checked,
+    ) -> pingora_core::Result<bool> {
+        let peer = session
+            .client_addr()
+            .and_then(|addr| addr.as_inet())
+            .map(|addr| addr.ip());
+        let verdict = match self.key(peer, &session.req_header().headers) {
+            Ok(key) => match self.check_key(&key, self.limiter().now()) {
+                Err(refusal) if refusal.reason() == RefusalReason::RateLimited => {
+                    match self.max_delay() {
+                        Some(max) => self.wait(&key, max).await,
+                        None => Err(refusal),
+                    }
+                }
+                verdict => verdict,
+            },
+            Err(refusal) => Err(refusal),
+        };
+        match verdict {
+            Ok(admitted) => {
+                *checked = admitted;
+                Ok(false)
+            }
+            Err(refusal) => {
+                write_refusal(session, refusal).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Adds the fields of an admitted request to its response; call it from
+    /// `ProxyHttp::response_filter` with the context [`request_filter`](Self::request_filter)
+    /// filled. A context that holds no fields (a request that was not checked) adds none.
+    ///
+    /// # Errors
+    ///
+    /// Pingora's error if the header refuses a field (it does not for these values).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// use tollgate_pingora::{ClientIp, ProxyLimit};
+    ///
+    /// let limit = ProxyLimit::new(Quota::per_second(10), ClientIp::trusting::<[&str; 0]>([]).unwrap());
+    /// let mut checked = limit.check(Some("192.0.2.1".parse().unwrap()), &http::HeaderMap::new()).unwrap();
+    /// let mut response = pingora_http::ResponseHeader::build(200, None).unwrap();
+    /// limit.response_filter(&mut response, &mut checked).unwrap();
+    /// assert_eq!(response.headers["ratelimit-policy"], "\"default\";q=10;w=1");
+    /// assert_eq!(response.headers["ratelimit"], "\"default\";r=9;t=1");
+    /// ```
+    pub fn response_filter(
+        &self,
+        response: &mut ResponseHeader,
+        checked: &mut Checked,
+    ) -> pingora_core::Result<()> {
+        let Some(fields) = checked.fields.take() else {
+            return Ok(());
+        };
+        let mut headers = HeaderMap::new();
+        fields.insert_into(&mut headers, self.format());
+        for (name, value) in &headers {
+            response.insert_header(name.clone(), value.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Delay mode: waits up to `max` for `key`'s turn, then reads its state back for the
+    /// fields (the wait returns no `Admitted`; a peek answers as a check would, one cell
+    /// further on than the state is).
+    #[allow(clippy::result_large_err)]
+    async fn wait(&self, key: &IpAddr, max: Duration) -> Result<Checked, Refusal> {
+        let limiter = self.limiter();
+        if let Err(error) = limiter.until_ready(key).within(max).await {
+            return Err(self.refusal(error));
+        }
+        let quota = limiter.quota();
+        Ok(match limiter.peek(key) {
+            Ok(after) => self.admitted(
+                after.remaining().saturating_add(1).min(quota.burst()),
+                after.reset_after().saturating_sub(quota.interval()),
+            ),
+            Err(Error::RateLimited { wait, .. }) => {
+                let tolerance = quota.interval() * quota.burst().saturating_sub(1);
+                self.admitted(0, wait.saturating_add(tolerance))
+            }
+            Err(_) => Checked::default(),
+        })
+    }
+}
+
+/// Writes `refusal` to the session: its status and fields, and its problem details.
+async fn write_refusal(session: &mut Session, refusal: Refusal) -> pingora_core::Result<()> {
+    let body = Bytes::from(refusal.problem_json());
+    let mut header = ResponseHeader::build(refusal.status(), Some(refusal.headers().len() + 2))?;
+    for (name, value) in refusal.headers() {
+        header.insert_header(name.clone(), value.clone())?;
+    }
+    header.insert_header(CONTENT_TYPE, "application/problem+json")?;
+    header.set_content_length(body.len())?;
+    session
+        .write_response_header(Box::new(header), false)
+        .await?;
+    session.write_response_body(Some(body), true).await
+}
