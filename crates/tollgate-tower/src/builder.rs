@@ -626,8 +626,11 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// and then no cells left are even computed; `0.0` counts every admission that leaves
     /// less than the whole burst.
     ///
-    /// Only the layer's own limit is judged, from the admission its check returns (no
-    /// second table read); delay mode's waits report no cells left and are not counted.
+    /// Every limit is judged, the layer's own and each stacked one ([`Builder::stack`]),
+    /// from the admission its check returns (no second table read), once the request
+    /// stands (an admission given back because another limit refused is not counted); each
+    /// near limit counts once, under its own policy in the metric. Delay mode's waits
+    /// report no cells left, so delay mode counts none.
     ///
     /// [`Counts::near_limit`]: crate::Counts::near_limit
     ///

@@ -91,6 +91,18 @@ impl<E: KeyExtractor> Config<E> {
         }
     }
 
+    /// Counts an admission that left its key near the stacked limit `stacked` (its index):
+    /// one count here, and that policy's counter in the metrics.
+    pub(crate) fn count_near_by(&self, stacked: usize) {
+        #[cfg(feature = "metrics")]
+        self.counters.count_by(Outcome::NearLimit, Some(stacked));
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = stacked;
+            self.counters.count(Outcome::NearLimit);
+        }
+    }
+
     /// The debug event for a refusal, sampled per policy (see `sampled.rs`), by the
     /// refusing policy's sampler.
     pub(crate) fn log_refusal(&self, refusal: &Refusal, dry_run: bool) {

@@ -144,10 +144,12 @@ pub struct Counts {
     /// [`PeerIp`]: crate::PeerIp
     /// [`ClientIp`]: crate::ClientIp
     pub no_peer_address: u64,
-    /// Of the requests counted in `admitted`, those that left their key with less than
-    /// the near-limit share of its burst in the layer's own limit
+    /// Of the requests counted in `admitted` (or `missing_key_allowed`), the admissions
+    /// that left their key with less than the near-limit share of its burst
     /// ([`Builder::near_limit`](crate::Builder::near_limit): by default, less than 20%
-    /// left). Pressure shows here before refusals do. Delay mode's waits report no cells
+    /// left), once per limit that was near: the layer's own and each stacked one, so a
+    /// request near two limits counts two (as the metric counts one under each policy).
+    /// Pressure shows here before refusals do. Delay mode's waits report no cells
     /// left, so its admissions are not counted here.
     pub near_limit: u64,
 }

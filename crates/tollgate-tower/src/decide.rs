@@ -102,7 +102,10 @@ impl<E: KeyExtractor> Config<E> {
                 return match self.missing_key {
                     // Not limited by this limit; the stacked ones still apply.
                     MissingKey::Allow => match self.check_extras(parts, true) {
-                        Ok((fields, _)) => Decision::Call(fields, Outcome::MissingKeyAllowed),
+                        Ok((fields, _, near)) => {
+                            self.count_near_stacked(&near);
+                            Decision::Call(fields, Outcome::MissingKeyAllowed)
+                        }
                         Err(refusal) => Decision::Respond(refusal),
                     },
                     MissingKey::Reject => Decision::Respond(self.missing_key_refusal()),
@@ -117,8 +120,9 @@ impl<E: KeyExtractor> Config<E> {
         if delay {
             // The wait cannot be given back (it returns no `Admitted`), so the stacked
             // limits go first, and are given back if the wait fails.
+            // Delay mode counts no near-limit admissions (see `Builder::near_limit`).
             return match self.check_extras(parts, false) {
-                Ok((fields, undos)) => Decision::Wait(key, quota, cost, fields, undos),
+                Ok((fields, undos, _)) => Decision::Wait(key, quota, cost, fields, undos),
                 Err(refusal) => Decision::Respond(refusal),
             };
         }
@@ -140,11 +144,12 @@ impl<E: KeyExtractor> Config<E> {
             return Decision::Call(fields, Outcome::Admitted);
         }
         match self.check_extras(parts, false) {
-            Ok((extra_fields, _)) => {
+            Ok((extra_fields, _, near)) => {
                 if let (Some(fields), Some(extra)) = (&mut fields, extra_fields) {
                     fields.append(extra);
                 }
                 self.count_near(&admitted);
+                self.count_near_stacked(&near);
                 Decision::Call(fields, Outcome::Admitted)
             }
             Err(refusal) => {
@@ -160,6 +165,14 @@ impl<E: KeyExtractor> Config<E> {
     fn count_near(&self, admitted: &Admitted) {
         if self.near.is_near(admitted) {
             self.counters.count(Outcome::NearLimit);
+        }
+    }
+
+    /// Counts the stacked limits (their indexes in `extras`) whose admissions of a request
+    /// that stands left their keys near the limit, each under its own policy.
+    fn count_near_stacked(&self, near: &[usize]) {
+        for &i in near {
+            self.count_near_by(i);
         }
     }
 
@@ -194,11 +207,14 @@ impl<E: KeyExtractor> Config<E> {
         &self,
         parts: &Parts,
         mut why_counted: bool,
-    ) -> Result<(Option<Fields>, Vec<Undo>), Refusal> {
+    ) -> Result<(Option<Fields>, Vec<Undo>, Vec<usize>), Refusal> {
         let mut fields: Option<Fields> = None;
         let mut undos: Vec<Undo> = Vec::new();
-        for extra in &self.extras {
-            match extra.check(parts) {
+        // The stacked limits whose admissions were near: counted by the caller once the
+        // request stands (an empty `Vec` does not allocate).
+        let mut near: Vec<usize> = Vec::new();
+        for (i, extra) in self.extras.iter().enumerate() {
+            match extra.check(parts, self.near) {
                 Checked::NoKey(NoKey::Absent) => {}
                 Checked::NoKey(why) => {
                     if !why_counted {
@@ -212,8 +228,11 @@ impl<E: KeyExtractor> Config<E> {
                         return Err(self.missing_key_refusal());
                     }
                 }
-                Checked::Admitted(f, undo) => {
+                Checked::Admitted(f, undo, is_near) => {
                     undos.push(undo);
+                    if is_near {
+                        near.push(i);
+                    }
                     if self.format.any() {
                         match &mut fields {
                             Some(fields) => fields.append(f),
@@ -230,7 +249,7 @@ impl<E: KeyExtractor> Config<E> {
                 }
             }
         }
-        Ok((fields, undos))
+        Ok((fields, undos, near))
     }
 
     /// Acts on a decision that needs no wait: answers (with `respond`), or calls `inner`.

@@ -90,8 +90,9 @@ pub(crate) struct Instruments {
     /// Indexed by `Outcome as usize`.
     counters: [Counter; OUTCOMES],
     delay: Histogram,
-    /// Per stacked limit: the refusals, and dry-run mode's would-be refusals, it made.
-    stacked: Vec<(Counter, Counter)>,
+    /// Per stacked limit: the refusals, dry-run mode's would-be refusals, and the
+    /// near-limit admissions it made.
+    stacked: Vec<(Counter, Counter, Counter)>,
     /// Per limiter, the layer's own first, then the stacked ones: live keys, bytes.
     gauges: Vec<(Gauge, Gauge)>,
 }
@@ -141,6 +142,7 @@ impl Instruments {
             (
                 metrics::counter!(describe(Outcome::Rejected).0, &[policy()]),
                 metrics::counter!(describe(Outcome::DryRunRefused).0, &[policy()]),
+                metrics::counter!(describe(Outcome::NearLimit).0, &[policy()]),
             )
         };
         let gauges = std::iter::once(policy)
@@ -165,11 +167,13 @@ impl Instruments {
         self.counters[outcome as usize].increment(1);
     }
 
-    /// A refusal by the stacked limit `by` (its index), or by the layer's own (`None`).
+    /// A refusal or a near-limit admission by the stacked limit `by` (its index), or by
+    /// the layer's own (`None`).
     pub(crate) fn count_by(&self, outcome: Outcome, by: Option<usize>) {
         match (by.and_then(|i| self.stacked.get(i)), outcome) {
-            (Some((refused, _)), Outcome::Rejected) => refused.increment(1),
-            (Some((_, dry_run)), Outcome::DryRunRefused) => dry_run.increment(1),
+            (Some((refused, _, _)), Outcome::Rejected) => refused.increment(1),
+            (Some((_, dry_run, _)), Outcome::DryRunRefused) => dry_run.increment(1),
+            (Some((_, _, near)), Outcome::NearLimit) => near.increment(1),
             _ => self.count(outcome),
         }
     }

@@ -177,7 +177,7 @@
 //! | `tollgate_table_full_total` | `unavailable` | refused with a `503`: the table was full |
 //! | `tollgate_unattributable_total` | `unattributable` | of the keyless: a forwarding element naming no address |
 //! | `tollgate_no_peer_address_total` | `no_peer_address` | of the keyless: no peer address (a set-up mistake) |
-//! | `tollgate_near_limit_total` | `near_limit` | of the admitted: left its key near the limit ([`Builder::near_limit`]) |
+//! | `tollgate_near_limit_total` | `near_limit` | of the admitted: left its key near the limit ([`Builder::near_limit`]); `policy`: the limit it was near (a request near two limits counts under each) |
 //!
 //! A histogram, `tollgate_delay_seconds`: in delay mode, how long each request that waited
 //! its turn waited, on the limiter's clock. Two gauges per limiter (the layer's own and each

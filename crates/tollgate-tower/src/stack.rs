@@ -5,6 +5,7 @@ use http::request::Parts;
 use tollgate::{Error, Limiter};
 
 use crate::fields::{Fields, Policy};
+use crate::near::NearLimit;
 use crate::sampled::RefusalLog;
 use crate::{KeyExtractor, NoKey};
 
@@ -15,15 +16,17 @@ pub(crate) type Undo = Box<dyn FnOnce() + Send>;
 pub(crate) enum Checked {
     /// The request has no key for this limit, and this is why.
     NoKey(NoKey),
-    /// Admitted: the fields to add, and how to give the admission back.
-    Admitted(Fields, Undo),
+    /// Admitted: the fields to add, how to give the admission back, and whether it left
+    /// the key near this limit ([`NearLimit`]).
+    Admitted(Fields, Undo, bool),
     /// Refused.
     Refused(Error),
 }
 
 /// A stacked limit with its key type erased.
 pub(crate) trait StackedLimit: Send + Sync + 'static {
-    fn check(&self, parts: &Parts) -> Checked;
+    /// Checks the request; `near` judges whether an admission left its key near the limit.
+    fn check(&self, parts: &Parts, near: NearLimit) -> Checked;
     /// The policy's name and items, as the fields write them.
     fn policy(&self) -> &Policy;
     fn quota(&self) -> tollgate::Quota;
@@ -43,13 +46,14 @@ pub(crate) struct Extra<E: KeyExtractor> {
 }
 
 impl<E: KeyExtractor> StackedLimit for Extra<E> {
-    fn check(&self, parts: &Parts) -> Checked {
+    fn check(&self, parts: &Parts, near: NearLimit) -> Checked {
         let key = match self.extractor.try_extract(parts) {
             Ok(key) => key,
             Err(why) => return Checked::NoKey(why),
         };
         match self.limiter.check(&key) {
             Ok(admitted) => {
+                let near = near.is_near(&admitted);
                 let fields = Fields::admitted(
                     &self.policy,
                     self.limiter.quota(),
@@ -60,7 +64,7 @@ impl<E: KeyExtractor> StackedLimit for Extra<E> {
                 let undo = Box::new(move || {
                     limiter.undo(&key, admitted);
                 });
-                Checked::Admitted(fields, undo)
+                Checked::Admitted(fields, undo, near)
             }
             Err(error) => Checked::Refused(error),
         }

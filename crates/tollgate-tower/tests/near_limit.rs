@@ -56,8 +56,8 @@ async fn the_ratio_is_configurable() {
     );
 }
 
-/// An admission a stacked limit refuses is given back, so it is not near anything; the
-/// stacked limits' own pressure is not the layer's near-limit count.
+/// An admission a stacked limit refuses is given back, so it is not near anything; a
+/// stacked limit's own pressure counts too, once the request stands.
 #[tokio::test]
 async fn only_admissions_that_stand_are_counted() {
     let (_clock, per_ip) = manual(Quota::per_second(1).allow_burst(2));
@@ -70,14 +70,14 @@ async fn only_admissions_that_stand_are_counted() {
         .build();
     let addr = serve(layer.clone()).await;
     let mut conn = connect(addr).await;
-    // Per IP leaves 1 of 2 (not near); global leaves 0 of 1 (near, but not this layer's).
+    // Per IP leaves 1 of 2 (not near); global leaves 0 of 1 (near): one count.
     assert_eq!(get(&mut conn, &[]).await.0, StatusCode::OK);
     // Per IP would leave 0 of 2 (near), but global refuses: given back, not counted.
     assert_eq!(get(&mut conn, &[]).await.0, StatusCode::TOO_MANY_REQUESTS);
     let counts = layer.counts();
     assert_eq!(
         (counts.admitted, counts.rejected, counts.near_limit),
-        (1, 1, 0)
+        (1, 1, 1)
     );
 }
 

@@ -179,6 +179,26 @@ async fn refusals_are_labelled_with_the_refusing_policy() {
     );
 }
 
+/// A near-limit admission is counted under the policy it was near, the layer's own or a
+/// stacked one's, once the request stands; the series add up to `Counts::near_limit`.
+#[tokio::test]
+async fn near_limit_admissions_are_labelled_with_the_policy_they_were_near() {
+    let (layer, scrape) = recorded(|| per_client_and_global().build());
+    one_and_three_refusals(layer.clone()).await;
+    let text = scrape.render();
+    // a: per-client left 0 of 1 (near), global 1 of 2 (not); b: per-client 0 of 1 and
+    // global 0 of 2 (both near); c, d, e: per-client near, but global refused: given back.
+    assert_eq!(
+        value(&text, "tollgate_near_limit_total", "per-client"),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&text, "tollgate_near_limit_total", "global"),
+        Some(1.0)
+    );
+    assert_eq!(layer.counts().near_limit, 3);
+}
+
 /// The other outcomes reach their counters too: allowlisted, keyless, table full.
 #[tokio::test]
 async fn every_outcome_has_its_counter() {
