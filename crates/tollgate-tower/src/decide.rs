@@ -31,6 +31,17 @@ pub(crate) enum Decision<K> {
     Wait(K, Option<Quota>, u32, Option<Fields>, Vec<Undo>),
 }
 
+/// What the stacked limits said of a request they all admitted.
+pub(crate) struct Stacked {
+    /// Their fields, if the layer writes any.
+    fields: Option<Fields>,
+    /// How to give each admission back.
+    undos: Vec<Undo>,
+    /// The stacked limits (their indexes) whose admissions left the key near the limit:
+    /// counted once the request stands (an empty `Vec` does not allocate).
+    near: Vec<usize>,
+}
+
 impl<E: KeyExtractor> Config<E> {
     fn quota(&self, parts: &Parts, key: &E::Key) -> Option<Quota> {
         match self.quota_for.as_ref()? {
@@ -102,9 +113,9 @@ impl<E: KeyExtractor> Config<E> {
                 return match self.missing_key {
                     // Not limited by this limit; the stacked ones still apply.
                     MissingKey::Allow => match self.check_extras(parts, true) {
-                        Ok((fields, _, near)) => {
-                            self.count_near_stacked(&near);
-                            Decision::Call(fields, Outcome::MissingKeyAllowed)
+                        Ok(stacked) => {
+                            self.count_near_stacked(&stacked.near);
+                            Decision::Call(stacked.fields, Outcome::MissingKeyAllowed)
                         }
                         Err(refusal) => Decision::Respond(refusal),
                     },
@@ -122,7 +133,7 @@ impl<E: KeyExtractor> Config<E> {
             // limits go first, and are given back if the wait fails.
             // Delay mode counts no near-limit admissions (see `Builder::near_limit`).
             return match self.check_extras(parts, false) {
-                Ok((fields, undos, _)) => Decision::Wait(key, quota, cost, fields, undos),
+                Ok(stacked) => Decision::Wait(key, quota, cost, stacked.fields, stacked.undos),
                 Err(refusal) => Decision::Respond(refusal),
             };
         }
@@ -144,12 +155,12 @@ impl<E: KeyExtractor> Config<E> {
             return Decision::Call(fields, Outcome::Admitted);
         }
         match self.check_extras(parts, false) {
-            Ok((extra_fields, _, near)) => {
-                if let (Some(fields), Some(extra)) = (&mut fields, extra_fields) {
+            Ok(stacked) => {
+                if let (Some(fields), Some(extra)) = (&mut fields, stacked.fields) {
                     fields.append(extra);
                 }
                 self.count_near(&admitted);
-                self.count_near_stacked(&near);
+                self.count_near_stacked(&stacked.near);
                 Decision::Call(fields, Outcome::Admitted)
             }
             Err(refusal) => {
@@ -203,15 +214,9 @@ impl<E: KeyExtractor> Config<E> {
     // A refusal is no larger than what the stacked limits admit (128 bytes each): boxing it
     // would not shrink the `Result`, only add an allocation per refusal.
     #[allow(clippy::result_large_err)]
-    fn check_extras(
-        &self,
-        parts: &Parts,
-        mut why_counted: bool,
-    ) -> Result<(Option<Fields>, Vec<Undo>, Vec<usize>), Refusal> {
+    fn check_extras(&self, parts: &Parts, mut why_counted: bool) -> Result<Stacked, Refusal> {
         let mut fields: Option<Fields> = None;
         let mut undos: Vec<Undo> = Vec::new();
-        // The stacked limits whose admissions were near: counted by the caller once the
-        // request stands (an empty `Vec` does not allocate).
         let mut near: Vec<usize> = Vec::new();
         for (i, extra) in self.extras.iter().enumerate() {
             match extra.check(parts, self.near) {
@@ -249,7 +254,11 @@ impl<E: KeyExtractor> Config<E> {
                 }
             }
         }
-        Ok((fields, undos, near))
+        Ok(Stacked {
+            fields,
+            undos,
+            near,
+        })
     }
 
     /// Acts on a decision that needs no wait: answers (with `respond`), or calls `inner`.
