@@ -549,8 +549,9 @@
 //!   per-call quotas (`check_with`, `until_ready_with`), `penalize` and `reset`.
 //! * `tollgate::stripe` is hidden: it is public only so that tollgate-tower's decision
 //!   counts and the core's `Stats` share one stripe index per thread.
-//! * `Admitted::from_parts` is hidden: tollgate-redis returns the core's `Admitted` for a
-//!   fleet's answer; a user receives an `Admitted`, never builds one.
+//! * `Admitted::from_parts` and `Refused::new` are hidden: tollgate-redis returns the core's
+//!   `Admitted` for a fleet's answer and the core's `Refused` for its `check_all`; a user
+//!   receives them, never builds one.
 //! * `timer` documents what a user calls: `drive` (and its `Drive`), `sleep`, `sleep_until`
 //!   and `Sleep`; `is_driven` is hidden, public only for the core's tests of the runtime
 //!   driver; the rest of the timer is private.

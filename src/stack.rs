@@ -123,6 +123,26 @@ pub struct Refused {
     pub error: Error,
 }
 
+impl Refused {
+    /// A refusal by gate `index`, for the integrations that check several limits
+    /// elsewhere (tollgate-redis's fleet `check_all` answers with the core's `Refused`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Error, Refused};
+    ///
+    /// let refused = Refused::new(1, Error::InsufficientCapacity { requested: 11, burst: 10 });
+    /// assert_eq!(refused.index, 1);
+    /// assert!(refused.error.is_insufficient_capacity());
+    /// ```
+    // Not part of the stable API: public for tollgate-redis only, so hidden from the docs.
+    #[doc(hidden)]
+    pub const fn new(index: usize, error: Error) -> Refused {
+        Refused { index, error }
+    }
+}
+
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "limit {} refused: {}", self.index, self.error)

@@ -60,7 +60,7 @@ use std::fmt;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use tollgate::{Error, Quota};
+use tollgate::{Quota, Refused};
 
 use crate::admitted::{Admitted, Source};
 use crate::engine::{Engine, within_burst};
@@ -286,49 +286,6 @@ impl fmt::Debug for Gate<'_> {
     }
 }
 
-/// The refusal that stopped a [`FleetLimiter::check_all`]: which gate, and why.
-///
-/// # Examples
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> redis::RedisResult<()> {
-/// use tollgate::Quota;
-/// use tollgate_redis::{FleetLimiter, Gate};
-///
-/// # let client = redis::Client::open("redis://127.0.0.1:1/")?; // never asked
-/// let limiter = FleetLimiter::builder(Quota::per_second(10)).connect(client).await?;
-/// // The second gate asks more than its burst: refused without a call, the first untouched.
-/// let refused = limiter
-///     .check_all([Gate::new("ip:10.0.0.1"), Gate::new("upload").n(11)])
-///     .await
-///     .unwrap_err();
-/// assert_eq!(refused.index, 1);
-/// assert!(refused.error.is_insufficient_capacity());
-/// assert_eq!(limiter.stats().round_trips, 0);
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Refused {
-    /// The position of the refusing gate in the array.
-    pub index: usize,
-    /// Its error, as its own check would have returned it.
-    pub error: Error,
-}
-
-impl fmt::Display for Refused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "limit {} refused: {}", self.index, self.error)
-    }
-}
-
-impl std::error::Error for Refused {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
 /// A gate resolved: its Redis key and quota.
 struct Planned {
     key: Vec<u8>,
@@ -402,6 +359,27 @@ impl FleetLimiter {
     /// }
     /// # }
     /// ```
+    ///
+    /// A gate that asks more than its burst is refused before any call, the others
+    /// untouched ([`Refused`] is the core's):
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> redis::RedisResult<()> {
+    /// use tollgate::Quota;
+    /// use tollgate_redis::{FleetLimiter, Gate};
+    ///
+    /// # let client = redis::Client::open("redis://127.0.0.1:1/")?; // never asked
+    /// let limiter = FleetLimiter::builder(Quota::per_second(10)).connect(client).await?;
+    /// let refused = limiter
+    ///     .check_all([Gate::new("ip:10.0.0.1"), Gate::new("upload").n(11)])
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(refused.index, 1);
+    /// assert!(refused.error.is_insufficient_capacity());
+    /// assert_eq!(limiter.stats().round_trips, 0);
+    /// # Ok(()) }
+    /// ```
     pub async fn check_all<const N: usize>(
         &self,
         gates: [Gate<'_>; N],
@@ -419,7 +397,7 @@ impl Engine {
         let mut plans = Vec::with_capacity(N);
         for (index, g) in gates.iter().enumerate() {
             let quota = g.quota.unwrap_or(self.quota);
-            let burst = within_burst(g.n, quota).map_err(|error| Refused { index, error })?;
+            let burst = within_burst(g.n, quota).map_err(|error| Refused::new(index, error))?;
             plans.push(Planned {
                 key: self.redis_key(g.key),
                 n: g.n,
@@ -441,7 +419,7 @@ impl Engine {
                 {
                     bump(&c.local_refusals);
                     let error = self.limited(wait, p.burst);
-                    return Err(Refused { index, error });
+                    return Err(Refused::new(index, error));
                 }
             }
         }
@@ -477,7 +455,7 @@ impl Engine {
                     }
                     self.give_back(&plans, &taken).await;
                     let error = self.limited(Duration::from_micros(wait_us), plans[i].burst);
-                    return Err(Refused { index: i, error });
+                    return Err(Refused::new(i, error));
                 }
                 Err(()) => {
                     self.give_back(&plans, &taken).await;
@@ -648,10 +626,7 @@ impl Engine {
             FaultPolicy::FailClosed { retry_after } => {
                 bump(&c.failed_closed);
                 let error = self.limited(retry_after, plans[first].burst);
-                Err(Refused {
-                    index: first,
-                    error,
-                })
+                Err(Refused::new(first, error))
             }
             FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
                 let mut fallback = None;
@@ -659,7 +634,7 @@ impl Engine {
                 for (index, p) in plans.iter().enumerate() {
                     let (limiter, share) = self
                         .fallback_share(p.quota)
-                        .map_err(|error| Refused { index, error })?;
+                        .map_err(|error| Refused::new(index, error))?;
                     fallback = Some(limiter);
                     shares.push(share);
                 }
@@ -670,19 +645,14 @@ impl Engine {
                         .n(gates[i].n)
                         .quota(shares[i])
                 });
-                tollgate::check_all(local)
-                    .map(|oks| {
-                        oks.map(|ok| Admitted {
-                            limit: ok.limit(),
-                            remaining: ok.remaining(),
-                            reset_after: ok.reset_after(),
-                            source: Source::Local,
-                        })
+                tollgate::check_all(local).map(|oks| {
+                    oks.map(|ok| Admitted {
+                        limit: ok.limit(),
+                        remaining: ok.remaining(),
+                        reset_after: ok.reset_after(),
+                        source: Source::Local,
                     })
-                    .map_err(|r| Refused {
-                        index: r.index,
-                        error: r.error,
-                    })
+                })
             }
         }
     }

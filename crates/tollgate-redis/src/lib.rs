@@ -219,10 +219,13 @@ mod wait;
 
 pub use admitted::{Admitted, Source};
 pub use builder::FleetBuilder;
-pub use check_all::{Gate, Refused};
+pub use check_all::Gate;
 pub use fault::{FaultPolicy, Unavailable};
 pub use limiter::FleetLimiter;
 pub use memory::MemoryPolicy;
 pub use script::interval_micros;
 pub use stats::Stats;
+/// The refusal that stopped a [`FleetLimiter::check_all`]: the core's, as its `check_all`
+/// answers (which gate, and its error).
+pub use tollgate::Refused;
 pub use wait::UntilReady;
