@@ -327,9 +327,9 @@ impl FleetLimiter {
     ///
     /// # Errors
     ///
-    /// [`Refused`]: the refusing gate's index and its [`Error`]:
-    /// [`Error::InsufficientCapacity`] for a gate asking more than its burst (nothing sent),
-    /// else [`Error::RateLimited`]. When Redis fails or is late, the fault policy decides the
+    /// [`Refused`]: the refusing gate's index and its [`Error`](tollgate::Error):
+    /// [`Error::InsufficientCapacity`](tollgate::Error::InsufficientCapacity) for a gate asking more than its burst (nothing sent),
+    /// else [`Error::RateLimited`](tollgate::Error::RateLimited). When Redis fails or is late, the fault policy decides the
     /// whole call (module docs).
     ///
     /// # Cancel safety
