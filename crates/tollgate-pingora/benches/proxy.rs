@@ -8,9 +8,19 @@
 //!   are the limiters') with no limiter, with `Rate`, with tollgate (fields on and off),
 //!   for one client and for 10,000. The quota is set out of reach, so every request goes
 //!   upstream and each row pays for one check.
-//! * **Accuracy**: a quota of N per second, as each limiter is called from the proxy's
-//!   `request_filter` (keyed by tollgate-http's `ClientIp::key_of`), on the real clock: the
-//!   most admissions in any one-second window, and refusals of clients within their quota.
+//! * **Accuracy**: a quota of N per second per client, through the same kind of proxy in
+//!   front of an upstream that records when each request arrived: the traffic shapes go as
+//!   real HTTP requests (`X-Forwarded-For` rotated per request, from the trusted 127.0.0.1),
+//!   paced by the client, one limiter at a time. Admissions are counted where they land, at
+//!   the upstream (the most in any one-second window slides over their arrival instants);
+//!   refusals are the 429s the client received. Shapes: 2N requests just before the
+//!   sketch's first window edge and 2N just after; one client at 0.9N/s; 10,000 clients at
+//!   0.5N/s each, sharing the sketch's cells (with N = 2 there: at N = 100 that shape is
+//!   500,000 requests a second, past loopback; the sketch's over-count depends on keys per
+//!   cell, not on N). Each row also gives how late the client sent its latest request, the
+//!   pacing it kept.
+//! * **Decision alone**: each limiter's check in process on one thread, as `request_filter`
+//!   makes it from the request's headers (the cost the proxied rows cannot resolve).
 //!
 //! ```text
 //! cargo bench -p tollgate-pingora --bench proxy            # about a minute
@@ -21,8 +31,8 @@
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -328,29 +338,42 @@ fn cost_rows(quick: bool) {
     });
 }
 
-/// A limiter as the proxy's `request_filter` calls it, for the accuracy shapes.
-trait Admit {
-    fn admit(&self, key: IpAddr) -> bool;
-}
+/// When each request reached the upstream (the instant its head was complete there).
+type Arrivals = Arc<Mutex<Vec<Instant>>>;
 
-struct SketchAt {
-    rate: Rate,
-    max: isize,
-}
-
-impl Admit for SketchAt {
-    fn admit(&self, key: IpAddr) -> bool {
-        self.rate.observe(&key, 1) <= self.max
-    }
-}
-
-impl Admit for ProxyLimit {
-    fn admit(&self, key: IpAddr) -> bool {
-        let mut headers = http::HeaderMap::new();
-        headers.insert("x-forwarded-for", key.to_string().parse().unwrap());
-        self.check(Some(IpAddr::V4(Ipv4Addr::LOCALHOST)), &headers)
-            .is_ok()
-    }
+/// A plain HTTP/1.1 upstream answering every request `200`, keeping connections alive, that
+/// records when each request arrived: where the accuracy rows count admissions.
+async fn recording_upstream() -> (SocketAddr, Arrivals) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let arrivals = Arrivals::default();
+    let log = arrivals.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            stream.set_nodelay(true).unwrap();
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // Requests without bodies: each ends at its blank line.
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        log.lock().unwrap().push(Instant::now());
+                        buf.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                        if stream.write_all(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, arrivals)
 }
 
 /// The most admissions in any window of `w` among sorted instants.
@@ -366,96 +389,234 @@ fn most_in_window(times: &[Instant], w: Duration) -> usize {
     best
 }
 
-fn sleep_until(t: Instant) {
-    std::thread::sleep(t.saturating_duration_since(Instant::now()));
+/// A traffic shape: `total` requests over `conns` keep-alive connections, the `j`th from
+/// client `j % clients`, due at `due(start, j)` where `start` is when the limiter was made
+/// (the sketch's first window ends 1 s after it).
+struct Shape {
+    conns: usize,
+    clients: u32,
+    total: u64,
+    due: Box<dyn Fn(Instant, u64) -> Instant + Send + Sync>,
 }
 
-/// 2N requests from one client 50 ms before the sketch's first window ends, 2N more 50 ms
-/// after: the most admissions in any second.
-fn straddle(limit: &dyn Admit, start: Instant, n: u32) -> usize {
-    let key = IpAddr::V4(client(0));
-    let mut admitted = Vec::new();
-    for at in [Duration::from_millis(950), Duration::from_millis(1050)] {
-        sleep_until(start + at);
-        for _ in 0..2 * n {
-            if limit.admit(key) {
-                admitted.push(Instant::now());
-            }
-        }
-    }
-    most_in_window(&admitted, Duration::from_secs(1))
+/// What one limiter did with a shape, seen from outside the proxy.
+struct Outcome {
+    /// When each admitted request reached the upstream, sorted.
+    admitted: Vec<Instant>,
+    /// The 429s the client received.
+    refused: u64,
+    /// How late the client sent its latest request (the pacing it kept).
+    lag: Duration,
 }
 
-/// `keys` clients, each sending `per_sec` (under its quota) evenly for `secs` seconds, in
-/// rounds: the requests refused, of all sent.
-fn within_quota(
-    limit: &dyn Admit,
+/// Runs `shape` through a fresh proxy with `limit` in front of the recording upstream, the
+/// client pacing each request to its due instant (at once when the connections fall behind).
+async fn through_proxy(
+    limit: Limit,
     start: Instant,
-    keys: u32,
-    per_sec: u32,
-    secs: u32,
-) -> (u64, u64) {
-    let (mut sent, mut refused) = (0, 0);
-    let step = Duration::from_secs(1) / per_sec;
-    for round in 0..per_sec * secs {
-        sleep_until(start + step * round);
-        for k in 0..keys {
-            sent += 1;
-            if !limit.admit(IpAddr::V4(client(k))) {
-                refused += 1;
-            }
-        }
+    upstream: SocketAddr,
+    arrivals: &Arrivals,
+    shape: Shape,
+) -> Outcome {
+    let addr = serve(BenchProxy {
+        limit,
+        client_ip: trusting_loopback(),
+        upstream,
+    })
+    .await;
+    // Warm up the proxy's pool of upstream connections, as a proxy under load has it, so that
+    // the shape's first requests do not also open them; from clients outside the shape
+    // (198.18.0.0/15, the benchmarking range), whose keys are not the shape's.
+    let warm: Vec<_> = (0..shape.conns as u32)
+        .map(|i| {
+            let from = Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + i).to_string();
+            tokio::spawn(async move { common::get(addr, Some(&from)).await.status })
+        })
+        .collect();
+    for w in warm {
+        assert_eq!(w.await.unwrap(), 200);
     }
-    (refused, sent)
+    // Shapes run one after another, each to its last response: what arrives now is this one's.
+    arrivals.lock().unwrap().clear();
+    let shape = Arc::new(shape);
+    let next = Arc::new(AtomicU64::new(0));
+    let refused = Arc::new(AtomicU64::new(0));
+    let lag_ns = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..shape.conns {
+        let (shape, next, refused, lag_ns) =
+            (shape.clone(), next.clone(), refused.clone(), lag_ns.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream.set_nodelay(true).unwrap();
+            let mut buf = Vec::with_capacity(4096);
+            loop {
+                // ordering: a ticket counter; it publishes nothing.
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                if j >= shape.total {
+                    return;
+                }
+                let due = (shape.due)(start, j);
+                tokio::time::sleep_until(due.into()).await;
+                let late = Instant::now().saturating_duration_since(due);
+                // ordering: read after every task is joined.
+                lag_ns.fetch_max(late.as_nanos() as u64, Ordering::Relaxed);
+                // A client per request, rotating: the forwarded address, not the connection.
+                let request = format!(
+                    "GET / HTTP/1.1\r\nhost: b\r\nx-forwarded-for: {}\r\n\r\n",
+                    client((j % u64::from(shape.clients)) as u32)
+                );
+                stream.write_all(request.as_bytes()).await.unwrap();
+                match read_response(&mut stream, &mut buf).await {
+                    200 => {}
+                    // ordering: read after every task is joined.
+                    429 => _ = refused.fetch_add(1, Ordering::Relaxed),
+                    other => panic!("the proxy answered {other}"),
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut admitted = std::mem::take(&mut *arrivals.lock().unwrap());
+    admitted.sort();
+    let refused = refused.load(Ordering::Relaxed);
+    assert_eq!(
+        admitted.len() as u64 + refused,
+        shape.total,
+        "every request either reached the upstream or was refused"
+    );
+    Outcome {
+        admitted,
+        refused,
+        lag: Duration::from_nanos(lag_ns.load(Ordering::Relaxed)),
+    }
+}
+
+/// `Rate` refusing past `quota` a window (`sketch`), or tollgate at `quota` per second,
+/// with the instant it was made (made just before its shape runs: the shapes are timed from it).
+fn limiter(sketch: bool, quota: u32) -> (Limit, Instant) {
+    let limit = if sketch {
+        Limit::Sketch {
+            rate: Rate::new(Duration::from_secs(1)),
+            max: quota as isize,
+        }
+    } else {
+        Limit::Tollgate(ProxyLimit::new(
+            Quota::per_second(quota),
+            trusting_loopback(),
+        ))
+    };
+    (limit, Instant::now())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
 fn accuracy_rows() {
-    let n = 100;
-    let sketch = || SketchAt {
-        rate: Rate::new(Duration::from_secs(1)),
-        max: n as isize,
-    };
-    let gcra = || ProxyLimit::new(Quota::per_second(n), trusting_loopback());
-    println!();
-    println!(
-        "accuracy: a quota of N = {n} per second per client (tollgate: burst b = N, T = 1/N s)"
-    );
-    println!("{:<58} {:>12} {:>12}", "shape", "sketch", "tollgate");
-
-    let (s, t) = (sketch(), gcra());
-    let start = Instant::now();
-    let (a, b) = std::thread::scope(|scope| {
-        let a = scope.spawn(|| straddle(&s, start, n));
-        let b = scope.spawn(|| straddle(&t, start, n));
-        (a.join().unwrap(), b.join().unwrap())
-    });
-    println!(
-        "{:<58} {a:>12} {b:>12}",
-        "burst of 2N 50 ms each side of the edge: most in any 1 s"
-    );
-    println!(
-        "{:<58} {:>12} {:>12}",
-        "  (bound: tollgate b + floor(W/T), W = 0.1 s)",
-        "",
-        n + n / 10
-    );
-
-    for (keys, per_sec) in [(1, n * 9 / 10), (10_000, n / 2)] {
-        let (s, t) = (sketch(), gcra());
-        let start = Instant::now();
-        let ((rs, sent), (rt, _)) = std::thread::scope(|scope| {
-            let a = scope.spawn(|| within_quota(&s, start, keys, per_sec, 2));
-            let b = scope.spawn(|| within_quota(&t, start, keys, per_sec, 2));
-            (a.join().unwrap(), b.join().unwrap())
-        });
-        let pct = |r: u64| format!("{:.1}%", 100.0 * r as f64 / sent as f64);
+    let n: u32 = 100;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (upstream, arrivals) = recording_upstream().await;
+        println!();
         println!(
-            "{:<58} {:>12} {:>12}",
-            format!("{keys} clients at {per_sec}/s for 2 s: refused (should be 0)"),
-            pct(rs),
-            pct(rt)
+            "accuracy through the proxy, one limiter at a time in front of one recording \
+             upstream: a quota of N per second per client (tollgate: burst b = N, T = 1/N s); \
+             admissions counted at the upstream, refusals as the client's 429s"
         );
-    }
+        println!(
+            "{:<62} {:>10} {:>10} {:>12} {:>12}",
+            "shape (N)", "sketch", "tollgate", "sketch lag", "tollgate lag"
+        );
+
+        // The burst: 2N from one client 50 ms before the sketch's first window ends, 2N 50 ms
+        // after, each half as fast as 32 connections carry it.
+        let mut burst = Vec::new();
+        for sketch in [true, false] {
+            let (limit, start) = limiter(sketch, n);
+            let shape = Shape {
+                conns: 32,
+                clients: 1,
+                total: 4 * u64::from(n),
+                due: Box::new(move |start, j| {
+                    let ms = if j < 2 * u64::from(n) { 950 } else { 1050 };
+                    start + Duration::from_millis(ms)
+                }),
+            };
+            burst.push(through_proxy(limit, start, upstream, &arrivals, shape).await);
+        }
+        let most = |o: &Outcome| most_in_window(&o.admitted, Duration::from_secs(1));
+        println!(
+            "{:<62} {:>10} {:>10} {:>12} {:>12}",
+            format!("2N 50 ms each side of the window edge: most in any 1 s ({n})"),
+            most(&burst[0]),
+            most(&burst[1]),
+            ms(burst[0].lag),
+            ms(burst[1].lag)
+        );
+        // tollgate's bound over the span W its admissions actually took at the upstream.
+        let t = &burst[1].admitted;
+        let w = t[t.len() - 1] - t[0];
+        println!(
+            "{:<62} {:>10} {:>10}",
+            format!(
+                "  (bound: 2N; b + floor(W/T), W = {} at the upstream)",
+                ms(w)
+            ),
+            2 * n,
+            n + (w.as_secs_f64() * f64::from(n)) as u32
+        );
+
+        // Clients within their quota, paced evenly: any refusal is under-admission. 10,000
+        // clients at 0.5N/s with N = 100 would be 500,000 requests a second, past what loopback
+        // carries here; the sketch's over-count depends on keys per cell (about 10 here), not
+        // on N, so that row runs N = 2.
+        for (clients, quota, conns) in [(1u32, n, 4), (10_000, 2, 64)] {
+            let per_sec = if clients == 1 {
+                quota * 9 / 10
+            } else {
+                quota / 2
+            };
+            let secs = 2;
+            let total = u64::from(clients) * u64::from(per_sec) * secs;
+            let gap = Duration::from_secs(1) / (clients * per_sec);
+            let mut row = Vec::new();
+            for sketch in [true, false] {
+                let (limit, start) = limiter(sketch, quota);
+                let shape = Shape {
+                    conns,
+                    clients,
+                    total,
+                    due: Box::new(move |start, j| {
+                        start + Duration::from_millis(100) + gap * j as u32
+                    }),
+                };
+                row.push(through_proxy(limit, start, upstream, &arrivals, shape).await);
+            }
+            let who = |c: u32| match c {
+                1 => "one client".to_owned(),
+                c => format!("{c} clients, each"),
+            };
+            let pct = |o: &Outcome| format!("{:.1}%", 100.0 * o.refused as f64 / total as f64);
+            println!(
+                "{:<62} {:>10} {:>10} {:>12} {:>12}",
+                format!(
+                    "{} at {per_sec}/s for {secs} s: refused ({quota})",
+                    who(clients)
+                ),
+                pct(&row[0]),
+                pct(&row[1]),
+                ms(row[0].lag),
+                ms(row[1].lag)
+            );
+        }
+    });
 }
 
 /// The decision alone, in process on one thread, as `request_filter` makes it from the
