@@ -336,6 +336,53 @@ impl Fields {
         }
     }
 
+    /// After an admission by a wait (`until_ready`, which returns no `Admitted`), from a
+    /// peek at the key afterwards: a peek answers as a check would, one cell further on
+    /// than the key is, so the cell is given back here. `None` if the peek failed for
+    /// another reason than the rate (no fields are better than wrong ones).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_http::{Fields, Format, Policy};
+    ///
+    /// let quota = Quota::per_second(10); // burst 10
+    /// let limiter = Limiter::keyed(quota);
+    /// for _ in 0..3 {
+    ///     limiter.check("k").unwrap(); // as three waits would have admitted
+    /// }
+    /// let fields = Fields::after_wait(&Policy::new("p"), quota, limiter.peek("k")).unwrap();
+    /// let mut headers = http::HeaderMap::new();
+    /// fields.insert_into(&mut headers, Format::IETF);
+    /// assert_eq!(headers["ratelimit"], "\"p\";r=7;t=1"); // 7 left, as the last check said
+    /// ```
+    pub fn after_wait(
+        policy: &Policy,
+        quota: Quota,
+        peek: Result<tollgate::Admitted, tollgate::Error>,
+    ) -> Option<Fields> {
+        match peek {
+            Ok(after) => Some(Fields::admitted(
+                policy,
+                quota,
+                after.remaining().saturating_add(1).min(quota.burst()),
+                after.reset_after().saturating_sub(quota.interval()),
+            )),
+            Err(tollgate::Error::RateLimited { wait, .. }) => {
+                let tolerance = quota.interval() * quota.burst().saturating_sub(1);
+                Some(Fields::admitted(
+                    policy,
+                    quota,
+                    0,
+                    wait.saturating_add(tolerance),
+                ))
+            }
+            Err(_) => None,
+        }
+    }
+
     /// After a refusal: the next cell comes in `wait`.
     ///
     /// # Examples

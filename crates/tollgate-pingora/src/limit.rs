@@ -279,4 +279,9 @@ impl ProxyLimit {
     pub(crate) fn format(&self) -> Format {
         self.format
     }
+
+    /// The policy the fields name.
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.policy
+    }
 }

@@ -10,8 +10,7 @@ use http::HeaderMap;
 use http::header::CONTENT_TYPE;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
-use tollgate::Error;
-use tollgate_http::{Refusal, RefusalReason};
+use tollgate_http::{Fields, Refusal, RefusalReason};
 
 use crate::limit::{Checked, ProxyLimit};
 
@@ -154,17 +153,8 @@ impl ProxyLimit {
         if let Err(error) = limiter.until_ready(key).within(max).await {
             return Err(self.refusal(error));
         }
-        let quota = limiter.quota();
-        Ok(match limiter.peek(key) {
-            Ok(after) => self.admitted(
-                after.remaining().saturating_add(1).min(quota.burst()),
-                after.reset_after().saturating_sub(quota.interval()),
-            ),
-            Err(Error::RateLimited { wait, .. }) => {
-                let tolerance = quota.interval() * quota.burst().saturating_sub(1);
-                self.admitted(0, wait.saturating_add(tolerance))
-            }
-            Err(_) => Checked::default(),
+        Ok(Checked {
+            fields: Fields::after_wait(self.policy(), limiter.quota(), limiter.peek(key)),
         })
     }
 }

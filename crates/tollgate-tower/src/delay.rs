@@ -9,7 +9,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use http::Response;
-use tollgate::{Error, Quota};
+use tollgate::Quota;
 use tracing::Instrument;
 
 use crate::config::Config;
@@ -112,19 +112,8 @@ fn fields_after<E: KeyExtractor, T>(
         None => limiter.peek(key),
     };
     let quota = quota.unwrap_or_else(|| limiter.quota());
-    let mut fields = match after {
-        Ok(admitted) => Fields::admitted(
-            &config.policy,
-            quota,
-            admitted.remaining().saturating_add(1).min(quota.burst()),
-            admitted.reset_after().saturating_sub(quota.interval()),
-        ),
-        Err(Error::RateLimited { wait, .. }) => {
-            let tolerance = quota.interval() * quota.burst().saturating_sub(1);
-            let reset = wait.saturating_add(tolerance);
-            Fields::admitted(&config.policy, quota, 0, reset)
-        }
-        Err(_) => return Ok(extra_fields),
+    let Some(mut fields) = Fields::after_wait(&config.policy, quota, after) else {
+        return Ok(extra_fields);
     };
     if let Some(extra) = extra_fields {
         fields.append(extra);
