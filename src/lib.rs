@@ -77,6 +77,7 @@ pub mod hash;
 mod limiter;
 mod manual_clock;
 mod outcome;
+mod prefetch;
 mod quota;
 mod quota_cell;
 mod seq;

@@ -270,7 +270,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     where
         K: Hash,
     {
-        self.check_n_at(key, 1, self.now())
+        engine::check_now(&self.state(key), 1, None, true)
     }
 
     /// Admits `n` cells at once for `key`, or none.
@@ -296,7 +296,7 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     where
         K: Hash,
     {
-        self.check_n_at(key, n, self.now())
+        engine::check_now(&self.state(key), n, None, true)
     }
 
     /// [`check`](Limiter::check) at a time the caller read from [`now`](Limiter::now), so a
@@ -782,6 +782,11 @@ where
 
     fn capacity(&self) -> usize {
         self.shared.table.capacity()
+    }
+
+    #[inline(always)]
+    fn prefetch(&self) {
+        self.shared.table.prefetch(self.route, self.fp);
     }
 }
 

@@ -113,6 +113,12 @@ impl Table {
         &self.shards[shard_index(route, self.shards.len())]
     }
 
+    /// Starts loading key `fp`'s home slot into the cache (`SlotArray::prefetch_home`).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, route: u64, fp: u64) {
+        self.shard(route).array().prefetch_home(fp);
+    }
+
     /// Runs `f` on key `fp`'s TAT and stores what it returns. Known keys: lock-free, one CAS.
     /// An absent key is inserted only if `f` writes; its TAT is taken to be the latest TAT its
     /// shard has forgotten as expired (0 at first), never less than it had before it was
