@@ -60,15 +60,26 @@ pub(crate) trait Word {
     /// path: `None` when it would need more (a key to insert, a frozen slot), and then it
     /// has written nothing, though `f` may have run: a caller that starts over must not mind
     /// running it again (`check`'s step is pure). Must be cheap to inline: no lock, no call.
-    fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)>;
+    ///
+    /// `spot` is where [`locate`](Word::locate) found the word.
+    fn try_update_recording<R>(
+        &self,
+        spot: Self::Spot<'_>,
+        f: impl FnMut(u64) -> Step<R>,
+    ) -> Option<(R, u64)>;
     /// Counts a decision in the limiter's statistics.
     fn count(&self, admitted: bool);
     /// The limiter's capacity in keys, for [`Error::TableFull`].
     fn capacity(&self) -> usize;
-    /// Starts loading the word into the cache, where it may be far (a keyed table's slot),
-    /// before the clock read in [`check_now`] (`prefetch.rs`). A hint: it changes nothing.
-    #[inline(always)]
-    fn prefetch(&self) {}
+    /// Where the word lives (a keyed table's shard and home slot; nothing for a direct
+    /// limiter's one word), found once per check for its lock-free attempt.
+    type Spot<'a>: Copy
+    where
+        Self: 'a;
+    /// Finds where the word lives and starts loading it into the cache, where it may be far
+    /// (a keyed table's slot): [`check_now`] does so before it reads the clock
+    /// (`prefetch.rs`). Reading nothing the caller sees, it changes nothing.
+    fn locate(&self) -> Self::Spot<'_>;
 }
 
 /// Admits `n` cells under `gcra` at `now`, or writes nothing: `check` and, with `write`
@@ -92,11 +103,24 @@ pub(crate) fn check(
     now: u64,
     write: bool,
 ) -> Result<Admitted, Error> {
+    check_located(word, word.locate(), n, gcra, now, write)
+}
+
+/// [`check`] of a word already located ([`Word::locate`]).
+#[inline(always)]
+fn check_located<W: Word + Clone>(
+    word: &W,
+    spot: W::Spot<'_>,
+    n: u32,
+    gcra: Gcra,
+    now: u64,
+    write: bool,
+) -> Result<Admitted, Error> {
     fits(gcra, n).map_err(|burst| Error::InsufficientCapacity {
         requested: n,
         burst,
     })?;
-    match word.try_update_recording(check_step(n, gcra, now, write)) {
+    match word.try_update_recording(spot, check_step(n, gcra, now, write)) {
         Some(((verdict, prev), epoch)) => decided(word, gcra, now, write, verdict, prev, epoch),
         None => check_slow(
             word.clone(),
@@ -187,9 +211,11 @@ fn decided(
 
 /// [`check`] on the word's own clock, under `quota` or, if `None`, the limiter's.
 ///
-/// The word is prefetched before the clock is read: the clock read waits for earlier loads
-/// but not for a prefetch, so a word that misses the cache is on its way during the read
-/// instead of after it (`prefetch.rs`; BENCHMARKS.md, B and E). Always inlined, as `check`.
+/// The word is located, and so prefetched, before the clock is read: the clock read waits
+/// for earlier loads but not for a prefetch, so a word that misses the cache is on its way
+/// during the read instead of after it (`prefetch.rs`; BENCHMARKS.md, B and E). The probe
+/// then starts from that spot, not from a second lookup of the shard and home slot.
+/// Always inlined, as `check`.
 #[inline(always)]
 pub(crate) fn check_now(
     word: &(impl Word + Clone),
@@ -197,9 +223,9 @@ pub(crate) fn check_now(
     quota: Option<Gcra>,
     write: bool,
 ) -> Result<Admitted, Error> {
-    word.prefetch();
+    let spot = word.locate();
     let gcra = quota.unwrap_or_else(|| word.quota());
-    check(word, n, gcra, word.now(), write)
+    check_located(word, spot, n, gcra, word.now(), write)
 }
 
 /// Pushes the next admission at least `delay` past `now`, keeping any later one.

@@ -25,7 +25,7 @@ use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
 use crate::sync::Arc;
-use crate::table::{Full, Step, Table, fingerprint};
+use crate::table::{Full, Spot, Step, Table, fingerprint};
 use crate::time::{Timestamp, saturating_nanos};
 use crate::wait::{KEYED_SHARDS, Waitlists};
 
@@ -732,6 +732,7 @@ pub(crate) struct KeyState<P> {
 impl<P, S> Word for KeyState<P>
 where
     P: Deref<Target = Arc<Shared<S>>>,
+    S: 'static,
 {
     #[inline]
     fn quota(&self) -> Gcra {
@@ -767,8 +768,12 @@ where
     // in registers; left to the inliner, a caller in another crate (tollgate-tower's layer)
     // got it out of line, the step spilled to memory and passed by reference.
     #[inline(always)]
-    fn try_update_recording<R>(&self, f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)> {
-        (self.shared.table).try_update_recording(self.route, self.fp, f)
+    fn try_update_recording<R>(
+        &self,
+        spot: Spot<'_>,
+        f: impl FnMut(u64) -> Step<R>,
+    ) -> Option<(R, u64)> {
+        Table::try_update_recording(spot, self.fp, f)
     }
 
     #[inline]
@@ -784,9 +789,14 @@ where
         self.shared.table.capacity()
     }
 
+    type Spot<'a>
+        = Spot<'a>
+    where
+        Self: 'a;
+
     #[inline(always)]
-    fn prefetch(&self) {
-        self.shared.table.prefetch(self.route, self.fp);
+    fn locate(&self) -> Spot<'_> {
+        self.shared.table.locate(self.route, self.fp)
     }
 }
 

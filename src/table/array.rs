@@ -352,15 +352,15 @@ impl<'a> SlotArray<'a> {
         None
     }
 
-    /// Starts loading `fp`'s home slot into the cache, before a clock read
-    /// (`prefetch.rs`). The lookup that follows finds it there, or on its way.
+    /// Starts loading slot `home` (a key's home) into the cache, before a clock read
+    /// (`prefetch.rs`). The probe that follows finds it there, or on its way.
     ///
     /// It also asks for the line after the home slot's end: when the home slot is the last
     /// of its cache line, a probe that goes on (most do, at a shard's usual load) goes on in
     /// the next line; otherwise that is the home line again and costs nothing more.
     #[inline(always)]
-    pub(crate) fn prefetch_home(&self, fp: u64) {
-        let home: *const Slot = self.slot(self.home(fp));
+    pub(crate) fn prefetch(&self, home: usize) {
+        let home: *const Slot = self.slot(home);
         crate::prefetch::prefetch(home);
         crate::prefetch::prefetch(home.wrapping_add(1));
     }
@@ -372,6 +372,12 @@ impl<'a> SlotArray<'a> {
     /// short. The rest of the run is an ordinary probe from the next slot.
     #[inline]
     pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
+        self.find_from(fp, self.home(fp))
+    }
+
+    /// [`find`](SlotArray::find) for a caller that has `fp`'s home (`home(fp)` on this view).
+    #[inline(always)]
+    pub(crate) fn find_from(&self, fp: u64, home: usize) -> Option<&'a Slot> {
         // ordering: Acquire pairs with the Release fp store of an insert, so the state word
         // read next is at least the frozen word that preceded it (see slot.rs).
         let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
@@ -379,7 +385,6 @@ impl<'a> SlotArray<'a> {
             EMPTY => Some(None),
             _ => None,
         };
-        let home = self.home(fp);
         if let Some(found) = look(self.slot(home)) {
             return found;
         }

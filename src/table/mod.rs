@@ -20,6 +20,7 @@ pub use full_policy::FullPolicy;
 pub(crate) use shard::Full;
 pub(crate) use slot::Step;
 
+use array::SlotArray;
 use shard::{MIN_LEN, Shard, len_for_keys};
 use slot::{Attempt, TOMBSTONE};
 
@@ -50,6 +51,15 @@ pub(crate) struct Table {
     shards: Box<[CachePadded<Shard>]>,
     policy: FullPolicy,
     capacity: usize,
+}
+
+/// Where a key lives ([`Table::locate`]): its shard, the shard's slots as seen then, and the
+/// key's home slot among them.
+#[derive(Clone, Copy)]
+pub(crate) struct Spot<'a> {
+    shard: &'a Shard,
+    array: SlotArray<'a>,
+    home: usize,
 }
 
 /// Multiplier that mixes a route hash before its top bits pick the shard. Odd, and unrelated
@@ -113,10 +123,16 @@ impl Table {
         &self.shards[shard_index(route, self.shards.len())]
     }
 
-    /// Starts loading key `fp`'s home slot into the cache (`SlotArray::prefetch_home`).
+    /// Where key `fp` lives: its shard, that shard's slots (the length read once) and its
+    /// home slot, whose cache lines it starts loading (`SlotArray::prefetch`). A check locates
+    /// its key before it reads the clock and probes after, from this spot (`engine::check_now`).
     #[inline(always)]
-    pub(crate) fn prefetch(&self, route: u64, fp: u64) {
-        self.shard(route).array().prefetch_home(fp);
+    pub(crate) fn locate(&self, route: u64, fp: u64) -> Spot<'_> {
+        let shard = self.shard(route);
+        let array = shard.array();
+        let home = array.home(fp);
+        array.prefetch(home);
+        Spot { shard, array, home }
     }
 
     /// Runs `f` on key `fp`'s TAT and stores what it returns. Known keys: lock-free, one CAS.
@@ -173,16 +189,18 @@ impl Table {
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
     /// is all its argument asks (`seq::Epoch`, writer side).
+    ///
+    /// It probes from `spot` ([`locate`](Table::locate)), which may be older than a growth of
+    /// the shard: the slots of an older length still exist and a key's lock-free miss is only
+    /// a hint, as for any probe that a growth overtakes (`array.rs`, publication).
     #[inline(always)]
     pub(crate) fn try_update_recording<R>(
-        &self,
-        route: u64,
+        spot: Spot<'_>,
         fp: u64,
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Option<(R, u64)> {
-        let shard = self.shard(route);
-        let slot = shard.array().find(fp)?;
-        let epoch = shard.removals();
+        let slot = spot.array.find_from(fp, spot.home)?;
+        let epoch = spot.shard.removals();
         match slot.update(fp, &mut f) {
             Attempt::Done(out) => Some((out, epoch)),
             Attempt::Moved | Attempt::Frozen => None,
