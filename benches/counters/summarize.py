@@ -1,0 +1,22 @@
+#!/usr/bin/env python3
+"""Per-check figures from out/*.cg: raw (limiter + loop) and minus the empty loop."""
+import sys
+N = {"live": 200_000, "deny": 200_000, "insert": 1_000_000}
+def tot(path):
+    ev = tot_ = None
+    for line in open(path):
+        if line.startswith("events:"): ev = line.split()[1:]
+        if line.startswith("totals:"): tot_ = list(map(int, line.split()[1:]))
+    d = dict(zip(ev, tot_))
+    return {"Ir": d["Ir"], "Dr": d["Dr"], "Dw": d["Dw"], "D1": d["D1mr"] + d["D1mw"],
+            "LL": d["DLmr"] + d["DLmw"], "Bcm": d["Bcm"], "Bim": d.get("Bim",0), "Bc": d["Bc"], "Bi": d.get("Bi",0)}
+cols = ["Ir", "Dr", "Dw", "D1", "LL", "Bcm", "Bim"]
+for sc in ["live", "deny", "insert"]:
+    n = N[sc]; e = tot(f"out/empty-{sc}.cg")
+    print(f"\n## {sc} (per check, N={n:,})\n| subject | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    print("| empty loop | " + " | ".join(f"{e[c]/n:.2f}" for c in cols) + " |")
+    for s in ["ideal", "tollgate", "governor"]:
+        t = tot(f"out/{s}-{sc}.cg")
+        print(f"| {s} raw | " + " | ".join(f"{t[c]/n:.2f}" for c in cols) + " |")
+        print(f"| {s} net | " + " | ".join(f"{(t[c]-e[c])/n:.2f}" for c in cols) + " |")
