@@ -142,6 +142,15 @@
 //! `try_update_recording`s) are `#[inline(always)]`: in a larger caller from another crate
 //! (tollgate-tower's `decide`) the inliner left them out of line.
 //!
+//! A check that reads the clock first *locates* its key (`Table::locate`: the shard, its
+//! slots with the length read once, the home slot) and prefetches the home slot's cache line
+//! and the next, then reads the clock, then probes from that spot (`engine::check_now`). The
+//! clock read (`Instant::now` through the vDSO) starts with a fence that waits for earlier
+//! loads to complete but not for prefetches (`src/prefetch.rs`), so on a large table the
+//! slot's cache miss and page walk run under the clock read instead of after it. A spot
+//! older than a growth is an older view of slots that still exist, like any probe that a
+//! growth overtakes.
+//!
 //! Alternatives weighed:
 //!
 //! * Freeing outgrown arrays (reader counts, epoch pins, hazard pointers): a locked RMW or
@@ -162,6 +171,15 @@
 //! * The hot path's miss reused under the lock: it needs a count of locked slot changes to
 //!   validate against, and a hot path that collects the least TAT.
 //! * Grouped home slots: §8.
+//! * Loading the slot (not prefetching it) before the clock read: the fence waits for the
+//!   load, and the miss and the clock read are in a row again.
+//! * Prefetching without keeping the spot: the shard, its length and the home slot computed
+//!   twice, 2 ns a check on a table that fits in the cache.
+//! * The shard's read-mostly header (length, segments) on a cache line apart from its lock
+//!   and counts: no change on E with keys expiring between visits, where every check writes
+//!   both.
+//! * Compacting a churning shard only down to half its slots, growing it otherwise: 5 %
+//!   off B with keys expiring between visits, for 2.3 times the memory.
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
@@ -375,12 +393,13 @@
 //!
 //! Where the targets stand (BENCHMARKS.md lists each miss with its cause):
 //!
-//! * A, D: missed by default, 1.3–1.5x the ideal (1.2–1.3x on the AMD host); A met with
-//!   `TscClock` (1.04x).
-//! * B, E: missed against the ideal by default (1.5–2.3x; B presized 1.03x). Against governor
-//!   B is met or at the line (0.52–0.73x across runs) and E met, except with keys expiring
-//!   between visits (0.91–1.14x).
-//! * C: memory met, time missed (0.87–0.94x governor). Churn: met.
+//! * A, D: missed by default, 1.25–1.5x the ideal (1.2–1.3x on the AMD host); A met with
+//!   `TscClock` (0.84x).
+//! * B: at the line against the ideal (1.3–1.43x in the benchmark of record, 1.07x in-repo;
+//!   denied 1.4–1.6x; presized 0.75x), met against governor (0.32–0.38x). E: met (1.14–1.22x
+//!   the ideal, 0.31x governor), except with keys expiring between visits (0.95–0.97x
+//!   governor).
+//! * C: memory met, time missed growing (0.87x governor), met presized (0.67x). Churn: met.
 //! * F: a refused key met (1.8x a hit), an evicting one missed (2.2x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
 //! * G, lockout, timer lateness: met.
@@ -405,11 +424,11 @@
 //!   ([`DEFAULT_CAPACITY`](crate::LimiterBuilder::DEFAULT_CAPACITY)), holds C's 5M live keys.
 //!   It bounds memory and is no preallocation; the targets are for the default configuration.
 //! * *One home slot, not grouped slots.* A home at the first slot of a line-aligned group of
-//!   four is slower on a hot key (A) by an eighth and gains nothing on B when each check reads
-//!   the clock: on a million keys the clock read keeps the CPU from overlapping one check's
-//!   cache miss with the next, and the footprint sets the miss's cost. Exact keys need 16
-//!   bytes (a fingerprint beside the state) where the ideal holds 8, so B's ratio to the
-//!   ideal has a floor; a caller can presize, and read the clock once per batch (`check_at`).
+//!   four was slower on a hot key (A) by an eighth and gained nothing on B. The check's
+//!   prefetch asks for the home slot's line and the next, which holds most probe runs, with
+//!   no change to the layout. Exact keys need 16 bytes (a fingerprint beside the state) where
+//!   the ideal holds 8, so B's ratio to the ideal has a floor set by the footprint; a caller
+//!   can presize, and read the clock once per batch (`check_at`).
 //! * *Expired keys are forgotten*, so memory follows the live keys with no `retain_recent`
 //!   chore. The price is a re-insertion under the shard lock for a key that comes back after
 //!   expiring: E with keys expiring between visits, and the tower layer's expiring-keys mix.
