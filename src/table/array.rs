@@ -352,15 +352,15 @@ impl<'a> SlotArray<'a> {
         None
     }
 
-    /// Starts loading slot `home` (a key's home) into the cache, before a clock read
+    /// Starts loading slot `home` (a key's home slot) into the cache, before a clock read
     /// (`prefetch.rs`). The probe that follows finds it there, or on its way.
     ///
     /// It also asks for the line after the home slot's end: when the home slot is the last
     /// of its cache line, a probe that goes on (most do, at a shard's usual load) goes on in
     /// the next line; otherwise that is the home line again and costs nothing more.
     #[inline(always)]
-    pub(crate) fn prefetch(&self, home: usize) {
-        let home: *const Slot = self.slot(home);
+    pub(crate) fn prefetch(home: &Slot) {
+        let home: *const Slot = home;
         crate::prefetch::prefetch(home);
         crate::prefetch::prefetch(home.wrapping_add(1));
     }
@@ -372,12 +372,14 @@ impl<'a> SlotArray<'a> {
     /// short. The rest of the run is an ordinary probe from the next slot.
     #[inline]
     pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
-        self.find_from(fp, self.home(fp))
+        let home = self.home(fp);
+        self.find_from(fp, home, self.slot(home))
     }
 
-    /// [`find`](SlotArray::find) for a caller that has `fp`'s home (`home(fp)` on this view).
+    /// [`find`](SlotArray::find) for a caller that has `fp`'s home on this view, its index
+    /// and its slot.
     #[inline(always)]
-    pub(crate) fn find_from(&self, fp: u64, home: usize) -> Option<&'a Slot> {
+    pub(crate) fn find_from(&self, fp: u64, home: usize, home_slot: &'a Slot) -> Option<&'a Slot> {
         // ordering: Acquire pairs with the Release fp store of an insert, so the state word
         // read next is at least the frozen word that preceded it (see slot.rs).
         let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
@@ -385,7 +387,7 @@ impl<'a> SlotArray<'a> {
             EMPTY => Some(None),
             _ => None,
         };
-        if let Some(found) = look(self.slot(home)) {
+        if let Some(found) = look(home_slot) {
             return found;
         }
         let next = if home + 1 == self.len { 0 } else { home + 1 };

@@ -22,7 +22,7 @@ pub(crate) use slot::Step;
 
 use array::SlotArray;
 use shard::{MIN_LEN, Shard, len_for_keys};
-use slot::{Attempt, TOMBSTONE};
+use slot::{Attempt, Slot, TOMBSTONE};
 
 /// How a table is sized and what it does when full.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +60,7 @@ pub(crate) struct Spot<'a> {
     shard: &'a Shard,
     array: SlotArray<'a>,
     home: usize,
+    home_slot: &'a Slot,
 }
 
 /// Multiplier that mixes a route hash before its top bits pick the shard. Odd, and unrelated
@@ -131,8 +132,14 @@ impl Table {
         let shard = self.shard(route);
         let array = shard.array();
         let home = array.home(fp);
-        array.prefetch(home);
-        Spot { shard, array, home }
+        let home_slot = array.slot(home);
+        SlotArray::prefetch(home_slot);
+        Spot {
+            shard,
+            array,
+            home,
+            home_slot,
+        }
     }
 
     /// Runs `f` on key `fp`'s TAT and stores what it returns. Known keys: lock-free, one CAS.
@@ -199,7 +206,7 @@ impl Table {
         fp: u64,
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Option<(R, u64)> {
-        let slot = spot.array.find_from(fp, spot.home)?;
+        let slot = spot.array.find_from(fp, spot.home, spot.home_slot)?;
         let epoch = spot.shard.removals();
         match slot.update(fp, &mut f) {
             Attempt::Done(out) => Some((out, epoch)),
