@@ -393,14 +393,14 @@
 //!
 //! Where the targets stand (BENCHMARKS.md lists each miss with its cause):
 //!
-//! * A, D: missed by default, 1.25–1.5x the ideal (1.2–1.3x on the AMD host); A met with
-//!   `TscClock` (0.84x).
-//! * B: at the line against the ideal (1.3–1.43x in the benchmark of record, 1.07x in-repo;
-//!   denied 1.4–1.6x; presized 0.75x), met against governor (0.32–0.38x). E: met (1.14–1.22x
-//!   the ideal, 0.31x governor), except with keys expiring between visits (0.95–0.97x
-//!   governor).
-//! * C: memory met, time missed growing (0.87x governor), met presized (0.67x). Churn: met.
-//! * F: a refused key met (1.8x a hit), an evicting one missed (2.2x).
+//! * A, D: missed by default, 1.23–1.5x the ideal (1.2–1.3x on the AMD host); A met with
+//!   `TscClock` (0.82x).
+//! * B: at the line against the ideal (1.26–1.32x in the benchmark of record, 1.03x in-repo;
+//!   denied 1.3–1.7x, missed; presized 0.81x), met against governor (0.34–0.40x). E: met
+//!   (1.03–1.15x the ideal, 0.28–0.34x governor), except with keys expiring between visits
+//!   (0.91–0.97x governor).
+//! * C: memory met, time missed growing (0.90x governor), met presized (0.68x). Churn: met.
+//! * F: a refused key met (1.9x a hit), an evicting one missed (2.3x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
 //! * G, lockout, timer lateness: met.
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The
