@@ -178,8 +178,8 @@
 //! * The shard's read-mostly header (length, segments) on a cache line apart from its lock
 //!   and counts: no change on E with keys expiring between visits, where every check writes
 //!   both.
-//! * Compacting a churning shard only down to half its slots, growing it otherwise: 5 %
-//!   off B with keys expiring between visits, for 2.3 times the memory.
+//! * Compacting a churning shard only while its keys fill at most a third of its slots, growing
+//!   it otherwise: 5 % off B with keys expiring between visits, for 2.3 times the memory.
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
