@@ -396,8 +396,8 @@
 //! * A, D: missed by default, 1.23–1.5x the ideal (1.2–1.3x on the AMD host); A met with
 //!   `TscClock` (0.82x).
 //! * B: at the line against the ideal (1.26–1.56x in the benchmark of record, 1.03x in-repo;
-//!   denied 1.3–1.8x, missed; presized 0.81x), met against governor (0.34–0.40x). E: met
-//!   (1.03–1.15x the ideal, 0.28–0.34x governor), except with keys expiring between visits
+//!   denied 1.3–1.8x, missed; presized 0.81x), met against governor (0.34–0.44x). E: met
+//!   (1.03–1.28x the ideal, 0.28–0.34x governor), except with keys expiring between visits
 //!   (0.91–0.97x governor).
 //! * C: memory met, time missed growing (0.90x governor), met presized (0.68x). Churn: met.
 //! * F: a refused key met (1.9x a hit), an evicting one missed (2.3x).
