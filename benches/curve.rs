@@ -29,16 +29,17 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
-use common::subjects::{ExplicitTime, Governor, Ideal, LIVE, Subject, Tollgate};
+use common::subjects::{ExplicitTime, Governor, Ideal, LIVE, Subject, Tollgate, TollgatePresized};
 use common::{Rng, Summary};
 
 /// One row of the curve: a name and a closure that runs the checks of one round.
 type Row<'a> = (&'static str, Box<dyn FnMut(&[u64]) -> f64 + 'a>);
 
 /// The rows, in the order of the legend.
-const ROWS: [&str; 5] = [
+const ROWS: [&str; 6] = [
     "tollgate check",
     "tollgate check_at",
+    "tollgate presized check",
     "governor check",
     "ideal check",
     "ideal check_at",
@@ -78,6 +79,8 @@ fn built<S: Subject>(keys: &[u64]) -> S {
 fn rows(keys: &[u64]) -> Vec<Row<'static>> {
     let tollgate: Tollgate = built(keys);
     let tollgate_at: Tollgate = built(keys);
+    // Sized for the keys up front (`presize`): one segment a shard, no growth.
+    let presized: TollgatePresized = built(keys);
     let governor: Governor = built(keys);
     let ideal: Ideal = built(keys);
     let ideal_at: Ideal = built(keys);
@@ -95,14 +98,18 @@ fn rows(keys: &[u64]) -> Vec<Row<'static>> {
         ),
         (
             ROWS[2],
-            Box::new(move |o| timed(o, true, |k| governor.check(k))),
+            Box::new(move |o| timed(o, true, |k| presized.check(k))),
         ),
         (
             ROWS[3],
-            Box::new(move |o| timed(o, false, |k| ideal.check(k))),
+            Box::new(move |o| timed(o, true, |k| governor.check(k))),
         ),
         (
             ROWS[4],
+            Box::new(move |o| timed(o, false, |k| ideal.check(k))),
+        ),
+        (
+            ROWS[5],
             Box::new(move |o| {
                 let now = ideal_at.now_ns();
                 timed(o, false, |k| ideal_at.check_at(k, now))
@@ -150,8 +157,10 @@ fn svg(sizes: &[usize], figures: &[Vec<Summary>], caption: &str) -> String {
     const R: f64 = 190.0;
     const T: f64 = 30.0;
     const B: f64 = 50.0;
-    let colours = ["#d62728", "#ff9896", "#1f77b4", "#2ca02c", "#98df8a"];
-    let dashes = ["", "6,3", "", "", "6,3"];
+    let colours = [
+        "#d62728", "#ff9896", "#9467bd", "#1f77b4", "#2ca02c", "#98df8a",
+    ];
+    let dashes = ["", "6,3", "2,2", "", "", "6,3"];
     let x_lo = (sizes[0] as f64).log10();
     let x_hi = (sizes[sizes.len() - 1] as f64).log10().max(x_lo + 1.0);
     let y_hi = figures

@@ -180,6 +180,12 @@
 //!   both.
 //! * Compacting a churning shard only while its keys fill at most a third of its slots, growing
 //!   it otherwise: 5 % off B with keys expiring between visits, for 2.3 times the memory.
+//! * Shards that start at 32 slots, not 8: 1,000 keys check in 34 ns, not 43 (a shard grown
+//!   from 8 slots spreads its home slots over segments of 4 to 8, and a check mispredicts
+//!   which), but ten keys would take 74 KB, not 49. `presize` gets the speed where the count
+//!   of keys is known.
+//! * A branchless compare of the four slots from the home slot, for the mispredicted "is it
+//!   here": it reads a second line more often, and `check_at` on 1M keys went from 37 to 58 ns.
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
