@@ -263,6 +263,125 @@ fn expired_keys_are_reclaimed_not_evicted_or_refused() {
     }
 }
 
+/// A shard that cannot grow does not keep expired keys for `keep_expired`: their slots go to
+/// new keys as soon as the reclaim grace (a millisecond) has passed, never a refusal or an
+/// eviction for a slot an expired key holds.
+#[test]
+fn a_full_table_reclaims_the_expired_keys_it_would_keep() {
+    for policy in [FullPolicy::EvictClosestToExpiry, FullPolicy::RefuseNewKeys] {
+        let clock = ManualClock::new();
+        let l: Limiter<u64> = Limiter::builder(Quota::with_period(Duration::from_millis(10)))
+            .shards(1)
+            .capacity(16)
+            .full_policy(policy)
+            .keep_expired(Duration::from_secs(1))
+            .clock(clock.clone())
+            .build();
+        for k in 0..16 {
+            assert!(l.check(&k).is_ok());
+        }
+        // Expired 10 ms ago: well within the second a growing shard would keep them.
+        clock.advance(Duration::from_millis(20));
+        for k in 100..116 {
+            assert!(l.check(&k).is_ok(), "{policy:?} key {k}");
+        }
+        let s = l.stats();
+        assert_eq!(s.expired_reclaimed, 16, "{policy:?} {s:?}");
+        assert_eq!(
+            (s.forced_evictions, s.refused_keys),
+            (0, 0),
+            "{policy:?} {s:?}"
+        );
+        assert_eq!((s.keys_held, l.count_live_keys()), (16, 16), "{policy:?}");
+    }
+}
+
+/// With `keep_expired(1 s)` a shard that can grow keeps an expired key for a second: clients
+/// that come back within it (their short windows expire between visits) are still held, so
+/// their checks are the lock-free update of a held key, never an insert. Clients gone for
+/// longer are forgotten when their shard needs the room.
+#[test]
+fn keys_returning_within_keep_expired_stay_held() {
+    let ms = Duration::from_millis;
+    let clock = ManualClock::new();
+    // Each key expires 10 ms after its check and is kept a second.
+    let l: Limiter<u64> = Limiter::builder(Quota::with_period(ms(10)))
+        .shards(4)
+        .keep_expired(Duration::from_secs(1))
+        .clock(clock.clone())
+        .build();
+    // 2,000 clients, one every 250 µs, each back every 500 ms, six times.
+    let visit = |l: &Limiter<u64>, keys: std::ops::Range<u64>| {
+        for k in keys {
+            assert!(l.check(&k).is_ok());
+            clock.advance(Duration::from_micros(250));
+        }
+    };
+    for _ in 0..6 {
+        visit(&l, 0..2_000);
+    }
+    let s = l.stats();
+    // Held: all 2,000; live: the 39 checked less than 10 ms ago.
+    assert_eq!((s.keys_held, s.live_keys), (2_000, 39), "{s:?}");
+    assert_eq!((s.expired_reclaimed, s.admitted), (0, 12_000), "{s:?}");
+
+    // Those clients leave; 2,000 new ones arrive two seconds later. The old keys' slots make
+    // the room: nothing grows, nothing is evicted.
+    clock.advance(ms(2_000));
+    let before = l.stats();
+    visit(&l, 10_000..12_000);
+    let s = l.stats();
+    assert_eq!(s.bytes, before.bytes, "{before:?} -> {s:?}");
+    assert!(s.expired_reclaimed > 0, "{s:?}");
+    assert_eq!(s.expired_reclaimed + s.keys_held as u64, 4_000, "{s:?}");
+    assert_eq!(s.forced_evictions, 0);
+
+    // The same clients with the default (nothing kept past the grace): a return may be an
+    // insert (reclaimed slots go to other keys), and the table holds fewer keys.
+    let lean: Limiter<u64> = Limiter::builder(Quota::with_period(ms(10)))
+        .shards(4)
+        .clock(clock.clone())
+        .build();
+    for _ in 0..6 {
+        visit(&lean, 0..2_000);
+    }
+    let s = lean.stats();
+    assert!(s.expired_reclaimed > 0, "{s:?}");
+    assert!(s.keys_held < 2_000, "{s:?}");
+}
+
+/// A steady flood of one-off keys with `keep_expired(1 s)`: memory grows to the keys of about
+/// the last second and then stops.
+#[test]
+fn a_flood_of_one_off_keys_settles_at_the_kept_second() {
+    let ms = Duration::from_millis;
+    let clock = ManualClock::new();
+    let l: Limiter<u64> = Limiter::builder(Quota::with_period(ms(1)))
+        .shards(1)
+        .keep_expired(Duration::from_secs(1))
+        .clock(clock.clone())
+        .build();
+    // One new key a millisecond, each expiring a millisecond after its check.
+    let mut key = 0u64;
+    let mut run = |millis: u64| {
+        for _ in 0..millis {
+            assert!(l.check(&key).is_ok());
+            key += 1;
+            clock.advance(ms(1));
+        }
+    };
+    run(20_000);
+    let settled = l.stats();
+    run(40_000);
+    let s = l.stats();
+    assert_eq!(s.bytes, settled.bytes, "{settled:?} -> {s:?}");
+    assert_eq!(s.forced_evictions, 0);
+    assert_eq!(s.expired_reclaimed + s.keys_held as u64, key, "{s:?}");
+    // About a thousand keys are within the kept second at any time; sweeps come when room
+    // runs out, so the table holds up to twice that.
+    assert!(s.keys_held >= 1_000 && s.keys_held <= 2_500, "{s:?}");
+}
+
 #[test]
 fn a_flood_of_one_off_keys_does_not_grow_memory() {
     for shards in [1, 64] {

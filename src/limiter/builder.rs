@@ -3,13 +3,14 @@
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use super::Limiter;
 use crate::clock_source::ClockSource;
 use crate::hash::RandomState;
 use crate::quota::Quota;
 use crate::table::{FullPolicy, Table, TableConfig};
-use crate::time::{Clock, MonotonicClock};
+use crate::time::{Clock, MonotonicClock, saturating_nanos};
 
 /// Configures a keyed [`Limiter`]. Start from [`Limiter::builder`].
 ///
@@ -59,6 +60,7 @@ impl<K: ?Sized> LimiterBuilder<K> {
                 presize: 0,
                 policy: FullPolicy::default(),
                 shards: 64,
+                keep_expired: 0,
             },
             clock: ClockSource::Monotonic(MonotonicClock::new()),
             router: RandomState::new(),
@@ -134,6 +136,41 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// ```
     pub fn full_policy(mut self, policy: FullPolicy) -> Self {
         self.config.policy = policy;
+        self
+    }
+
+    /// Keeps a key for `time` after its state expired, while its shard has room to grow
+    /// (default: zero, only the millisecond every expired key is kept).
+    ///
+    /// An expired key is one whose next check would find a full burst, so forgetting it
+    /// changes no answer; it changes what that next check costs. A held key's check is the
+    /// lock-free update of its slot; a forgotten key's is an insert under its shard's lock.
+    /// Where clients come back after their windows have expired (a per-second quota, clients
+    /// returning every few seconds), those inserts are most of the limiter's work, and on
+    /// several cores the threads contend for the shards they insert into. Keeping keys for
+    /// as long as clients take to come back makes their checks those of held keys, at the
+    /// price of holding them: about 20 bytes a key, so memory follows the keys seen within
+    /// `time` rather than the live ones (BENCHMARKS.md, scenario E with keys expiring).
+    ///
+    /// Whatever `time` is, a shard that cannot grow (it holds its share of the
+    /// [capacity](LimiterBuilder::capacity)) reclaims an expired key's slot for a new key
+    /// once the millisecond has passed: a full table never refuses or evicts for a slot an
+    /// expired key holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// // Clients come back within a few seconds; their 10/s windows expire in between.
+    /// let limiter = Limiter::builder(Quota::per_second(10))
+    ///     .keep_expired(Duration::from_secs(5))
+    ///     .build();
+    /// assert!(limiter.check("alice").is_ok());
+    /// ```
+    pub fn keep_expired(mut self, time: Duration) -> Self {
+        self.config.keep_expired = saturating_nanos(time);
         self
     }
 

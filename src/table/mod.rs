@@ -33,6 +33,9 @@ pub(crate) struct TableConfig {
     pub(crate) presize: usize,
     pub(crate) policy: FullPolicy,
     pub(crate) shards: usize,
+    /// How much longer than a caller's `expired_by` a shard that can still grow keeps an
+    /// expired key (`Shard::forget_by`), in TAT units (nanoseconds).
+    pub(crate) keep_expired: u64,
 }
 
 /// What the table holds, summed over shards.
@@ -109,7 +112,7 @@ impl Table {
         };
         Table {
             shards: (0..shards)
-                .map(|_| CachePadded::new(Shard::new(initial_len, shard_cap)))
+                .map(|_| CachePadded::new(Shard::new(initial_len, shard_cap, config.keep_expired)))
                 .collect(),
             policy: config.policy,
             capacity: shard_cap * shards,
@@ -150,8 +153,10 @@ impl Table {
     /// forgotten (see `Shard::update_locked`).
     ///
     /// `expired_by`: stored TATs at or before it count as expired, so the locked path may
-    /// reclaim them. It is not necessarily the caller's clock: the limiter passes its `now`
-    /// less a grace (`limiter::RECLAIM_GRACE`). `f` gets the caller's own `now` by capture.
+    /// reclaim them: at once in a shard that cannot grow, `keep_expired` later in one that can
+    /// (`Shard::forget_by`). It is not necessarily the caller's clock: the limiter passes its
+    /// `now` less a grace (`limiter::RECLAIM_GRACE`). `f` gets the caller's own `now` by
+    /// capture.
     #[inline]
     pub(crate) fn update<R>(
         &self,
@@ -298,6 +303,7 @@ mod tests {
             presize: 0,
             policy,
             shards: 1,
+            keep_expired: 0,
         })
     }
 

@@ -132,10 +132,13 @@ pub(crate) struct Shard {
     cap: usize,
     /// The largest array this shard grows to.
     max_len: usize,
+    /// How much longer than the caller's `expired_by` a key is kept while the shard can still
+    /// grow (see `forget_by`).
+    keep_expired: u64,
 }
 
 impl Shard {
-    pub(crate) fn new(initial_len: usize, cap: usize) -> Shard {
+    pub(crate) fn new(initial_len: usize, cap: usize, keep_expired: u64) -> Shard {
         let max_len = len_for_keys(cap);
         let slots = Segments::new(initial_len.clamp(MIN_LEN, max_len), max_len);
         let bytes = slots.initial_bytes();
@@ -154,6 +157,25 @@ impl Shard {
             }),
             cap,
             max_len,
+            keep_expired,
+        }
+    }
+
+    /// The threshold at or before which a stored TAT counts as expired, for the lock holder
+    /// deciding now (`used` keys over `len` slots), given the caller's `expired_by`.
+    ///
+    /// A shard that can still grow forgets a key only `keep_expired` later than the caller
+    /// asks: a key that comes back within that time is still held, and its check is the
+    /// lock-free CAS of any held key, not an insert under this lock. Forgetting a key that
+    /// will return only trades an insert later for a slot now, and a growing shard has slots
+    /// to spare. A shard that cannot grow (at its cap of keys or its largest array) uses the
+    /// caller's threshold as it is, so that a full table never refuses or evicts for want of
+    /// a slot that an expired key holds.
+    fn forget_by(&self, expired_by: u64, used: usize, len: usize) -> u64 {
+        if used < self.cap && len < self.max_len {
+            expired_by.saturating_sub(self.keep_expired)
+        } else {
+            expired_by
         }
     }
 
@@ -208,7 +230,8 @@ impl Shard {
         }
         let mut inner = lock(&self.inner);
         let array = self.array();
-        let probed = match array.probe_locked(fp, now) {
+        let forget_by = self.forget_by(now, inner.counts.used, array.len());
+        let probed = match array.probe_locked(fp, forget_by) {
             Probe::Found(i) => match array.slot(i).update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
                 // Only lock holders freeze slots or change fingerprints.
@@ -334,7 +357,9 @@ impl Shard {
     }
 
     /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's
-    /// run (`Probe::Absent`), still true under the same lock.
+    /// run (`Probe::Absent`) with the threshold `forget_by` gives, still true under the same
+    /// lock. `now` is the caller's `expired_by`; each step reclaims by `forget_by`'s answer
+    /// for the shard as it is then (growth can take it to its largest).
     fn insert(
         &self,
         inner: &mut Inner,
@@ -355,9 +380,10 @@ impl Shard {
                 self.rebuild(&mut inner.counts, &mut inner.removals, len, None);
                 probed = None;
             }
+            let forget_by = self.forget_by(now, inner.counts.used, len);
             let (free, least) = match probed.take() {
                 Some(probed) => probed,
-                None => match array.probe_locked(fp, now) {
+                None => match array.probe_locked(fp, forget_by) {
                     Probe::Absent(free, least) => (free, least),
                     Probe::Found(_) => unreachable!("the caller probed under the same lock"),
                 },
@@ -371,7 +397,7 @@ impl Shard {
                     let slot = array.slot(i);
                     // Reclaim only if still expired: an updater may have revived it.
                     self.begin_removal(&mut inner.removals);
-                    let frozen = slot.freeze_unless(|t| t > now);
+                    let frozen = slot.freeze_unless(|t| t > forget_by);
                     self.end_removal(&mut inner.removals);
                     if let Some(old) = frozen {
                         slot.hand_over(frozen_word(old), fp, tat);
@@ -402,8 +428,8 @@ impl Shard {
             // No room on this key's run: make some, then probe again. Sweep out expired keys;
             // if a rebuild without tombstones would leave an eighth of the slots free, do it
             // (that leaves the most room until the next sweep); grow only if neither helps.
-            let swept =
-                now >= counts.next_sweep_at && self.sweep(array, counts, &mut inner.removals, now);
+            let swept = forget_by >= counts.next_sweep_at
+                && self.sweep(array, counts, &mut inner.removals, forget_by);
             let at_cap = counts.used >= self.cap;
             if !at_cap
                 && counts.tombstones > 0
@@ -417,12 +443,13 @@ impl Shard {
             }
             if !at_cap && len < self.max_len {
                 let grown = self.slots.grown_len(len, self.max_len);
-                self.rebuild(counts, &mut inner.removals, grown, Some(now));
+                self.rebuild(counts, &mut inner.removals, grown, Some(forget_by));
                 continue;
             }
             match policy {
                 FullPolicy::RefuseNewKeys => {
                     counts.refused += 1;
+                    // At the cap `forget_by` is `now`.
                     if at_cap && now < counts.next_sweep_at {
                         // Nothing is expired by `now`, and nothing can be before
                         // `next_sweep_at` (just swept, or not due): later new keys are refused
