@@ -2,6 +2,7 @@
 //!
 //! * [`Tollgate`]: `Limiter::<u64>::keyed(quota)`, the default configuration.
 //! * [`TollgatePresized`]: the same with `.presize(keys)` (scenario C, and a variant of B).
+//! * [`TollgateTsc`], [`TollgateKept`]: with `TscClock`, and keeping expired keys a second.
 //! * [`Governor`]: `governor::RateLimiter::keyed(quota)` (DashMap, SipHash, quanta clock).
 //! * [`Naive`]: GCRA in a `Mutex<HashMap<u64, u64>>` with std's SipHash.
 //! * [`Ideal`]: a preallocated `[AtomicU64]` indexed by a multiply-shift of the key, no
@@ -28,6 +29,14 @@ pub(crate) struct Spec {
 pub(crate) const LIVE: Spec = Spec {
     interval: Duration::from_secs(3600),
     burst: 100_000,
+};
+
+/// Keys that expire between visits (E, keys expiring; the benchmark of record's *allow*):
+/// 10⁹ cells a second with a burst of 10⁹, so a check is never denied and leaves its key's TAT
+/// 1 ns ahead: the key has expired by its next visit.
+pub(crate) const ALLOW: Spec = Spec {
+    interval: Duration::from_nanos(1),
+    burst: 1_000_000_000,
 };
 
 /// Scenario D: one cell per hour, burst 1. After the first check every check is denied.
@@ -175,6 +184,33 @@ impl Subject for TollgatePresized {
 
     fn verify_remembered(&self, keys: &[u64]) -> Option<bool> {
         Some(self.0.verify(keys))
+    }
+}
+
+/// tollgate keeping expired keys a second while a shard can grow (`.keep_expired(1 s)`), so a
+/// key that comes back within it is still held (E with keys expiring).
+#[derive(Debug)]
+pub(crate) struct TollgateKept(Tollgate);
+
+impl Subject for TollgateKept {
+    const NAME: &'static str = "tollgate, keep_expired(1 s)";
+
+    fn build(spec: Spec, _keys: usize) -> Self {
+        TollgateKept(Tollgate {
+            limiter: tollgate::Limiter::builder(tollgate_quota(spec))
+                .keep_expired(Duration::from_secs(1))
+                .build(),
+            burst: spec.burst,
+        })
+    }
+
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.check(key)
+    }
+
+    fn keys_held(&self) -> usize {
+        self.0.keys_held()
     }
 }
 

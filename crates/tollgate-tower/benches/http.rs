@@ -51,7 +51,9 @@
 //!   static bytes: what writing the fields costs any layer, before deciding anything) and
 //!   `tollgate-tower, fields off, TSC clock` (the fields-off layer on a limiter that reads
 //!   tollgate's `TscClock`, a time-stamp counter as tower_governor's quanta clock, in place
-//!   of the core's `Instant`).
+//!   of the core's `Instant`); and `tollgate-tower, fields off, keep_expired(1 s)`, the
+//!   fields-off layer on a limiter that keeps expired keys a second while it has room, so
+//!   that the expiring mix's returning clients are still held.
 //!
 //! With tollgate-tower's `metrics` feature (on by default), subjects 1 and 2 run
 //! with the feature on and no recorder, and two more subjects are added:
@@ -278,7 +280,7 @@ impl Mix {
 }
 
 /// The subjects every build measures.
-const BASE_SUBJECTS: [&str; 8] = [
+const BASE_SUBJECTS: [&str; 9] = [
     "none",
     "tollgate-tower",
     "tollgate-tower, fields off",
@@ -287,28 +289,29 @@ const BASE_SUBJECTS: [&str; 8] = [
     "ideal (hash-indexed GCRA cell, no fields)",
     "no limiter, two fixed fields",
     "tollgate-tower, fields off, TSC clock",
+    "tollgate-tower, fields off, keep_expired(1 s)",
 ];
 
 #[cfg(not(feature = "metrics"))]
-const SUBJECTS: [&str; 8] = BASE_SUBJECTS;
+const SUBJECTS: [&str; 9] = BASE_SUBJECTS;
 
 /// With the `metrics` feature, subjects 1 and 2 have no recorder (their handles are the
-/// facade's no-ops); 8 and 9 are the same layers with Prometheus's recorder behind their
+/// facade's no-ops); 9 and 10 are the same layers with Prometheus's recorder behind their
 /// handles (recording, never rendered).
 #[cfg(feature = "metrics")]
-const SUBJECTS: [&str; 10] = {
-    let mut all = [""; 10];
+const SUBJECTS: [&str; 11] = {
+    let mut all = [""; 11];
     let mut i = 0;
     while i < BASE_SUBJECTS.len() {
         all[i] = BASE_SUBJECTS[i];
         i += 1;
     }
-    all[8] = "tollgate-tower, Prometheus recorder";
-    all[9] = "tollgate-tower, fields off, Prometheus recorder";
+    all[9] = "tollgate-tower, Prometheus recorder";
+    all[10] = "tollgate-tower, fields off, Prometheus recorder";
     all
 };
 
-/// Subjects 8 and 9's recorder: one for the process, shared by every layer built on it.
+/// Subjects 9 and 10's recorder: one for the process, shared by every layer built on it.
 #[cfg(feature = "metrics")]
 fn recorded<L>(build: impl FnOnce() -> L) -> L {
     static RECORDER: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusRecorder> =
@@ -612,14 +615,17 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
         // (a time-stamp counter, as the quanta clock tower_governor reads) for `Instant`.
         (7, false) => sink.run(tsc_layer(mix, PeerIp::new()).layer(app)),
         (7, true) => sink.run(tsc_layer(mix, client_ip()).layer(app)),
+        // Returning clients kept: fields off, expired keys held a second while there is room.
+        (8, false) => sink.run(kept_layer(mix, PeerIp::new()).layer(app)),
+        (8, true) => sink.run(kept_layer(mix, client_ip()).layer(app)),
         #[cfg(feature = "metrics")]
-        (8, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), true)).layer(app)),
+        (9, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), true)).layer(app)),
         #[cfg(feature = "metrics")]
-        (8, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), true)).layer(app)),
+        (9, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), true)).layer(app)),
         #[cfg(feature = "metrics")]
-        (9, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), false)).layer(app)),
+        (10, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), false)).layer(app)),
         #[cfg(feature = "metrics")]
-        (9, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), false)).layer(app)),
+        (10, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), false)).layer(app)),
         _ => unreachable!("one arm per subject"),
     }
 }
@@ -642,6 +648,15 @@ fn fixed_fields(mut response: Response<Body>) -> Response<Body> {
 fn tsc_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
     let limiter = Limiter::builder(quota(mix))
         .clock(tollgate::TscClock::new())
+        .build();
+    RateLimitLayer::builder(limiter, key).headers(false).build()
+}
+
+/// Subject 8: fields off, keeping expired keys a second
+/// ([`keep_expired`](tollgate::LimiterBuilder::keep_expired)).
+fn kept_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
+    let limiter = Limiter::builder(quota(mix))
+        .keep_expired(Duration::from_secs(1))
         .build();
     RateLimitLayer::builder(limiter, key).headers(false).build()
 }
