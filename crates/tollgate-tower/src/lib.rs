@@ -260,6 +260,25 @@
 //! A limiter on a custom clock waits (delay mode) on tollgate's timer for as long as its
 //! clock says is left, exact for a clock that runs at real time's rate
 //! ([`tollgate::Clock`]).
+//!
+//! Clients that come back after their key has expired (a per-second quota, requests a few
+//! seconds apart) are inserted into the limiter's table again by default, under a lock:
+//! about 280 ns a request against 164 for keys still held, 10,000 such clients in the
+//! repository's bench. A limiter that keeps expired keys for as long as clients take to
+//! return ([`tollgate::LimiterBuilder::keep_expired`]) finds them held, at about 20 bytes
+//! per kept client:
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{Limiter, Quota};
+//! use tollgate_tower::{PeerIp, RateLimitLayer};
+//!
+//! let limiter = Limiter::builder(Quota::per_second(10))
+//!     .keep_expired(Duration::from_secs(10))
+//!     .build();
+//! let layer = RateLimitLayer::builder(limiter, PeerIp::new()).build();
+//! # let _ = layer;
+//! ```
 
 // One `unsafe` block, in `fields.rs`, allowed there with its argument.
 #![deny(unsafe_code)]
