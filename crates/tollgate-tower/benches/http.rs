@@ -84,8 +84,9 @@
 //! in the last column); `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices, e.g. `1,0,2` for
 //! 10,000 clients, bare handler, fields off; mix 2 is *keys live*, subject 4 tower_governor
 //! with its headers, 5 the ideal, 6 the fixed fields, 7 the TSC clock, 8
-//! `keep_expired(1 s)`) only calls that one stack in process, for `perf record`, on `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at
-//! its own place in the pool of clients), to see what cores sharing the layer cost.
+//! `keep_expired(1 s)`) only calls that one stack in process, for `perf record`, on
+//! `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at its own place in
+//! the pool of clients), to see what cores sharing the layer cost.
 
 use std::convert::Infallible;
 use std::io;
