@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --bench churn                         # full run
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench churn  # smoke run
+//! TOLLGATE_BENCH_KEEP_MS=1000 cargo bench --bench churn  # with `.keep_expired(1 s)`
 //! ```
 //!
 //! Time is virtual (`check_at`, so the figures are the table's, not the clock's): every
@@ -36,11 +37,13 @@ struct Round {
     held_per_live: f64,
 }
 
-/// One round: a fresh limiter, `rate` new keys per virtual second.
-fn round(rate: u64, seed: u64) -> Round {
+/// One round: a fresh limiter keeping expired keys for `keep`, `rate` new keys per virtual
+/// second.
+fn round(rate: u64, keep: Duration, seed: u64) -> Round {
     // The clock is only read by `len()`, at the end, to count the live keys.
     let clock = ManualClock::new();
     let limiter: Limiter<u64> = Limiter::builder(Quota::with_period(LIFE))
+        .keep_expired(keep)
         .clock(clock.clone())
         .build();
     let mut rng = Rng::new(seed);
@@ -75,6 +78,15 @@ fn main() {
         Size::Quick => (&[100_000], 3),
         Size::Full => (&[10_000, 100_000, 1_000_000], 7),
     };
+    // What the memory figures cost a limiter that keeps expired keys (design record §8).
+    let keep = Duration::from_millis(
+        std::env::var("TOLLGATE_BENCH_KEEP_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or(0),
+    );
+    println!("`keep_expired`: {keep:?}");
+    println!();
     table_header(&[
         &format!("new keys/s (live {} s each)", LIFE.as_secs()),
         "ns per new key",
@@ -82,7 +94,9 @@ fn main() {
         "keys held per live key",
     ]);
     for &rate in rates {
-        let results: Vec<Round> = (0..rounds).map(|i| round(rate, 7 + i as u64)).collect();
+        let results: Vec<Round> = (0..rounds)
+            .map(|i| round(rate, keep, 7 + i as u64))
+            .collect();
         let column = |f: fn(&Round) -> f64| {
             plain_summary(Summary::of(&results.iter().map(f).collect::<Vec<_>>()), "")
         };
