@@ -450,9 +450,9 @@
 //!   where both cores insert into one small, hot table and fight over its shards' lines.
 //!   Keeping expired keys while a shard can grow would make those returns lock-free hits,
 //!   but the memory would then follow the keys seen within the kept time: with a second, the
-//!   churn scenario (`churn.rs`, `TOLLGATE_BENCH_KEEP_MS`) held 2.5 keys per live key (51-64 bytes, target 40), with 100 ms 1.6 (44
-//!   bytes), with 50 ms 1.5 (39, at the line), where E's keys come back every 45-130 ms. So
-//!   the default keeps nothing past the grace and
+//!   churn scenario (`churn.rs`, `TOLLGATE_BENCH_KEEP_MS`) held 2.5 keys per live key (51-64
+//!   bytes, target 40), with 100 ms 1.6 (44 bytes), with 50 ms 1.5 (39, at the line), where
+//!   E's keys come back every 45-130 ms. So the default keeps nothing past the grace and
 //!   [`keep_expired`](crate::LimiterBuilder::keep_expired) is the user's choice of memory
 //!   for inserts (a shard at its cap keeps nothing extra, so keeping never refuses or
 //!   evicts).
