@@ -81,8 +81,8 @@
 //! and one CAS. Inserts, reuse of expired slots, compaction, eviction and growth run under
 //! the shard lock and probe again there. Memory has a hard cap
 //! ([`LimiterBuilder::capacity`](crate::LimiterBuilder::capacity), split over the shards).
-//! An expired key's slot may be reused once the 1 ms reclaim grace has passed; a shard that
-//! can still grow waits [`keep_expired`](crate::LimiterBuilder::keep_expired) longer (zero
+//! An expired key's slot may be reused once the 1 ms reclaim grace has passed; a shard below
+//! its cap of keys waits [`keep_expired`](crate::LimiterBuilder::keep_expired) longer (zero
 //! by default; `Shard::forget_by`): see §8.
 //!
 //! Invariants, each argued where its atomics are:
@@ -448,7 +448,7 @@
 //!   chore. The price is an insert under the shard lock for a key that comes back after
 //!   expiring: E with keys expiring between visits, and the tower layer's expiring-keys mix,
 //!   where both cores insert into one small, hot table and fight over its shards' lines.
-//!   Keeping expired keys while a shard can grow would make those returns lock-free hits,
+//!   Keeping expired keys while a shard is below its cap makes those returns lock-free hits,
 //!   but the memory would then follow the keys seen within the kept time: with a second, the
 //!   churn scenario (`churn.rs`, `TOLLGATE_BENCH_KEEP_MS`) held 2.5 keys per live key (51-64
 //!   bytes, target 40), with 100 ms 1.6 (44 bytes), with 50 ms 1.5 (39, at the line), where

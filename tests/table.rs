@@ -263,7 +263,7 @@ fn expired_keys_are_reclaimed_not_evicted_or_refused() {
     }
 }
 
-/// A shard that cannot grow does not keep expired keys for `keep_expired`: their slots go to
+/// A shard at its cap does not keep expired keys for `keep_expired`: their slots go to
 /// new keys as soon as the reclaim grace (a millisecond) has passed, never a refusal or an
 /// eviction for a slot an expired key holds.
 #[test]
@@ -296,7 +296,7 @@ fn a_full_table_reclaims_the_expired_keys_it_would_keep() {
     }
 }
 
-/// With `keep_expired(1 s)` a shard that can grow keeps an expired key for a second: clients
+/// With `keep_expired(1 s)` a shard below its cap keeps an expired key for a second: clients
 /// that come back within it (their short windows expire between visits) are still held, so
 /// their checks are the lock-free update of a held key, never an insert. Clients gone for
 /// longer are forgotten when their shard needs the room.
@@ -348,6 +348,47 @@ fn keys_returning_within_keep_expired_stay_held() {
     let s = lean.stats();
     assert!(s.expired_reclaimed > 0, "{s:?}");
     assert!(s.keys_held < 2_000, "{s:?}");
+}
+
+/// A table presized to its capacity has every slot already; below the cap it keeps expired
+/// keys as a growing one does, so new keys take free slots, not the slots of keys that may
+/// come back; at the cap it reclaims them.
+#[test]
+fn a_presized_table_keeps_expired_keys_until_its_cap() {
+    let ms = Duration::from_millis;
+    for (keep, kept) in [(Duration::from_secs(1), true), (Duration::ZERO, false)] {
+        let clock = ManualClock::new();
+        let l: Limiter<u64> = Limiter::builder(Quota::with_period(ms(10)))
+            .shards(1)
+            .capacity(256)
+            .presize(256)
+            .keep_expired(keep)
+            .clock(clock.clone())
+            .build();
+        let bytes = l.stats().bytes;
+        for k in 0..128 {
+            assert!(l.check(&k).is_ok());
+        }
+        clock.advance(ms(20)); // the first 128 expired 10 ms ago
+        for k in 1_000..1_128 {
+            assert!(l.check(&k).is_ok());
+        }
+        let s = l.stats();
+        if kept {
+            assert_eq!((s.keys_held, s.expired_reclaimed), (256, 0), "{s:?}");
+        } else {
+            // New keys whose runs hold an expired key took its slot.
+            assert!(s.expired_reclaimed > 0, "{s:?}");
+        }
+        // Past the cap every new key reclaims; none is refused, none evicted.
+        for k in 2_000..2_064 {
+            assert!(l.check(&k).is_ok(), "{keep:?} key {k}");
+        }
+        let s = l.stats();
+        assert_eq!((s.refused_keys, s.forced_evictions), (0, 0), "{s:?}");
+        assert!(s.keys_held <= 256 && s.expired_reclaimed >= 64, "{s:?}");
+        assert_eq!(s.bytes, bytes, "presized: {s:?}");
+    }
 }
 
 /// A steady flood of one-off keys with `keep_expired(1 s)`: memory grows to the keys of about

@@ -187,7 +187,7 @@ impl Subject for TollgatePresized {
     }
 }
 
-/// tollgate keeping expired keys a second while a shard can grow (`.keep_expired(1 s)`), so a
+/// tollgate keeping expired keys a second while a shard is below its cap (`.keep_expired(1 s)`), so a
 /// key that comes back within it is still held (E with keys expiring).
 #[derive(Debug)]
 pub(crate) struct TollgateKept(Tollgate);

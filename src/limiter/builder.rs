@@ -139,8 +139,9 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
         self
     }
 
-    /// Keeps a key for `time` after its state expired, while its shard has room to grow
-    /// (default: zero, only the millisecond every expired key is kept).
+    /// Keeps a key for `time` after its state expired, while its shard holds fewer keys than
+    /// its share of the [capacity](LimiterBuilder::capacity) (default: zero, only the
+    /// millisecond every expired key is kept).
     ///
     /// An expired key is one whose next check would find a full burst, so forgetting it
     /// changes no answer; it changes what that next check costs. A held key's check is the
@@ -152,10 +153,9 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// price of holding them: about 20 bytes a key, so memory follows the keys seen within
     /// `time` rather than the live ones (BENCHMARKS.md, scenario E with keys expiring).
     ///
-    /// Whatever `time` is, a shard that cannot grow (it holds its share of the
-    /// [capacity](LimiterBuilder::capacity)) reclaims an expired key's slot for a new key
-    /// once the millisecond has passed: a full table never refuses or evicts for a slot an
-    /// expired key holds.
+    /// Whatever `time` is, a shard that holds its share of the capacity reclaims an expired
+    /// key's slot for a new key once the millisecond has passed: a full table never refuses
+    /// or evicts for a slot an expired key holds.
     ///
     /// # Examples
     ///

@@ -33,8 +33,8 @@ pub(crate) struct TableConfig {
     pub(crate) presize: usize,
     pub(crate) policy: FullPolicy,
     pub(crate) shards: usize,
-    /// How much longer than a caller's `expired_by` a shard that can still grow keeps an
-    /// expired key (`Shard::forget_by`), in TAT units (nanoseconds).
+    /// How much longer than a caller's `expired_by` a shard below its cap keeps an expired
+    /// key (`Shard::forget_by`), in TAT units (nanoseconds).
     pub(crate) keep_expired: u64,
 }
 
@@ -153,8 +153,8 @@ impl Table {
     /// forgotten (see `Shard::update_locked`).
     ///
     /// `expired_by`: stored TATs at or before it count as expired, so the locked path may
-    /// reclaim them: at once in a shard that cannot grow, `keep_expired` later in one that can
-    /// (`Shard::forget_by`). It is not necessarily the caller's clock: the limiter passes its
+    /// reclaim them: at once in a shard at its cap of keys, `keep_expired` later in one below
+    /// it (`Shard::forget_by`). It is not necessarily the caller's clock: the limiter passes its
     /// `now` less a grace (`limiter::RECLAIM_GRACE`). `f` gets the caller's own `now` by
     /// capture.
     #[inline]

@@ -132,8 +132,8 @@ pub(crate) struct Shard {
     cap: usize,
     /// The largest array this shard grows to.
     max_len: usize,
-    /// How much longer than the caller's `expired_by` a key is kept while the shard can still
-    /// grow (see `forget_by`).
+    /// How much longer than the caller's `expired_by` a key is kept while the shard is below
+    /// its cap (see `forget_by`).
     keep_expired: u64,
 }
 
@@ -162,17 +162,17 @@ impl Shard {
     }
 
     /// The threshold at or before which a stored TAT counts as expired, for the lock holder
-    /// deciding now (`used` keys over `len` slots), given the caller's `expired_by`.
+    /// deciding now (the shard holding `used` keys), given the caller's `expired_by`.
     ///
-    /// A shard that can still grow forgets a key only `keep_expired` later than the caller
+    /// A shard below its cap of keys forgets a key only `keep_expired` later than the caller
     /// asks: a key that comes back within that time is still held, and its check is the
     /// lock-free CAS of any held key, not an insert under this lock. Forgetting a key that
-    /// will return only trades an insert later for a slot now, and a growing shard has slots
-    /// to spare. A shard that cannot grow (at its cap of keys or its largest array) uses the
-    /// caller's threshold as it is, so that a full table never refuses or evicts for want of
-    /// a slot that an expired key holds.
-    fn forget_by(&self, expired_by: u64, used: usize, len: usize) -> u64 {
-        if used < self.cap && len < self.max_len {
+    /// will return only trades an insert later for a slot now, and below its cap a shard has
+    /// a slot for every new key (it grows, or, at its largest array, has a sixth of its slots
+    /// free). A shard at its cap uses the caller's threshold as it is, so that a full table
+    /// never refuses or evicts for want of a slot that an expired key holds.
+    fn forget_by(&self, expired_by: u64, used: usize) -> u64 {
+        if used < self.cap {
             expired_by.saturating_sub(self.keep_expired)
         } else {
             expired_by
@@ -230,7 +230,7 @@ impl Shard {
         }
         let mut inner = lock(&self.inner);
         let array = self.array();
-        let forget_by = self.forget_by(now, inner.counts.used, array.len());
+        let forget_by = self.forget_by(now, inner.counts.used);
         let probed = match array.probe_locked(fp, forget_by) {
             Probe::Found(i) => match array.slot(i).update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
@@ -359,7 +359,7 @@ impl Shard {
     /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's
     /// run (`Probe::Absent`) with the threshold `forget_by` gives, still true under the same
     /// lock. `now` is the caller's `expired_by`; each step reclaims by `forget_by`'s answer
-    /// for the shard as it is then (growth can take it to its largest).
+    /// for the shard as it is then.
     fn insert(
         &self,
         inner: &mut Inner,
@@ -380,7 +380,7 @@ impl Shard {
                 self.rebuild(&mut inner.counts, &mut inner.removals, len, None);
                 probed = None;
             }
-            let forget_by = self.forget_by(now, inner.counts.used, len);
+            let forget_by = self.forget_by(now, inner.counts.used);
             let (free, least) = match probed.take() {
                 Some(probed) => probed,
                 None => match array.probe_locked(fp, forget_by) {
