@@ -1,8 +1,9 @@
 //! The limiters under test, behind one trait so every scenario runs the same loop on each.
 //!
 //! * [`Tollgate`]: `Limiter::<u64>::keyed(quota)`, the default configuration.
-//! * [`TollgatePresized`]: the same with `.presize(keys)` (scenario C, and a variant of B).
-//! * [`TollgateTsc`], [`TollgateKept`]: with `TscClock`, and keeping expired keys a second.
+//! * [`TollgatePresized`], [`TollgateTsc`], [`TollgateKept`]: the same built with
+//!   `.presize(keys)` (scenario C, and a variant of B), with `TscClock`, and keeping expired
+//!   keys a second ([`Tuned`] with a [`Configure`]).
 //! * [`Governor`]: `governor::RateLimiter::keyed(quota)` (DashMap, SipHash, quanta clock).
 //! * [`Naive`]: GCRA in a `Mutex<HashMap<u64, u64>>` with std's SipHash.
 //! * [`Ideal`]: a preallocated `[AtomicU64]` indexed by a multiply-shift of the key, no
@@ -12,6 +13,7 @@
 //!   (a variant of B, to tell memory footprint apart from code).
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -153,20 +155,33 @@ impl ExplicitTime for Tollgate {
     }
 }
 
-/// tollgate sized up front with `.presize(keys)` (scenario C).
-#[derive(Debug)]
-pub(crate) struct TollgatePresized(Tollgate);
+/// A tollgate configuration beside the default: its column name and what it sets on the
+/// builder (`keys`: how many keys the scenario will use).
+pub(crate) trait Configure: Sync {
+    const NAME: &'static str;
+    fn configure(
+        builder: tollgate::LimiterBuilder<u64>,
+        keys: usize,
+    ) -> tollgate::LimiterBuilder<u64>;
+}
 
-impl Subject for TollgatePresized {
-    const NAME: &'static str = "tollgate presized";
+/// tollgate built with configuration `C`, measured as the default one is.
+#[derive(Debug)]
+pub(crate) struct Tuned<C>(Tollgate, PhantomData<C>);
+
+impl<C: Configure> Subject for Tuned<C> {
+    const NAME: &'static str = C::NAME;
 
     fn build(spec: Spec, keys: usize) -> Self {
-        TollgatePresized(Tollgate {
-            limiter: tollgate::Limiter::builder(tollgate_quota(spec))
-                .presize(keys)
-                .build(),
-            burst: spec.burst,
-        })
+        let builder = tollgate::Limiter::builder(tollgate_quota(spec));
+        let limiter = C::configure(builder, keys).build();
+        Tuned(
+            Tollgate {
+                limiter,
+                burst: spec.burst,
+            },
+            PhantomData,
+        )
     }
 
     #[inline]
@@ -187,58 +202,52 @@ impl Subject for TollgatePresized {
     }
 }
 
-/// tollgate keeping expired keys a second while a shard is below its cap (`.keep_expired(1 s)`), so a
+/// `.presize(keys)` (scenario C, and a variant of B).
+#[derive(Debug)]
+pub(crate) struct Presized;
+
+impl Configure for Presized {
+    const NAME: &'static str = "tollgate presized";
+    fn configure(
+        builder: tollgate::LimiterBuilder<u64>,
+        keys: usize,
+    ) -> tollgate::LimiterBuilder<u64> {
+        builder.presize(keys)
+    }
+}
+
+/// Expired keys kept a second while a shard is below its cap (`.keep_expired(1 s)`), so a
 /// key that comes back within it is still held (E with keys expiring).
 #[derive(Debug)]
-pub(crate) struct TollgateKept(Tollgate);
+pub(crate) struct Kept;
 
-impl Subject for TollgateKept {
+impl Configure for Kept {
     const NAME: &'static str = "tollgate, keep_expired(1 s)";
-
-    fn build(spec: Spec, _keys: usize) -> Self {
-        TollgateKept(Tollgate {
-            limiter: tollgate::Limiter::builder(tollgate_quota(spec))
-                .keep_expired(Duration::from_secs(1))
-                .build(),
-            burst: spec.burst,
-        })
-    }
-
-    #[inline]
-    fn check(&self, key: u64) -> bool {
-        self.0.check(key)
-    }
-
-    fn keys_held(&self) -> usize {
-        self.0.keys_held()
+    fn configure(
+        builder: tollgate::LimiterBuilder<u64>,
+        _keys: usize,
+    ) -> tollgate::LimiterBuilder<u64> {
+        builder.keep_expired(Duration::from_secs(1))
     }
 }
 
-/// tollgate on its time-stamp counter clock (`TscClock`), default configuration otherwise.
+/// The time-stamp counter clock (`TscClock`).
 #[derive(Debug)]
-pub(crate) struct TollgateTsc(Tollgate);
+pub(crate) struct Tsc;
 
-impl Subject for TollgateTsc {
+impl Configure for Tsc {
     const NAME: &'static str = "tollgate, TSC clock";
-
-    fn build(spec: Spec, _keys: usize) -> Self {
-        TollgateTsc(Tollgate {
-            limiter: tollgate::Limiter::builder(tollgate_quota(spec))
-                .clock(tollgate::TscClock::new())
-                .build(),
-            burst: spec.burst,
-        })
-    }
-
-    #[inline]
-    fn check(&self, key: u64) -> bool {
-        self.0.check(key)
-    }
-
-    fn keys_held(&self) -> usize {
-        self.0.keys_held()
+    fn configure(
+        builder: tollgate::LimiterBuilder<u64>,
+        _keys: usize,
+    ) -> tollgate::LimiterBuilder<u64> {
+        builder.clock(tollgate::TscClock::new())
     }
 }
+
+pub(crate) type TollgatePresized = Tuned<Presized>;
+pub(crate) type TollgateKept = Tuned<Kept>;
+pub(crate) type TollgateTsc = Tuned<Tsc>;
 
 // ---------------------------------------------------------------------------------------
 // governor
