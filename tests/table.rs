@@ -25,11 +25,17 @@ fn live() -> Quota {
 }
 
 fn small(policy: FullPolicy, quota: Quota) -> (Limiter<u64>, ManualClock) {
+    small_keeping(policy, quota, Duration::ZERO)
+}
+
+/// One shard of 16 keys at most, keeping expired keys for `keep` below its cap.
+fn small_keeping(policy: FullPolicy, quota: Quota, keep: Duration) -> (Limiter<u64>, ManualClock) {
     let clock = ManualClock::new();
     let l = Limiter::builder(quota)
         .shards(1)
         .capacity(16)
         .full_policy(policy)
+        .keep_expired(keep)
         .clock(clock.clone())
         .build();
     (l, clock)
@@ -231,68 +237,52 @@ fn eviction_keeps_memory_at_the_cap() {
     assert!(s.bytes <= cap_bytes + 64 * 64, "{s:?} vs {cap_bytes}");
 }
 
+/// A full table of expired keys reclaims their slots for new keys: none evicted, none
+/// refused. `keep_expired` does not change that: a shard at its cap keeps nothing past the
+/// reclaim grace (a millisecond), so with a second's keep, keys expired 10 ms ago go too.
 #[test]
 fn expired_keys_are_reclaimed_not_evicted_or_refused() {
-    for policy in [FullPolicy::EvictClosestToExpiry, FullPolicy::RefuseNewKeys] {
-        let (l, clock) = small(policy, Quota::per_second(1));
-        for k in 0..16 {
-            assert!(l.check(&k).is_ok());
-        }
-        clock.advance(Duration::from_secs(2));
-        // Sixteen new keys in a full table of sixteen expired ones: each old key's slot is
-        // reclaimed, none is evicted, none refused.
-        for k in 100..116 {
-            assert!(l.check(&k).is_ok(), "{policy:?} key {k}");
-        }
-        let s = l.stats();
-        assert_eq!(s.expired_reclaimed, 16, "{policy:?} {s:?}");
-        assert_eq!(
-            (s.forced_evictions, s.refused_keys),
-            (0, 0),
-            "{policy:?} {s:?}"
-        );
-        assert_eq!((s.keys_held, l.count_live_keys()), (16, 16), "{policy:?}");
-        // A seventeenth live key does not fit.
-        match policy {
-            FullPolicy::RefuseNewKeys => assert!(l.check(&200).unwrap_err().is_table_full()),
-            _ => {
-                assert!(l.check(&200).is_ok());
-                assert_eq!(l.stats().forced_evictions, 1);
+    let cases = [
+        (Duration::ZERO, Quota::per_second(1), Duration::from_secs(2)),
+        (
+            Duration::from_secs(1),
+            Quota::with_period(Duration::from_millis(10)),
+            Duration::from_millis(20),
+        ),
+    ];
+    for (keep, quota, later) in cases {
+        for policy in [FullPolicy::EvictClosestToExpiry, FullPolicy::RefuseNewKeys] {
+            let (l, clock) = small_keeping(policy, quota, keep);
+            for k in 0..16 {
+                assert!(l.check(&k).is_ok());
+            }
+            clock.advance(later);
+            // Sixteen new keys in a full table of sixteen expired ones: each old key's slot
+            // is reclaimed, none is evicted, none refused.
+            for k in 100..116 {
+                assert!(l.check(&k).is_ok(), "{keep:?} {policy:?} key {k}");
+            }
+            let s = l.stats();
+            assert_eq!(s.expired_reclaimed, 16, "{keep:?} {policy:?} {s:?}");
+            assert_eq!(
+                (s.forced_evictions, s.refused_keys),
+                (0, 0),
+                "{keep:?} {policy:?} {s:?}"
+            );
+            assert_eq!(
+                (s.keys_held, l.count_live_keys()),
+                (16, 16),
+                "{keep:?} {policy:?}"
+            );
+            // A seventeenth live key does not fit.
+            match policy {
+                FullPolicy::RefuseNewKeys => assert!(l.check(&200).unwrap_err().is_table_full()),
+                _ => {
+                    assert!(l.check(&200).is_ok());
+                    assert_eq!(l.stats().forced_evictions, 1);
+                }
             }
         }
-    }
-}
-
-/// A shard at its cap does not keep expired keys for `keep_expired`: their slots go to
-/// new keys as soon as the reclaim grace (a millisecond) has passed, never a refusal or an
-/// eviction for a slot an expired key holds.
-#[test]
-fn a_full_table_reclaims_the_expired_keys_it_would_keep() {
-    for policy in [FullPolicy::EvictClosestToExpiry, FullPolicy::RefuseNewKeys] {
-        let clock = ManualClock::new();
-        let l: Limiter<u64> = Limiter::builder(Quota::with_period(Duration::from_millis(10)))
-            .shards(1)
-            .capacity(16)
-            .full_policy(policy)
-            .keep_expired(Duration::from_secs(1))
-            .clock(clock.clone())
-            .build();
-        for k in 0..16 {
-            assert!(l.check(&k).is_ok());
-        }
-        // Expired 10 ms ago: well within the second a growing shard would keep them.
-        clock.advance(Duration::from_millis(20));
-        for k in 100..116 {
-            assert!(l.check(&k).is_ok(), "{policy:?} key {k}");
-        }
-        let s = l.stats();
-        assert_eq!(s.expired_reclaimed, 16, "{policy:?} {s:?}");
-        assert_eq!(
-            (s.forced_evictions, s.refused_keys),
-            (0, 0),
-            "{policy:?} {s:?}"
-        );
-        assert_eq!((s.keys_held, l.count_live_keys()), (16, 16), "{policy:?}");
     }
 }
 
