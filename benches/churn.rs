@@ -6,6 +6,7 @@
 //! cargo bench --bench churn                         # full run
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench churn  # smoke run
 //! TOLLGATE_BENCH_KEEP_MS=1000 cargo bench --bench churn  # with `.keep_expired(1 s)`
+//! TOLLGATE_BENCH_KEEP_MS=0 cargo bench --bench churn     # nothing kept (default: learned)
 //! ```
 //!
 //! Time is virtual (`check_at`, so the figures are the table's, not the clock's): every
@@ -37,15 +38,16 @@ struct Round {
     held_per_live: f64,
 }
 
-/// One round: a fresh limiter keeping expired keys for `keep`, `rate` new keys per virtual
-/// second.
-fn round(rate: u64, keep: Duration, seed: u64) -> Round {
+/// One round: a fresh limiter keeping expired keys for `keep` (`None`: the default, which
+/// learns it), `rate` new keys per virtual second.
+fn round(rate: u64, keep: Option<Duration>, seed: u64) -> Round {
     // The clock is only read by `len()`, at the end, to count the live keys.
     let clock = ManualClock::new();
-    let limiter: Limiter<u64> = Limiter::builder(Quota::with_period(LIFE))
-        .keep_expired(keep)
-        .clock(clock.clone())
-        .build();
+    let mut builder = Limiter::builder(Quota::with_period(LIFE)).clock(clock.clone());
+    if let Some(keep) = keep {
+        builder = builder.keep_expired(keep);
+    }
+    let limiter: Limiter<u64> = builder.build();
     let mut rng = Rng::new(seed);
     let per_step = rate * STEP.as_millis() as u64 / 1_000;
     let steps_per_life = (LIFE.as_nanos() / STEP.as_nanos()) as u64;
@@ -79,13 +81,14 @@ fn main() {
         Size::Full => (&[10_000, 100_000, 1_000_000], 7),
     };
     // What the memory figures cost a limiter that keeps expired keys (design record §8).
-    let keep = Duration::from_millis(
-        std::env::var("TOLLGATE_BENCH_KEEP_MS")
-            .ok()
-            .and_then(|ms| ms.parse().ok())
-            .unwrap_or(0),
-    );
-    println!("`keep_expired`: {keep:?}");
+    let keep = std::env::var("TOLLGATE_BENCH_KEEP_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis);
+    match keep {
+        Some(keep) => println!("`keep_expired`: {keep:?}"),
+        None => println!("`keep_expired`: learned (the default)"),
+    }
     println!();
     table_header(&[
         &format!("new keys/s (live {} s each)", LIFE.as_secs()),

@@ -25,20 +25,26 @@ fn live() -> Quota {
 }
 
 fn small(policy: FullPolicy, quota: Quota) -> (Limiter<u64>, ManualClock) {
-    small_keeping(policy, quota, Duration::ZERO)
+    small_keeping(policy, quota, None)
 }
 
-/// One shard of 16 keys at most, keeping expired keys for `keep` below its cap.
-fn small_keeping(policy: FullPolicy, quota: Quota, keep: Duration) -> (Limiter<u64>, ManualClock) {
+/// One shard of 16 keys at most, keeping expired keys for `keep` below its cap (`None`: the
+/// default, which learns it).
+fn small_keeping(
+    policy: FullPolicy,
+    quota: Quota,
+    keep: Option<Duration>,
+) -> (Limiter<u64>, ManualClock) {
     let clock = ManualClock::new();
-    let l = Limiter::builder(quota)
+    let mut builder = Limiter::builder(quota)
         .shards(1)
         .capacity(16)
         .full_policy(policy)
-        .keep_expired(keep)
-        .clock(clock.clone())
-        .build();
-    (l, clock)
+        .clock(clock.clone());
+    if let Some(keep) = keep {
+        builder = builder.keep_expired(keep);
+    }
+    (builder.build(), clock)
 }
 
 #[test]
@@ -243,9 +249,14 @@ fn eviction_keeps_memory_at_the_cap() {
 #[test]
 fn expired_keys_are_reclaimed_not_evicted_or_refused() {
     let cases = [
-        (Duration::ZERO, Quota::per_second(1), Duration::from_secs(2)),
+        (None, Quota::per_second(1), Duration::from_secs(2)),
         (
-            Duration::from_secs(1),
+            Some(Duration::ZERO),
+            Quota::per_second(1),
+            Duration::from_secs(2),
+        ),
+        (
+            Some(Duration::from_secs(1)),
             Quota::with_period(Duration::from_millis(10)),
             Duration::from_millis(20),
         ),
@@ -326,10 +337,11 @@ fn keys_returning_within_keep_expired_stay_held() {
     assert_eq!(s.expired_reclaimed + s.keys_held as u64, 4_000, "{s:?}");
     assert_eq!(s.forced_evictions, 0);
 
-    // The same clients with the default (nothing kept past the grace): a return may be an
-    // insert (reclaimed slots go to other keys), and the table holds fewer keys.
+    // The same clients with nothing kept past the grace: a return may be an insert (reclaimed
+    // slots go to other keys), and the table holds fewer keys.
     let lean: Limiter<u64> = Limiter::builder(Quota::with_period(ms(10)))
         .shards(4)
+        .keep_expired(Duration::ZERO)
         .clock(clock.clone())
         .build();
     for _ in 0..6 {
@@ -338,6 +350,71 @@ fn keys_returning_within_keep_expired_stay_held() {
     let s = lean.stats();
     assert!(s.expired_reclaimed > 0, "{s:?}");
     assert!(s.keys_held < 2_000, "{s:?}");
+}
+
+/// By default a shard learns how long to keep expired keys from the keys that come back after
+/// it forgot them: the first returns are inserts, later ones find their keys held. When the
+/// clients stop coming back and one-off keys arrive instead, what it learned fades within a few
+/// seconds and memory follows the live keys again, as with nothing kept.
+#[test]
+fn the_default_learns_to_keep_keys_that_come_back_and_unlearns_it() {
+    let ms = Duration::from_millis;
+    let clock = ManualClock::new();
+    let build = |keep: Option<Duration>| {
+        let builder = Limiter::<u64>::builder(Quota::with_period(ms(10)))
+            .shards(4)
+            .clock(clock.clone());
+        match keep {
+            Some(keep) => builder.keep_expired(keep).build(),
+            None => builder.build(),
+        }
+    };
+    let (learning, forgetting) = (build(None), build(Some(Duration::ZERO)));
+    let keeping = build(Some(Duration::from_secs(1)));
+    // A client every `step`, each expiring 10 ms after its check.
+    let visit = |keys: std::ops::Range<u64>, step: Duration| {
+        for k in keys {
+            for l in [&learning, &forgetting, &keeping] {
+                assert!(l.check(&k).is_ok());
+            }
+            clock.advance(step);
+        }
+    };
+    // 2,000 clients, one every 250 µs, each back every 500 ms: learned within a few rounds.
+    for _ in 0..4 {
+        visit(0..2_000, Duration::from_micros(250));
+    }
+    let learned = learning.stats();
+    for _ in 0..4 {
+        visit(0..2_000, Duration::from_micros(250));
+    }
+    let (s, lean) = (learning.stats(), forgetting.stats());
+    assert_eq!(s.keys_held, 2_000, "{s:?}");
+    assert_eq!(
+        s.expired_reclaimed, learned.expired_reclaimed,
+        "{learned:?} -> {s:?}"
+    );
+    assert!(
+        lean.keys_held < 2_000 && lean.expired_reclaimed > s.expired_reclaimed,
+        "{lean:?}"
+    );
+
+    // The clients leave; one-off keys arrive, 16,000 a second. For about a second the table
+    // holds them as it held the clients (and grows to a second of them, as it would with a
+    // second kept); then none comes back, and what was learned fades.
+    visit(10_000..90_000, Duration::from_nanos(62_500));
+    let (faded, kept_faded) = (learning.stats(), keeping.stats());
+    assert!(faded.bytes > learned.bytes, "{learned:?} -> {faded:?}");
+    // Four times the flood, for 3 s: a second of it would take four times the room, but
+    // nothing is kept any more, so the table does not grow, where a second's keep makes it.
+    visit(100_000..292_000, Duration::from_nanos(15_625));
+    let (s, kept) = (learning.stats(), keeping.stats());
+    assert_eq!(s.bytes, faded.bytes, "{faded:?} -> {s:?}");
+    assert!(
+        kept.bytes > 2 * kept_faded.bytes,
+        "{kept_faded:?} -> {kept:?}"
+    );
+    assert_eq!((s.forced_evictions, s.refused_keys), (0, 0), "{s:?}");
 }
 
 /// A table presized to its capacity has every slot already; below the cap it keeps expired

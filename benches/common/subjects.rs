@@ -1,9 +1,9 @@
 //! The limiters under test, behind one trait so every scenario runs the same loop on each.
 //!
 //! * [`Tollgate`]: `Limiter::<u64>::keyed(quota)`, the default configuration.
-//! * [`TollgatePresized`], [`TollgateTsc`], [`TollgateKept`]: the same built with
-//!   `.presize(keys)` (scenario C, and a variant of B), with `TscClock`, and keeping expired
-//!   keys a second ([`Tuned`] with a [`Configure`]).
+//! * [`TollgatePresized`], [`TollgateTsc`], [`TollgateForgetting`]: the same built with
+//!   `.presize(keys)` (scenario C, and a variant of B), with `TscClock`, and forgetting
+//!   expired keys at once, not learning to keep them ([`Tuned`] with a [`Configure`]).
 //! * [`Governor`]: `governor::RateLimiter::keyed(quota)` (DashMap, SipHash, quanta clock).
 //! * [`Naive`]: GCRA in a `Mutex<HashMap<u64, u64>>` with std's SipHash.
 //! * [`Ideal`]: a preallocated `[AtomicU64]` indexed by a multiply-shift of the key, no
@@ -216,18 +216,18 @@ impl Configure for Presized {
     }
 }
 
-/// Expired keys kept a second while a shard is below its cap (`.keep_expired(1 s)`), so a
-/// key that comes back within it is still held (E with keys expiring).
+/// Expired keys forgotten at once (`.keep_expired(0)`), where the default learns to keep the
+/// keys that come back: what learning buys on E with keys expiring.
 #[derive(Debug)]
-pub(crate) struct Kept;
+pub(crate) struct Forgetting;
 
-impl Configure for Kept {
-    const NAME: &'static str = "tollgate, keep_expired(1 s)";
+impl Configure for Forgetting {
+    const NAME: &'static str = "tollgate, keep_expired(0)";
     fn configure(
         builder: tollgate::LimiterBuilder<u64>,
         _keys: usize,
     ) -> tollgate::LimiterBuilder<u64> {
-        builder.keep_expired(Duration::from_secs(1))
+        builder.keep_expired(Duration::ZERO)
     }
 }
 
@@ -246,7 +246,7 @@ impl Configure for Tsc {
 }
 
 pub(crate) type TollgatePresized = Tuned<Presized>;
-pub(crate) type TollgateKept = Tuned<Kept>;
+pub(crate) type TollgateForgetting = Tuned<Forgetting>;
 pub(crate) type TollgateTsc = Tuned<Tsc>;
 
 // ---------------------------------------------------------------------------------------

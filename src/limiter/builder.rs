@@ -60,7 +60,7 @@ impl<K: ?Sized> LimiterBuilder<K> {
                 presize: 0,
                 policy: FullPolicy::default(),
                 shards: 64,
-                keep_expired: 0,
+                keep_expired: None,
             },
             clock: ClockSource::Monotonic(MonotonicClock::new()),
             router: RandomState::new(),
@@ -140,22 +140,30 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     }
 
     /// Keeps a key for `time` after its state expired, while its shard holds fewer keys than
-    /// its share of the [capacity](LimiterBuilder::capacity) (default: zero, only the
-    /// millisecond every expired key is kept).
+    /// its share of the [capacity](LimiterBuilder::capacity), in place of the time the table
+    /// learns by default.
     ///
     /// An expired key is one whose next check would find a full burst, so forgetting it
     /// changes no answer; it changes what that next check costs. A held key's check is the
     /// lock-free update of its slot; a forgotten key's is an insert under its shard's lock.
     /// Where clients come back after their windows have expired (a per-second quota, clients
-    /// returning every few seconds), those inserts are most of the limiter's work, and on
-    /// several cores the threads contend for the shards they insert into. Keeping keys for
-    /// as long as clients take to come back makes their checks those of held keys, at the
+    /// returning every few seconds), those inserts would be most of the limiter's work, and on
+    /// several cores the threads would contend for the shards they insert into. Keeping keys
+    /// for as long as clients take to come back makes their checks those of held keys, at the
     /// price of holding them: about 20 bytes a key, so memory follows the keys seen within
-    /// `time` rather than the live ones (BENCHMARKS.md, scenario E with keys expiring).
+    /// `time` rather than the live ones.
     ///
-    /// Whatever `time` is, a shard that holds its share of the capacity reclaims an expired
-    /// key's slot for a new key once the millisecond has passed: a full table never refuses
-    /// or evicts for a slot an expired key holds.
+    /// **By default each shard learns the time** from the keys it forgot: it remembers a few
+    /// of them, and when one comes back it keeps expired keys twice as long as that one was
+    /// away, up to a second; when the keys it forgets stop coming back, the time halves until
+    /// it is zero again (a few seconds). A flood of one-off keys is never kept, and memory
+    /// follows the live keys; clients that return within a second are held (BENCHMARKS.md,
+    /// scenario E with keys expiring). Set a time for clients that take longer, or
+    /// `Duration::ZERO` to keep nothing past the millisecond every expired key is kept.
+    ///
+    /// Whatever `time` is, learned or set, a shard that holds its share of the capacity
+    /// reclaims an expired key's slot for a new key once the millisecond has passed: a full
+    /// table never refuses or evicts for a slot an expired key holds.
     ///
     /// # Examples
     ///
@@ -170,7 +178,7 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// assert!(limiter.check("alice").is_ok());
     /// ```
     pub fn keep_expired(mut self, time: Duration) -> Self {
-        self.config.keep_expired = saturating_nanos(time);
+        self.config.keep_expired = Some(saturating_nanos(time));
         self
     }
 

@@ -11,6 +11,7 @@
 mod array;
 mod full_policy;
 mod gate;
+mod keep;
 mod shard;
 mod slot;
 
@@ -34,8 +35,9 @@ pub(crate) struct TableConfig {
     pub(crate) policy: FullPolicy,
     pub(crate) shards: usize,
     /// How much longer than a caller's `expired_by` a shard below its cap keeps an expired
-    /// key (`Shard::forget_by`), in TAT units (nanoseconds).
-    pub(crate) keep_expired: u64,
+    /// key (`Shard::forget_by`), in TAT units (nanoseconds); `None`: each shard learns it
+    /// (`keep.rs`).
+    pub(crate) keep_expired: Option<u64>,
 }
 
 /// What the table holds, summed over shards.
@@ -153,8 +155,8 @@ impl Table {
     /// forgotten (see `Shard::update_locked`).
     ///
     /// `expired_by`: stored TATs at or before it count as expired, so the locked path may
-    /// reclaim them: at once in a shard at its cap of keys, `keep_expired` later in one below
-    /// it (`Shard::forget_by`). It is not necessarily the caller's clock: the limiter passes its
+    /// reclaim them: at once in a shard at its cap of keys, its keep time later in one below
+    /// it (`Shard::forget_by`, `keep.rs`). It is not necessarily the caller's clock: the limiter passes its
     /// `now` less a grace (`limiter::RECLAIM_GRACE`). `f` gets the caller's own `now` by
     /// capture.
     #[inline]
@@ -303,7 +305,7 @@ mod tests {
             presize: 0,
             policy,
             shards: 1,
-            keep_expired: 0,
+            keep_expired: Some(0),
         })
     }
 

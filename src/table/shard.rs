@@ -45,6 +45,7 @@
 use super::array::{Free, Probe, Segments, SlotArray};
 use super::full_policy::FullPolicy;
 use super::gate::FullGate;
+use super::keep::KeepExpired;
 use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
 use crate::seq::{Epoch, EpochWriter, SeqCount};
 use crate::sync::{Mutex, Ordering, lock};
@@ -108,6 +109,8 @@ struct Inner {
     gate_closed: bool,
     /// `Shard::removals`' count: the lock holder is its only writer (`Epoch::begin_serial`).
     removals: EpochWriter,
+    /// How long past a caller's `expired_by` an expired key is kept (see `forget_by`).
+    keep: KeepExpired,
 }
 
 #[derive(Debug)]
@@ -132,13 +135,11 @@ pub(crate) struct Shard {
     cap: usize,
     /// The largest array this shard grows to.
     max_len: usize,
-    /// How much longer than the caller's `expired_by` a key is kept while the shard is below
-    /// its cap (see `forget_by`).
-    keep_expired: u64,
 }
 
 impl Shard {
-    pub(crate) fn new(initial_len: usize, cap: usize, keep_expired: u64) -> Shard {
+    /// `keep_expired`: the user's fixed keep, in TAT units, or `None` to learn it (`keep.rs`).
+    pub(crate) fn new(initial_len: usize, cap: usize, keep_expired: Option<u64>) -> Shard {
         let max_len = len_for_keys(cap);
         let slots = Segments::new(initial_len.clamp(MIN_LEN, max_len), max_len);
         let bytes = slots.initial_bytes();
@@ -154,26 +155,27 @@ impl Shard {
                 },
                 gate_closed: false,
                 removals: EpochWriter::default(),
+                keep: KeepExpired::new(keep_expired),
             }),
             cap,
             max_len,
-            keep_expired,
         }
     }
 
     /// The threshold at or before which a stored TAT counts as expired, for the lock holder
-    /// deciding now (the shard holding `used` keys), given the caller's `expired_by`.
+    /// deciding now (with the shard as `inner` has it), given the caller's `expired_by`.
     ///
-    /// A shard below its cap of keys forgets a key only `keep_expired` later than the caller
-    /// asks: a key that comes back within that time is still held, and its check is the
-    /// lock-free CAS of any held key, not an insert under this lock. Forgetting a key that
-    /// will return only trades an insert later for a slot now, and below its cap a shard has
-    /// a slot for every new key (it grows, or, at its largest array, has a sixth of its slots
-    /// free). A shard at its cap uses the caller's threshold as it is, so that a full table
-    /// never refuses or evicts for want of a slot that an expired key holds.
-    fn forget_by(&self, expired_by: u64, used: usize) -> u64 {
-        if used < self.cap {
-            expired_by.saturating_sub(self.keep_expired)
+    /// A shard below its cap of keys forgets a key only its keep time (`keep.rs`: the user's
+    /// `keep_expired`, or learned) later than the caller asks: a key that comes back within
+    /// that time is still held, and its check is the lock-free CAS of any held key, not an
+    /// insert under this lock. Forgetting a key that will return only trades an insert later
+    /// for a slot now, and below its cap a shard has a slot for every new key (it grows, or,
+    /// at its largest array, has a sixth of its slots free). A shard at its cap uses the
+    /// caller's threshold as it is, so that a full table never refuses or evicts for want of
+    /// a slot that an expired key holds.
+    fn forget_by(&self, inner: &Inner, expired_by: u64) -> u64 {
+        if inner.counts.used < self.cap {
+            expired_by.saturating_sub(inner.keep.time())
         } else {
             expired_by
         }
@@ -230,7 +232,7 @@ impl Shard {
         }
         let mut inner = lock(&self.inner);
         let array = self.array();
-        let forget_by = self.forget_by(now, inner.counts.used);
+        let forget_by = self.forget_by(&inner, now);
         let probed = match array.probe_locked(fp, forget_by) {
             Probe::Found(i) => match array.slot(i).update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
@@ -370,6 +372,8 @@ impl Shard {
         probed: (Option<Free>, Option<usize>),
     ) -> Result<(), Full> {
         self.open_gate(inner);
+        // First, so that a key the shard forgot too early is kept longer from this insert on.
+        inner.keep.inserting(fp, now);
         let mut probed = Some(probed);
         loop {
             let array = self.array();
@@ -380,7 +384,7 @@ impl Shard {
                 self.rebuild(&mut inner.counts, &mut inner.removals, len, None);
                 probed = None;
             }
-            let forget_by = self.forget_by(now, inner.counts.used);
+            let forget_by = self.forget_by(inner, now);
             let (free, least) = match probed.take() {
                 Some(probed) => probed,
                 None => match array.probe_locked(fp, forget_by) {
@@ -400,6 +404,10 @@ impl Shard {
                     let frozen = slot.freeze_unless(|t| t > forget_by);
                     self.end_removal(&mut inner.removals);
                     if let Some(old) = frozen {
+                        // ordering: the fingerprint only changes under the lock we hold.
+                        inner
+                            .keep
+                            .forgot(slot.fp.load(Ordering::Relaxed), tat_of(old));
                         slot.hand_over(frozen_word(old), fp, tat);
                         counts.reclaimed += 1;
                         counts.horizon = counts.horizon.max(tat_of(old));
@@ -429,7 +437,13 @@ impl Shard {
             // if a rebuild without tombstones would leave an eighth of the slots free, do it
             // (that leaves the most room until the next sweep); grow only if neither helps.
             let swept = forget_by >= counts.next_sweep_at
-                && self.sweep(array, counts, &mut inner.removals, forget_by);
+                && self.sweep(
+                    array,
+                    counts,
+                    &mut inner.removals,
+                    &mut inner.keep,
+                    forget_by,
+                );
             let at_cap = counts.used >= self.cap;
             if !at_cap
                 && counts.tombstones > 0
@@ -443,7 +457,8 @@ impl Shard {
             }
             if !at_cap && len < self.max_len {
                 let grown = self.slots.grown_len(len, self.max_len);
-                self.rebuild(counts, &mut inner.removals, grown, Some(forget_by));
+                let dropping = Some((forget_by, &mut inner.keep));
+                self.rebuild(counts, &mut inner.removals, grown, dropping);
                 continue;
             }
             match policy {
@@ -480,6 +495,7 @@ impl Shard {
         array: SlotArray<'_>,
         counts: &mut ShardCounts,
         removals: &mut EpochWriter,
+        keep: &mut KeepExpired,
         now: u64,
     ) -> bool {
         let mut reclaimed = 0;
@@ -491,6 +507,8 @@ impl Shard {
                 continue;
             }
             if let Some(old) = slot.freeze_unless(|t| t > now) {
+                // ordering: the fingerprint only changes under the lock we hold.
+                keep.forgot(slot.fp.load(Ordering::Relaxed), tat_of(old));
                 slot.clear(TOMBSTONE);
                 reclaimed += 1;
                 counts.horizon = counts.horizon.max(tat_of(old));
@@ -511,8 +529,9 @@ impl Shard {
 
     /// Rebuilds the shard in place over `len` slots (its current length, or a larger one
     /// for growth): freezes every key, empties every slot, then places every key again with
-    /// its TAT, without tombstones. `expired_by`: a growth also drops the keys expired by then
-    /// (a removal: the epoch moves); a compaction (`None`) forgets nothing.
+    /// its TAT, without tombstones. `dropping`: a growth also drops the keys expired by then
+    /// (a removal: the epoch moves), telling the shard's keep (`keep.rs`); a compaction
+    /// (`None`) forgets nothing.
     ///
     /// A key placed back in the slot it was frozen in gets its very word back, generation
     /// included: an updater that loaded that word before the freeze may still CAS it, and the
@@ -528,7 +547,7 @@ impl Shard {
         counts: &mut ShardCounts,
         removals: &mut EpochWriter,
         len: usize,
-        expired_by: Option<u64>,
+        mut dropping: Option<(u64, &mut KeepExpired)>,
     ) {
         let old = self.array();
         // The `moves` seqlock's writer protocol: the slot writes below are its data.
@@ -538,7 +557,7 @@ impl Shard {
         }
         let mut keys = Vec::with_capacity(counts.used);
         let mut earliest_live = u64::MAX;
-        if expired_by.is_some() {
+        if dropping.is_some() {
             self.begin_removal(removals);
         }
         for (i, slot) in old.iter().enumerate() {
@@ -548,16 +567,18 @@ impl Shard {
                 continue;
             };
             let tat = tat_of(word);
-            if expired_by.is_some_and(|now| tat <= now) {
+            // ordering: the fingerprint only changes under the lock we hold.
+            let fp = slot.fp.load(Ordering::Relaxed);
+            if let Some((_, keep)) = dropping.as_mut().filter(|(now, _)| tat <= *now) {
+                keep.forgot(fp, tat);
                 counts.reclaimed += 1;
                 counts.horizon = counts.horizon.max(tat);
             } else {
-                // ordering: the fingerprint only changes under the lock we hold.
-                keys.push((slot.fp.load(Ordering::Relaxed), word, i));
+                keys.push((fp, word, i));
                 earliest_live = earliest_live.min(tat);
             }
         }
-        if expired_by.is_some() {
+        if dropping.is_some() {
             self.end_removal(removals);
         }
         for slot in old.iter() {
@@ -573,7 +594,7 @@ impl Shard {
                 slot.hand_over(slot.word(), fp, tat_of(word));
             }
         }
-        if expired_by.is_some() {
+        if dropping.is_some() {
             counts.next_sweep_at = earliest_live;
         } else {
             debug_assert_eq!(keys.len(), counts.used);

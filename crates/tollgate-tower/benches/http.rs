@@ -23,8 +23,9 @@
 //!   1,000,000 per key, far above what a key can be sent here, so nothing is refused and the
 //!   figures are the limiters' overhead; a run that sees any answer other than 200 fails.
 //!   Under that quota a key of the 10,000-client mix has expired by its next visit (visits
-//!   come milliseconds apart), so tollgate, which forgets expired keys, inserts it again,
-//!   where tower_governor's map keeps every key. The *keys live* mix gives every limiter one
+//!   come milliseconds apart): tower_governor's map keeps every key, tollgate forgets
+//!   expired keys but learns to keep the ones that come back (with `keep_expired(0)` it
+//!   inserts each again). The *keys live* mix gives every limiter one
 //!   cell per minute with the same burst instead: each admission moves a key's theoretical
 //!   arrival time a minute ahead, so a key visited at least once a minute stays live for the
 //!   whole run (its TAT only gets further ahead of the clock), and it would take a
@@ -51,9 +52,10 @@
 //!   static bytes: what writing the fields costs any layer, before deciding anything) and
 //!   `tollgate-tower, fields off, TSC clock` (the fields-off layer on a limiter that reads
 //!   tollgate's `TscClock`, a time-stamp counter as tower_governor's quanta clock, in place
-//!   of the core's `Instant`); and `tollgate-tower, fields off, keep_expired(1 s)`, the
-//!   fields-off layer on a limiter that keeps expired keys a second while it has room, so
-//!   that the expiring mix's returning clients are still held.
+//!   of the core's `Instant`); and `tollgate-tower, fields off, keep_expired(0)`, the
+//!   fields-off layer on a limiter that forgets expired keys at once instead of learning to
+//!   keep the ones that come back (the default), so that each of the expiring mix's
+//!   returning clients is an insert again.
 //!
 //! With tollgate-tower's `metrics` feature (on by default), subjects 1 and 2 run
 //! with the feature on and no recorder, and two more subjects are added:
@@ -84,7 +86,7 @@
 //! in the last column); `TOLLGATE_BENCH_PROFILE=mix,app,subject` (indices, e.g. `1,0,2` for
 //! 10,000 clients, bare handler, fields off; mix 2 is *keys live*, subject 4 tower_governor
 //! with its headers, 5 the ideal, 6 the fixed fields, 7 the TSC clock, 8
-//! `keep_expired(1 s)`) only calls that one stack in process, for `perf record`, on
+//! `keep_expired(0)`) only calls that one stack in process, for `perf record`, on
 //! `TOLLGATE_BENCH_THREADS` threads at once (1 by default; each starts at its own place in
 //! the pool of clients), to see what cores sharing the layer cost.
 
@@ -290,7 +292,7 @@ const BASE_SUBJECTS: [&str; 9] = [
     "ideal (hash-indexed GCRA cell, no fields)",
     "no limiter, two fixed fields",
     "tollgate-tower, fields off, TSC clock",
-    "tollgate-tower, fields off, keep_expired(1 s)",
+    "tollgate-tower, fields off, keep_expired(0)",
 ];
 
 #[cfg(not(feature = "metrics"))]
@@ -617,8 +619,8 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
         (7, false) => sink.run(tsc_layer(mix, PeerIp::new()).layer(app)),
         (7, true) => sink.run(tsc_layer(mix, client_ip()).layer(app)),
         // Returning clients kept: fields off, expired keys held a second while there is room.
-        (8, false) => sink.run(kept_layer(mix, PeerIp::new()).layer(app)),
-        (8, true) => sink.run(kept_layer(mix, client_ip()).layer(app)),
+        (8, false) => sink.run(forgetting_layer(mix, PeerIp::new()).layer(app)),
+        (8, true) => sink.run(forgetting_layer(mix, client_ip()).layer(app)),
         #[cfg(feature = "metrics")]
         (9, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), true)).layer(app)),
         #[cfg(feature = "metrics")]
@@ -653,11 +655,11 @@ fn tsc_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
     RateLimitLayer::builder(limiter, key).headers(false).build()
 }
 
-/// Subject 8: fields off, keeping expired keys a second
-/// ([`keep_expired`](tollgate::LimiterBuilder::keep_expired)).
-fn kept_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
+/// Subject 8: fields off, forgetting expired keys at once
+/// ([`keep_expired`](tollgate::LimiterBuilder::keep_expired)`(0)`).
+fn forgetting_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
     let limiter = Limiter::builder(quota(mix))
-        .keep_expired(Duration::from_secs(1))
+        .keep_expired(Duration::ZERO)
         .build();
     RateLimitLayer::builder(limiter, key).headers(false).build()
 }
