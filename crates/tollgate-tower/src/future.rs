@@ -46,29 +46,38 @@ pin_project! {
     where
         S: Service<Request<B>>,
     {
+        // The inner call's future, a field of its own rather than a field of an enum's
+        // variants, so that the common call builds it in place: as a variant's field it was
+        // built aside and then moved in, a copy of the future (and the request it holds, for
+        // a handler that has not run yet) on every call.
         #[pin]
-        state: State<S, B>,
+        fut: Option<S::Future>,
+        rest: Rest<S, B>,
     }
 }
 
-pin_project! {
-    #[project = StateProj]
-    enum State<S, B>
-    where
-        S: Service<Request<B>>,
-    {
-        // No fields to add (fields off, or none to give): the inner future as it is, so
-        // that its poll is returned untouched and nothing of the fields is built or moved.
-        Forward { #[pin] fut: S::Future },
-        Call { #[pin] fut: S::Future, fields: Option<Fields>, format: Format },
-        Respond { response: Option<S::Response> },
-        Wait {
-            wait: BoxWait<S::Response>,
-            service: Option<S>,
-            req: Option<Request<B>>,
-            format: Format,
-        },
-    }
+/// What goes with the inner future (`Forward`, `Call`), or stands for it (`Respond`,
+/// `Wait`, which have none).
+enum Rest<S, B>
+where
+    S: Service<Request<B>>,
+{
+    // No fields to add (fields off, or none to give): the inner future's poll is returned
+    // untouched.
+    Forward,
+    Call {
+        fields: Option<Fields>,
+        format: Format,
+    },
+    Respond {
+        response: Option<S::Response>,
+    },
+    Wait {
+        wait: BoxWait<S::Response>,
+        // Boxed: the request is large, and only delay mode waits.
+        call: Option<Box<(S, Request<B>)>>,
+        format: Format,
+    },
 }
 
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
@@ -77,8 +86,8 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         match fields {
             None => ResponseFuture::forward(fut),
             Some(fields) => ResponseFuture {
-                state: State::Call {
-                    fut,
+                fut: Some(fut),
+                rest: Rest::Call {
                     fields: Some(fields),
                     format,
                 },
@@ -89,14 +98,16 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
     /// The inner call's future, nothing added.
     pub(crate) fn forward(fut: S::Future) -> Self {
         ResponseFuture {
-            state: State::Forward { fut },
+            fut: Some(fut),
+            rest: Rest::Forward,
         }
     }
 
     /// A refusal's response, made already.
     pub(crate) fn respond(response: S::Response) -> Self {
         ResponseFuture {
-            state: State::Respond {
+            fut: None,
+            rest: Rest::Respond {
                 response: Some(response),
             },
         }
@@ -109,11 +120,11 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         format: Format,
     ) -> Self {
         ResponseFuture {
-            state: State::Wait {
+            fut: None,
+            rest: Rest::Wait {
                 wait,
                 format,
-                service: Some(service),
-                req: Some(req),
+                call: Some(Box::new((service, req))),
             },
         }
     }
@@ -127,54 +138,42 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        // The common state first, ahead of the loop the others need.
-        if let StateProj::Forward { fut } = this.state.as_mut().project() {
-            return fut.poll(cx);
-        }
         loop {
-            match this.state.as_mut().project() {
-                StateProj::Forward { fut } => return fut.poll(cx),
-                StateProj::Call {
-                    fut,
-                    fields,
-                    format,
-                } => {
-                    let mut response = ready!(fut.poll(cx))?;
+            if let Some(fut) = this.fut.as_mut().as_pin_mut() {
+                // The common case first: the inner poll returned untouched.
+                if let Rest::Forward = this.rest {
+                    return fut.poll(cx);
+                }
+                let mut response = ready!(fut.poll(cx))?;
+                if let Rest::Call { fields, format } = this.rest {
                     if let Some(fields) = fields.take() {
                         fields.insert_into(response.headers_mut(), *format);
                     }
-                    return Poll::Ready(Ok(response));
                 }
-                StateProj::Respond { response } => {
+                return Poll::Ready(Ok(response));
+            }
+            match this.rest {
+                Rest::Respond { response } => {
                     let response = response.take().expect("polled after completion");
                     return Poll::Ready(Ok(response));
                 }
-                StateProj::Wait {
-                    wait,
-                    service,
-                    req,
-                    format,
-                } => {
+                Rest::Wait { wait, call, format } => {
                     let format = *format;
                     let fields = match ready!(wait.as_mut().poll(cx)) {
                         Ok(fields) => fields,
                         Err(refused) => {
-                            this.state.set(State::Respond { response: None });
+                            *this.rest = Rest::Respond { response: None };
                             return Poll::Ready(Ok(refused));
                         }
                     };
-                    let mut service = service.take().expect("polled after completion");
-                    let req = req.take().expect("polled after completion");
-                    let fut = service.call(req);
-                    this.state.set(match fields {
-                        None => State::Forward { fut },
-                        fields => State::Call {
-                            fut,
-                            fields,
-                            format,
-                        },
-                    });
+                    let (mut service, req) = *call.take().expect("polled after completion");
+                    this.fut.set(Some(service.call(req)));
+                    *this.rest = match fields {
+                        None => Rest::Forward,
+                        fields => Rest::Call { fields, format },
+                    };
                 }
+                Rest::Forward | Rest::Call { .. } => unreachable!("a call has its future"),
             }
         }
     }
