@@ -82,8 +82,9 @@
 //! the shard lock and probe again there. Memory has a hard cap
 //! ([`LimiterBuilder::capacity`](crate::LimiterBuilder::capacity), split over the shards).
 //! An expired key's slot may be reused once the 1 ms reclaim grace has passed; a shard below
-//! its cap of keys waits [`keep_expired`](crate::LimiterBuilder::keep_expired) longer (zero
-//! by default; `Shard::forget_by`): see §8.
+//! its cap of keys waits its keep time longer (`Shard::forget_by`): learned from the keys it
+//! forgot that come back (`src/table/keep.rs`), or fixed with
+//! [`keep_expired`](crate::LimiterBuilder::keep_expired); see §8.
 //!
 //! Invariants, each argued where its atomics are:
 //!
@@ -408,10 +409,11 @@
 //!
 //! * A, D: missed by default, 1.23–1.5x the ideal (1.2–1.3x on the AMD host); A met with
 //!   `TscClock` (0.82x).
-//! * B: at the line against the ideal (1.20–1.56x in the benchmark of record, 1.03x in-repo;
-//!   denied 1.3–1.8x, missed; presized 0.81x), met against governor (0.32–0.44x). E: met
-//!   (1.03–1.28x the ideal, 0.27–0.34x governor), except with keys expiring between visits
-//!   by default (0.88–1.00x governor; 0.32x with `keep_expired(1 s)`, below).
+//! * B: at the line against the ideal (1.14–1.53x over sets of runs in the benchmark of
+//!   record, 1.03x in-repo; denied 1.28–1.84x, missed; presized 0.81x), met against governor
+//!   (0.34–0.45x). E: met (1.06–1.27x the ideal, 0.27–0.34x governor), with keys expiring
+//!   between visits too (0.34–0.36x governor, 1.41–1.47x the ideal: shards learn to keep the
+//!   keys that come back, below).
 //! * B with `check_at`: missed, 5.3x the ideal's `check_at` (44 against 8 ns at 1M keys).
 //! * C: memory met, time missed growing (0.90–0.96x governor), met presized (0.68x). Churn: met.
 //! * F: a refused key met (1.9x a hit), an evicting one missed (2.3x).
@@ -419,9 +421,9 @@
 //! * G, lockout, timer lateness: met.
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The
 //!   tower layer: met with one client (fields on 98.2 %; fields off level with tower_governor,
-//!   ahead on `TscClock`); missed with 10,000 clients with the fields on, and with them off
-//!   (1.22x tower_governor with keys live; keys expiring between visits 2.1x by default,
-//!   1.24x with `keep_expired`).
+//!   ahead on `TscClock`); missed with 10,000 clients with the fields on (97.4 %), and with
+//!   them off (1.17x tower_governor with keys live, 1.19x with keys expiring between visits;
+//!   1.06–1.08x on `TscClock`).
 //!
 //! Decisions that rest on measurements:
 //!
@@ -444,18 +446,28 @@
 //!   no change to the layout. Exact keys need 16 bytes (a fingerprint beside the state) where
 //!   the ideal holds 8, so B's ratio to the ideal has a floor set by the footprint; a caller
 //!   can presize, and read the clock once per batch (`check_at`).
-//! * *Expired keys are forgotten*, so memory follows the live keys with no `retain_recent`
-//!   chore. The price is an insert under the shard lock for a key that comes back after
-//!   expiring: E with keys expiring between visits, and the tower layer's expiring-keys mix,
-//!   where both cores insert into one small, hot table and fight over its shards' lines.
-//!   Keeping expired keys while a shard is below its cap makes those returns lock-free hits,
-//!   but the memory would then follow the keys seen within the kept time: with a second, the
-//!   churn scenario (`churn.rs`, `TOLLGATE_BENCH_KEEP_MS`) held 2.5 keys per live key (51-64
-//!   bytes, target 40), with 100 ms 1.6 (44 bytes), with 50 ms 1.5 (39, at the line), where
-//!   E's keys come back every 45-130 ms. So the default keeps nothing past the grace and
-//!   [`keep_expired`](crate::LimiterBuilder::keep_expired) is the user's choice of memory
-//!   for inserts (a shard at its cap keeps nothing extra, so keeping never refuses or
-//!   evicts).
+//! * *Expired keys are forgotten, unless they come back.* Forgetting keeps memory following
+//!   the live keys with no `retain_recent` chore; its price is an insert under the shard lock
+//!   for a key that returns after expiring (E with keys expiring between visits, the tower
+//!   layer's expiring-keys mix: both cores insert into one small, hot table and fight over
+//!   its shards' lines; 135 ns a check where held keys take 41-53). Keeping expired keys while
+//!   a shard is below its cap makes those returns lock-free hits, but memory then follows the
+//!   keys seen within the kept time, and no fixed time serves both: with a second, the churn
+//!   scenario (`churn.rs`, `TOLLGATE_BENCH_KEEP_MS`) held 2.5 keys per live key (51-64 bytes,
+//!   target 40), with 50 ms 1.5 (39, at the line), where E's keys come back every 45-130 ms.
+//!   So each shard learns it (`src/table/keep.rs`): it remembers eight keys it forgot, and a
+//!   return within a second raises its keep to twice the time that key was away (at most a
+//!   second); forgotten keys that stay away halve it once they outnumber the returns. A flood
+//!   of one-off keys never raises it (churn: 34.6, 32.4 and 25.5 bytes a live key, as with
+//!   nothing kept), and E with keys expiring runs as with live keys (0.29x governor in-repo).
+//!   The costs: the first pass of returning keys is still inserts (the benchmark of record's
+//!   first repetition of that row), and a table that learned to keep grows once to about a
+//!   second of a flood that replaces its clients, before the keep fades; tables never shrink.
+//!   [`keep_expired`](crate::LimiterBuilder::keep_expired) fixes the time instead (zero:
+//!   the old behaviour). A shard at its cap keeps nothing extra, so keeping never refuses or
+//!   evicts. Eight ghosts are enough because each shard learns alone and a return only needs
+//!   to be seen, not counted: with a million keys cycling, each ghost still sees its key come
+//!   back, since it waits for it (up to a second) instead of taking the next forgotten key.
 //!
 //! ## 9. Per-key concurrency limits
 //!
