@@ -455,19 +455,26 @@
 //!   keys seen within the kept time, and no fixed time serves both: with a second, the churn
 //!   scenario (`churn.rs`, `TOLLGATE_BENCH_KEEP_MS`) held 2.5 keys per live key (51-64 bytes,
 //!   target 40), with 50 ms 1.5 (39, at the line), where E's keys come back every 45-130 ms.
-//!   So each shard learns it (`src/table/keep.rs`): it remembers eight keys it forgot, and a
-//!   return within a second raises its keep to twice the time that key was away (at most a
-//!   second); forgotten keys that stay away halve it once they outnumber the returns. A flood
-//!   of one-off keys never raises it (churn: 34.6, 32.4 and 25.5 bytes a live key, as with
-//!   nothing kept), and E with keys expiring runs as with live keys (0.29x governor in-repo).
+//!   So each shard learns it (`src/table/keep.rs`): it follows eight expired keys, and a
+//!   forgotten one's return within a second raises its keep to twice the time that key was
+//!   away (at most a second). While it keeps, it follows expired keys its sweeps find held
+//!   (a later sweep seeing one checked again is a return), since the keys it then forgets are
+//!   only those that outlived the keep, and following those alone made a working keep look
+//!   useless: among one-off keys it faded and the clients were forgotten and relearned every
+//!   few seconds. A stale key (not back within a second) costs a quarter of the time once
+//!   stales outweigh the returns three to one, so the shard keeps while more than a quarter
+//!   of the keys it follows come back. A flood of one-off keys never raises it (churn: 34.6,
+//!   32.4 and 25.5 bytes a live key, as with nothing kept), and E with keys expiring runs as
+//!   with live keys (0.29x governor in-repo).
 //!   The costs: the first pass of returning keys is still inserts (the benchmark of record's
-//!   first repetition of that row), and a table that learned to keep grows once to about a
-//!   second of a flood that replaces its clients, before the keep fades; tables never shrink.
-//!   [`keep_expired`](crate::LimiterBuilder::keep_expired) fixes the time instead (zero:
-//!   the old behaviour). A shard at its cap keeps nothing extra, so keeping never refuses or
-//!   evicts. Eight ghosts are enough because each shard learns alone and a return only needs
-//!   to be seen, not counted: with a million keys cycling, each ghost still sees its key come
-//!   back, since it waits for it (up to a second) instead of taking the next forgotten key.
+//!   first repetition of that row); one-off keys among returning clients are kept a second
+//!   too; and a table that learned to keep grows once to about a second of a flood that
+//!   replaces its clients, before the keep fades (within about ten seconds); tables never
+//!   shrink. [`keep_expired`](crate::LimiterBuilder::keep_expired) fixes the time instead
+//!   (zero: the old behaviour). A shard at its cap keeps nothing extra, so keeping never
+//!   refuses or evicts. Eight ghosts a shard are enough because each shard learns alone and
+//!   a ghost waits for its key (up to a second, or until a sweep sees a held one again)
+//!   instead of taking the next key: with a million keys cycling, each still sees its own.
 //!
 //! ## 9. Per-key concurrency limits
 //!

@@ -244,8 +244,9 @@ fn eviction_keeps_memory_at_the_cap() {
 }
 
 /// A full table of expired keys reclaims their slots for new keys: none evicted, none
-/// refused. `keep_expired` does not change that: a shard at its cap keeps nothing past the
-/// reclaim grace (a millisecond), so with a second's keep, keys expired 10 ms ago go too.
+/// refused. The keep time does not change that, fixed or learned (`Shard::forget_by` takes
+/// no keep at the cap): a shard at its cap keeps nothing past the reclaim grace (a
+/// millisecond), so with a second's keep, keys expired 10 ms ago go too.
 #[test]
 fn expired_keys_are_reclaimed_not_evicted_or_refused() {
     let cases = [
@@ -415,6 +416,58 @@ fn the_default_learns_to_keep_keys_that_come_back_and_unlearns_it() {
         "{kept_faded:?} -> {kept:?}"
     );
     assert_eq!((s.forced_evictions, s.refused_keys), (0, 0), "{s:?}");
+}
+
+/// Clients that come back among a steady stream of one-off keys stay held. While the shard
+/// keeps them, the keys it forgets are one-off keys that never return; the clients' returns
+/// it sees among the expired keys its sweeps find held, so what it learned does not fade and
+/// the clients are not forgotten and inserted again visit after visit, as they are with
+/// nothing kept.
+#[test]
+fn returning_clients_stay_held_among_one_off_keys() {
+    let clock = ManualClock::new();
+    let build = |keep: Option<Duration>| {
+        let builder = Limiter::<u64>::builder(Quota::with_period(Duration::from_millis(10)))
+            .shards(4)
+            .clock(clock.clone());
+        match keep {
+            Some(keep) => builder.keep_expired(keep).build(),
+            None => builder.build(),
+        }
+    };
+    let (learning, forgetting) = (build(None), build(Some(Duration::ZERO)));
+    // 2,000 clients, one every 250 µs, each back every 500 ms; between two clients, a
+    // one-off key (4,000 a second). Every key expires 10 ms after its check.
+    let mut one_off = 1_000_000u64;
+    let mut visit = |rounds: usize| {
+        for _ in 0..rounds {
+            for k in 0..2_000u64 {
+                for l in [&learning, &forgetting] {
+                    assert!(l.check(&k).is_ok());
+                    assert!(l.check(&one_off).is_ok());
+                }
+                one_off += 1;
+                clock.advance(Duration::from_micros(250));
+            }
+        }
+    };
+    visit(10);
+    let (before, lean_before) = (learning.stats(), forgetting.stats());
+    visit(20);
+    let (s, lean) = (learning.stats(), forgetting.stats());
+    // Each one-off key is forgotten once (give or take those held at either end); each
+    // client forgotten and inserted again adds one.
+    let (one_offs, client_visits) = (20 * 2_000, 20 * 2_000);
+    let forgotten = s.expired_reclaimed - before.expired_reclaimed;
+    let lean_forgotten = lean.expired_reclaimed - lean_before.expired_reclaimed;
+    assert!(
+        forgotten <= one_offs + client_visits / 5,
+        "{forgotten} forgotten: {before:?} -> {s:?}"
+    );
+    assert!(
+        lean_forgotten >= one_offs + client_visits / 2,
+        "{lean_forgotten} forgotten with nothing kept: {lean:?}"
+    );
 }
 
 /// A table presized to its capacity has every slot already; below the cap it keeps expired

@@ -153,13 +153,17 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// price of holding them: about 20 bytes a key, so memory follows the keys seen within
     /// `time` rather than the live ones.
     ///
-    /// **By default each shard learns the time** from the keys it forgot: it remembers a few
-    /// of them, and when one comes back it keeps expired keys twice as long as that one was
-    /// away, up to a second; when the keys it forgets stop coming back, the time halves until
-    /// it is zero again (a few seconds). A flood of one-off keys is never kept, and memory
+    /// **By default each shard learns the time.** It follows a few expired keys: when one it
+    /// forgot comes back, it keeps expired keys twice as long as that one was away, up to a
+    /// second; while it keeps, it follows expired keys it holds, and keeps on while more than a
+    /// quarter of them come back, cutting the time by a quarter at a time (to zero within
+    /// about ten seconds) when fewer do. A flood of one-off keys is never kept, and memory
     /// follows the live keys; clients that return within a second are held (BENCHMARKS.md,
-    /// scenario E with keys expiring). Set a time for clients that take longer, or
-    /// `Duration::ZERO` to keep nothing past the millisecond every expired key is kept.
+    /// scenario E with keys expiring), and so is about a second of the one-off keys among
+    /// them. Tables do not shrink: a shard that learned to keep and then meets a flood of
+    /// one-off keys grows once to about a second of them before the time fades. Set a time
+    /// for clients that take longer, or `Duration::ZERO` to keep nothing past the millisecond
+    /// every expired key is kept.
     ///
     /// Whatever `time` is, learned or set, a shard that holds its share of the capacity
     /// reclaims an expired key's slot for a new key once the millisecond has passed: a full

@@ -36,8 +36,8 @@ use crate::wait::{KEYED_SHARDS, Waitlists};
 ///
 /// Keys are never stored: the table keeps a 64-bit fingerprint per key from a randomly
 /// seeded hash (see [`RandomState`]), so memory per key is the same for a `u64` and a long
-/// `String`. Expired keys are reclaimed automatically, or kept up to a second where they
-/// come back ([`keep_expired`](crate::LimiterBuilder::keep_expired): learned by default);
+/// `String`. Expired keys are reclaimed automatically, or, by default, kept up to a second
+/// where they come back ([`keep_expired`](crate::LimiterBuilder::keep_expired));
 /// memory grows with the live keys up to [`capacity`](Limiter::capacity), and a full table
 /// follows its [`FullPolicy`](crate::FullPolicy).
 ///

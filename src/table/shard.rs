@@ -360,7 +360,7 @@ impl Shard {
 
     /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's
     /// run (`Probe::Absent`) with the threshold `forget_by` gives, still true under the same
-    /// lock. `now` is the caller's `expired_by`; each step reclaims by `forget_by`'s answer
+    /// lock unless the keep changes here. `now` is the caller's `expired_by`; each step reclaims by `forget_by`'s answer
     /// for the shard as it is then.
     fn insert(
         &self,
@@ -372,9 +372,11 @@ impl Shard {
         probed: (Option<Free>, Option<usize>),
     ) -> Result<(), Full> {
         self.open_gate(inner);
-        // First, so that a key the shard forgot too early is kept longer from this insert on.
+        // First, so that a key the shard forgot too early is kept longer from this insert on;
+        // the caller's probe, under the old threshold, is then probed again.
+        let keep_before = inner.keep.time();
         inner.keep.inserting(fp, now);
-        let mut probed = Some(probed);
+        let mut probed = Some(probed).filter(|_| inner.keep.time() == keep_before);
         loop {
             let array = self.array();
             let len = array.len();
@@ -443,6 +445,7 @@ impl Shard {
                     &mut inner.removals,
                     &mut inner.keep,
                     forget_by,
+                    now,
                 );
             let at_cap = counts.used >= self.cap;
             if !at_cap
@@ -488,8 +491,10 @@ impl Shard {
         }
     }
 
-    /// Tombstones every expired key, then turns tombstones that end a run back into `EMPTY`.
-    /// Returns whether it freed anything.
+    /// Tombstones every key expired by `now` (the threshold `forget_by` gives), then turns
+    /// tombstones that end a run back into `EMPTY`. Returns whether it freed anything. The
+    /// keys it forgets and the ones it keeps (expired by the caller's `expired_by` or not)
+    /// are shown to the shard's keep (`keep.rs`).
     fn sweep(
         &self,
         array: SlotArray<'_>,
@@ -497,6 +502,7 @@ impl Shard {
         removals: &mut EpochWriter,
         keep: &mut KeepExpired,
         now: u64,
+        expired_by: u64,
     ) -> bool {
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
@@ -514,7 +520,10 @@ impl Shard {
                 counts.horizon = counts.horizon.max(tat_of(old));
             } else {
                 // TATs only grow outside the lock, so this bounds the next expiry from below.
-                earliest_live = earliest_live.min(tat_of(slot.word()));
+                let tat = tat_of(slot.word());
+                earliest_live = earliest_live.min(tat);
+                // ordering: the fingerprint only changes under the lock we hold.
+                keep.held(slot.fp.load(Ordering::Relaxed), tat, expired_by);
             }
         }
         self.end_removal(removals);
