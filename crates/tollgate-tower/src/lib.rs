@@ -264,7 +264,7 @@
 //! Clients that come back after their key has expired (a per-second quota, requests a few
 //! hundred milliseconds apart) are still held by default: the limiter learns, from the keys
 //! it forgot that come back, to keep expired keys up to a second (10,000 such clients in the
-//! repository's bench: about 168 ns a request, against 279 when each is inserted into the
+//! repository's bench: about 170 ns a request, against 285 when each is inserted into the
 //! table again, under a lock). For clients that take longer to return, a limiter that keeps
 //! expired keys that long ([`tollgate::LimiterBuilder::keep_expired`]) finds them held, at
 //! about 20 bytes per kept client:
