@@ -360,8 +360,8 @@ impl Shard {
 
     /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's
     /// run (`Probe::Absent`) with the threshold `forget_by` gives, still true under the same
-    /// lock unless the keep changes here. `now` is the caller's `expired_by`; each step reclaims by `forget_by`'s answer
-    /// for the shard as it is then.
+    /// lock unless the keep changes here. `now` is the caller's `expired_by`; each step
+    /// reclaims by `forget_by`'s answer for the shard as it is then.
     fn insert(
         &self,
         inner: &mut Inner,
@@ -373,7 +373,7 @@ impl Shard {
     ) -> Result<(), Full> {
         self.open_gate(inner);
         // First, so that a key the shard forgot too early is kept longer from this insert on;
-        // the caller's probe, under the old threshold, is then probed again.
+        // if that changes the keep, the caller's probe (under the old threshold) is redone.
         let keep_before = inner.keep.time();
         inner.keep.inserting(fp, now);
         let mut probed = Some(probed).filter(|_| inner.keep.time() == keep_before);
