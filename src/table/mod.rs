@@ -157,8 +157,8 @@ impl Table {
     /// `expired_by`: stored TATs at or before it count as expired, so the locked path may
     /// reclaim them: at once in a shard at its cap of keys, its keep time later in one below
     /// it (`Shard::forget_by`, `keep.rs`). It is not necessarily the caller's clock: the
-    /// limiter passes its `now` less a grace (`limiter::RECLAIM_GRACE`). `f` gets the caller's own `now` by
-    /// capture.
+    /// limiter passes its `now` less a grace (`limiter::RECLAIM_GRACE`). `f` gets the
+    /// caller's own `now` by capture.
     #[inline]
     pub(crate) fn update<R>(
         &self,
