@@ -4,7 +4,7 @@
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 
-use tollgate::{Error, FullPolicy, Limiter, ManualClock, Quota};
+use tollgate::{Error, FullPolicy, Limiter, LimiterBuilder, ManualClock, Quota};
 
 /// A router hasher that sends every key to the same shard.
 #[derive(Default)]
@@ -36,15 +36,27 @@ fn small_keeping(
     keep: Option<Duration>,
 ) -> (Limiter<u64>, ManualClock) {
     let clock = ManualClock::new();
-    let mut builder = Limiter::builder(quota)
+    let builder = Limiter::builder(quota)
         .shards(1)
         .capacity(16)
         .full_policy(policy)
         .clock(clock.clone());
-    if let Some(keep) = keep {
-        builder = builder.keep_expired(keep);
+    (keeping(builder, keep), clock)
+}
+
+/// `builder` keeping expired keys for `keep` (`None`: the default, which learns it).
+fn keeping(builder: LimiterBuilder<u64>, keep: Option<Duration>) -> Limiter<u64> {
+    match keep {
+        Some(keep) => builder.keep_expired(keep).build(),
+        None => builder.build(),
     }
-    (builder.build(), clock)
+}
+
+/// Four shards on `clock`, every key expiring 10 ms after its check, keeping expired keys
+/// for `keep` (`None`: learned).
+fn four_shards_of_10ms_keys(clock: &ManualClock, keep: Option<Duration>) -> Limiter<u64> {
+    let quota = Quota::with_period(Duration::from_millis(10));
+    keeping(Limiter::builder(quota).shards(4).clock(clock.clone()), keep)
 }
 
 #[test]
@@ -307,11 +319,7 @@ fn keys_returning_within_keep_expired_stay_held() {
     let ms = Duration::from_millis;
     let clock = ManualClock::new();
     // Each key expires 10 ms after its check and is kept a second.
-    let l: Limiter<u64> = Limiter::builder(Quota::with_period(ms(10)))
-        .shards(4)
-        .keep_expired(Duration::from_secs(1))
-        .clock(clock.clone())
-        .build();
+    let l = four_shards_of_10ms_keys(&clock, Some(Duration::from_secs(1)));
     // 2,000 clients, one every 250 µs, each back every 500 ms, six times.
     let visit = |l: &Limiter<u64>, keys: std::ops::Range<u64>| {
         for k in keys {
@@ -340,11 +348,7 @@ fn keys_returning_within_keep_expired_stay_held() {
 
     // The same clients with nothing kept past the grace: a return may be an insert (reclaimed
     // slots go to other keys), and the table holds fewer keys.
-    let lean: Limiter<u64> = Limiter::builder(Quota::with_period(ms(10)))
-        .shards(4)
-        .keep_expired(Duration::ZERO)
-        .clock(clock.clone())
-        .build();
+    let lean = four_shards_of_10ms_keys(&clock, Some(Duration::ZERO));
     for _ in 0..6 {
         visit(&lean, 0..2_000);
     }
@@ -359,17 +363,8 @@ fn keys_returning_within_keep_expired_stay_held() {
 /// seconds and memory follows the live keys again, as with nothing kept.
 #[test]
 fn the_default_learns_to_keep_keys_that_come_back_and_unlearns_it() {
-    let ms = Duration::from_millis;
     let clock = ManualClock::new();
-    let build = |keep: Option<Duration>| {
-        let builder = Limiter::<u64>::builder(Quota::with_period(ms(10)))
-            .shards(4)
-            .clock(clock.clone());
-        match keep {
-            Some(keep) => builder.keep_expired(keep).build(),
-            None => builder.build(),
-        }
-    };
+    let build = |keep| four_shards_of_10ms_keys(&clock, keep);
     let (learning, forgetting) = (build(None), build(Some(Duration::ZERO)));
     let keeping = build(Some(Duration::from_secs(1)));
     // A client every `step`, each expiring 10 ms after its check.
@@ -426,15 +421,7 @@ fn the_default_learns_to_keep_keys_that_come_back_and_unlearns_it() {
 #[test]
 fn returning_clients_stay_held_among_one_off_keys() {
     let clock = ManualClock::new();
-    let build = |keep: Option<Duration>| {
-        let builder = Limiter::<u64>::builder(Quota::with_period(Duration::from_millis(10)))
-            .shards(4)
-            .clock(clock.clone());
-        match keep {
-            Some(keep) => builder.keep_expired(keep).build(),
-            None => builder.build(),
-        }
-    };
+    let build = |keep| four_shards_of_10ms_keys(&clock, keep);
     let (learning, forgetting) = (build(None), build(Some(Duration::ZERO)));
     // 2,000 clients, one every 250 µs, each back every 500 ms; between two clients, a
     // one-off key (4,000 a second). Every key expires 10 ms after its check.
