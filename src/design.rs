@@ -194,6 +194,10 @@
 //!   Within the home slot's own line only (presized shards): slower at every size too
 //!   (1,000 keys 34 -> 40 ns, `check_at` on 1M keys 42 -> 55): the branches, mispredicted
 //!   or not, cost less than the compares that replace them.
+//! * A branchless segment lookup (`segment_of` with masks for "below the first segment" and
+//!   "a small segment"): the tests it replaces are what a check of a grown shard mispredicts,
+//!   but the longer chain before the prefetch cost more. Presized shards slower at every
+//!   size (1,000 keys 36 -> 40 ns, 100,000 keys 47 -> 55), grown ones no faster (44 -> 46).
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
@@ -414,7 +418,10 @@
 //!   (0.34–0.46x). E: met (1.06–1.27x the ideal, 0.27–0.34x governor), with keys expiring
 //!   between visits too (0.31–0.36x governor, 1.20–1.47x the ideal: shards learn to keep the
 //!   keys that come back, below).
-//! * B with `check_at`: missed, 5.3x the ideal's `check_at` (44 against 8 ns at 1M keys).
+//! * B with `check_at`: missed, 4.9–5.0x the ideal's `check_at` (44 against 9 ns at 1M
+//!   keys): without a clock read, misses overlap across as many checks as the core's reorder
+//!   window holds, and a check of 150 instructions leaves about one there. An ideal with
+//!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x).
 //! * C: memory met, time missed growing (0.90–0.96x governor), met presized (0.68x). Churn: met.
 //! * F: a refused key met (1.9x a hit), an evicting one missed (2.3x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.

@@ -11,6 +11,8 @@
 //!   of the physical lower bound.
 //! * [`IdealSparse`]: the ideal over 4 times as many slots, a footprint close to tollgate's
 //!   (a variant of B, to tell memory footprint apart from code).
+//! * [`IdealSparseLong`]: that ideal with a check as long as tollgate's `check_at` (no-ops
+//!   after its load), to tell the length of a check apart from what its instructions do.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -366,6 +368,20 @@ impl Ideal {
         let i = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift;
         &self.slots[i as usize]
     }
+
+    /// The GCRA step on `slot`, whose state was loaded as `tat`.
+    #[inline]
+    fn admit_from(&self, slot: &AtomicU64, mut tat: u64, now: u64) -> bool {
+        loop {
+            let Some(new) = self.gcra.admit(tat, now) else {
+                return false;
+            };
+            match slot.compare_exchange_weak(tat, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(current) => tat = current,
+            }
+        }
+    }
 }
 
 impl Subject for Ideal {
@@ -408,16 +424,7 @@ impl ExplicitTime for Ideal {
     #[inline]
     fn check_at(&self, key: u64, now: u64) -> bool {
         let slot = self.slot(key);
-        let mut tat = slot.load(Ordering::Relaxed);
-        loop {
-            let Some(new) = self.gcra.admit(tat, now) else {
-                return false;
-            };
-            match slot.compare_exchange_weak(tat, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return true,
-                Err(current) => tat = current,
-            }
-        }
+        self.admit_from(slot, slot.load(Ordering::Relaxed), now)
     }
 }
 
@@ -440,5 +447,74 @@ impl Subject for IdealSparse {
 
     fn keys_held(&self) -> usize {
         self.0.keys_held()
+    }
+}
+
+impl ExplicitTime for IdealSparse {
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+
+    #[inline]
+    fn check_at(&self, key: u64, now: u64) -> bool {
+        self.0.check_at(key, now)
+    }
+}
+
+/// [`IdealSparse`] whose `check_at` runs [`IdealSparseLong::NOPS`] no-ops after loading its
+/// slot: about the instructions of tollgate's `check_at` (150–160 a check of 1,000 or 1M keys
+/// under callgrind), doing nothing. On many keys without a clock read, a check's misses
+/// overlap the next checks' only as far as the core's reorder window reaches, and a long
+/// check leaves fewer checks in it (B, `check_at`: BENCHMARKS.md, "Missed targets").
+#[derive(Debug)]
+pub(crate) struct IdealSparseLong(IdealSparse);
+
+impl IdealSparseLong {
+    /// Matches tollgate's `check_at`'s instructions, less the ideal's own (about 15).
+    pub(crate) const NOPS: usize = 140;
+}
+
+impl Subject for IdealSparseLong {
+    const NAME: &'static str = "ideal, 4x the slots, 140 no-ops a check, check_at";
+
+    fn build(spec: Spec, keys: usize) -> Self {
+        IdealSparseLong(IdealSparse::build(spec, keys))
+    }
+
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.check_at(key, self.now_ns())
+    }
+
+    fn keys_held(&self) -> usize {
+        self.0.keys_held()
+    }
+}
+
+impl ExplicitTime for IdealSparseLong {
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+
+    #[inline]
+    fn check_at(&self, key: u64, now: u64) -> bool {
+        let ideal = &self.0.0;
+        let slot = ideal.slot(key);
+        let tat = slot.load(Ordering::Relaxed);
+        // SAFETY: no-ops: no memory, stack or flags touched. Placed after the load so that
+        // the load issues as early as the plain ideal's does.
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        unsafe {
+            std::arch::asm!(
+                ".rept {n}",
+                "nop",
+                ".endr",
+                n = const IdealSparseLong::NOPS,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        ideal.admit_from(slot, tat, now)
     }
 }
