@@ -55,7 +55,9 @@
 //!   of the core's `Instant`); and `tollgate-tower, fields off, keep_expired(0)`, the
 //!   fields-off layer on a limiter that forgets expired keys at once instead of learning to
 //!   keep the ones that come back (the default), so that each of the expiring mix's
-//!   returning clients is an insert again.
+//!   returning clients is an insert again; and `tollgate-tower, fields off, presized, TSC
+//!   clock`, what a server that knows its clients can pick: the fields-off layer on a limiter
+//!   built with `.presize(10_000)` and `TscClock`.
 //!
 //! With tollgate-tower's `metrics` feature (on by default), subjects 1 and 2 run
 //! with the feature on and no recorder, and two more subjects are added:
@@ -283,7 +285,7 @@ impl Mix {
 }
 
 /// The subjects every build measures.
-const BASE_SUBJECTS: [&str; 9] = [
+const BASE_SUBJECTS: [&str; 10] = [
     "none",
     "tollgate-tower",
     "tollgate-tower, fields off",
@@ -293,28 +295,29 @@ const BASE_SUBJECTS: [&str; 9] = [
     "no limiter, two fixed fields",
     "tollgate-tower, fields off, TSC clock",
     "tollgate-tower, fields off, keep_expired(0)",
+    "tollgate-tower, fields off, presized, TSC clock",
 ];
 
 #[cfg(not(feature = "metrics"))]
-const SUBJECTS: [&str; 9] = BASE_SUBJECTS;
+const SUBJECTS: [&str; 10] = BASE_SUBJECTS;
 
 /// With the `metrics` feature, subjects 1 and 2 have no recorder (their handles are the
-/// facade's no-ops); 9 and 10 are the same layers with Prometheus's recorder behind their
+/// facade's no-ops); 10 and 11 are the same layers with Prometheus's recorder behind their
 /// handles (recording, never rendered).
 #[cfg(feature = "metrics")]
-const SUBJECTS: [&str; 11] = {
-    let mut all = [""; 11];
+const SUBJECTS: [&str; 12] = {
+    let mut all = [""; 12];
     let mut i = 0;
     while i < BASE_SUBJECTS.len() {
         all[i] = BASE_SUBJECTS[i];
         i += 1;
     }
-    all[9] = "tollgate-tower, Prometheus recorder";
-    all[10] = "tollgate-tower, fields off, Prometheus recorder";
+    all[10] = "tollgate-tower, Prometheus recorder";
+    all[11] = "tollgate-tower, fields off, Prometheus recorder";
     all
 };
 
-/// Subjects 9 and 10's recorder: one for the process, shared by every layer built on it.
+/// Subjects 10 and 11's recorder: one for the process, shared by every layer built on it.
 #[cfg(feature = "metrics")]
 fn recorded<L>(build: impl FnOnce() -> L) -> L {
     static RECORDER: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusRecorder> =
@@ -621,14 +624,17 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
         // Returning clients kept: fields off, expired keys held a second while there is room.
         (8, false) => sink.run(forgetting_layer(mix, PeerIp::new()).layer(app)),
         (8, true) => sink.run(forgetting_layer(mix, client_ip()).layer(app)),
+        // What a server that knows about how many clients it has can pick.
+        (9, false) => sink.run(tuned_layer(mix, PeerIp::new()).layer(app)),
+        (9, true) => sink.run(tuned_layer(mix, client_ip()).layer(app)),
         #[cfg(feature = "metrics")]
-        (9, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), true)).layer(app)),
+        (10, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), true)).layer(app)),
         #[cfg(feature = "metrics")]
-        (9, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), true)).layer(app)),
+        (10, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), true)).layer(app)),
         #[cfg(feature = "metrics")]
-        (10, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), false)).layer(app)),
+        (11, false) => sink.run(recorded(|| tollgate_layer(mix, PeerIp::new(), false)).layer(app)),
         #[cfg(feature = "metrics")]
-        (10, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), false)).layer(app)),
+        (11, true) => sink.run(recorded(|| tollgate_layer(mix, client_ip(), false)).layer(app)),
         _ => unreachable!("one arm per subject"),
     }
 }
@@ -660,6 +666,16 @@ fn tsc_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
 fn forgetting_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
     let limiter = Limiter::builder(quota(mix))
         .keep_expired(Duration::ZERO)
+        .build();
+    RateLimitLayer::builder(limiter, key).headers(false).build()
+}
+
+/// Subject 9: fields off, on a limiter presized for the many-client mixes' clients and
+/// reading tollgate's [`TscClock`](tollgate::TscClock).
+fn tuned_layer<E: KeyExtractor>(mix: Mix, key: E) -> RateLimitLayer<E> {
+    let limiter = Limiter::builder(quota(mix))
+        .presize(CLIENTS)
+        .clock(tollgate::TscClock::new())
         .build();
     RateLimitLayer::builder(limiter, key).headers(false).build()
 }
