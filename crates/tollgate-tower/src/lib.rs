@@ -261,6 +261,26 @@
 //! clock says is left, exact for a clock that runs at real time's rate
 //! ([`tollgate::Clock`]).
 //!
+//! With many clients the table's layout is the other large item: a table grown to its
+//! clients finds a key's slot through a few more instructions than one sized for them at the
+//! start. A server that knows about how many clients it sees can say so
+//! ([`tollgate::LimiterBuilder::presize`]); in the repository's bench, 10,000 clients cost
+//! about 165 ns a request with the defaults, 150 on `TscClock`, and 137 presized on
+//! `TscClock`, where tower_governor costs 132:
+//!
+//! ```
+//! use tollgate::{Limiter, Quota, TscClock};
+//! use tollgate_tower::{ClientIp, RateLimitLayer};
+//!
+//! let limiter = Limiter::builder(Quota::per_second(10))
+//!     .presize(10_000)
+//!     .clock(TscClock::new())
+//!     .build();
+//! let key = ClientIp::trusting(["10.0.0.0/8"]).expect("a valid CIDR");
+//! let layer = RateLimitLayer::builder(limiter, key).build();
+//! assert!(layer.limiter().stats().bytes > 0);
+//! ```
+//!
 //! Clients that come back after their key has expired (a per-second quota, requests a few
 //! hundred milliseconds apart) are still held by default: the limiter learns, from the keys
 //! it forgot that come back, to keep expired keys up to a second (10,000 such clients in the
