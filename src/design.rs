@@ -424,8 +424,8 @@
 //!   `TscClock` (0.82x).
 //! * B: at the line against the ideal or over it (1.14–1.53x over sets of runs in the
 //!   benchmark of record, 1.03x in-repo; denied 1.28–1.89x, missed; presized 0.81x), met against governor
-//!   (0.34–0.46x). E: met (1.06–1.27x the ideal, 0.27–0.34x governor), with keys expiring
-//!   between visits too (0.31–0.36x governor, 1.20–1.47x the ideal: shards learn to keep the
+//!   (0.33–0.46x). E: met (1.06–1.27x the ideal, 0.26–0.34x governor), with keys expiring
+//!   between visits too (0.29–0.36x governor, 1.17–1.47x the ideal: shards learn to keep the
 //!   keys that come back, below).
 //! * B with `check_at`: missed, 4.9–5.0x the ideal's `check_at` (44 against 9 ns at 1M
 //!   keys): without a clock read, misses overlap across as many checks as the core's reorder
