@@ -204,6 +204,11 @@
 //! * Segments on 2 MiB pages (large segments carved from 2 MiB-aligned chunks, `madvise`d):
 //!   B on 1M keys and C unchanged over three alternating runs. The table's misses are the
 //!   cache's capacity, not the TLB's reach.
+//! * One reserved tail per shard instead of segments (address space up to the cap, touched as
+//!   the shard grows), which would make a grown shard's lookup a presized one's: considered,
+//!   not built. With the default cap that is 2.5 MB of address space a shard; where THP is
+//!   `always` a first touch can map a 2 MiB page (128 MB for 64 shards of a mid-size table),
+//!   and Windows commits what is reserved. Segments cost arithmetic, never memory.
 //! * Reading the clock before locating the key: D (two threads, one key, denied) 1.39 ->
 //!   1.23x the ideal, but A 1.25 -> 1.31x, and B loses the prefetch that hides its miss
 //!   under the clock read (89 -> 122 ns on 1M keys).
@@ -439,7 +444,8 @@
 //!   tower layer: met with one client (fields on 98.2 %; fields off level with tower_governor
 //!   within its run-to-run spread, ahead on `TscClock`); missed with 10,000 clients with the
 //!   fields on (97.4 %), and with them off (1.21–1.25x tower_governor, keys live or expiring:
-//!   half the grown table's segment lookup, half the clock; presized and on `TscClock`, 1.04x).
+//!   half the grown table's segment lookup, half the clock; presized and on `TscClock`,
+//!   1.02–1.06x).
 //!
 //! Decisions that rest on measurements:
 //!
