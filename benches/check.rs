@@ -288,6 +288,30 @@ fn scenario_b<'a, S: Subject + 'a>(keys: &'a [u64], order: &'a [u64]) -> RoundFn
     })
 }
 
+/// Keys a batch in B's `check_batch_at` row: a proxy's turn of requests.
+const BATCH: usize = 64;
+
+/// B through `check_batch_at`: one time read per round, the keys in batches of [`BATCH`].
+fn scenario_b_batch<'a>(keys: &'a [u64], order: &'a [u64]) -> RoundFn<'a> {
+    let s = Tollgate::build(LIVE, keys.len());
+    for &k in keys {
+        assert!(s.check(k), "B batch pre-insert denied");
+    }
+    Box::new(move || {
+        warm_up(order, |k| s.check(k));
+        let start = Instant::now();
+        let now = tollgate::Timestamp::from_nanos(s.now_ns());
+        let mut ok = 0u64;
+        for batch in order.chunks(BATCH) {
+            s.limiter()
+                .check_batch_at(batch, now, |_, verdict| ok += u64::from(verdict.is_ok()));
+        }
+        let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
+        assert_eq!(ok, order.len() as u64, "B/batch denied a check");
+        ns
+    })
+}
+
 /// B without the clock: one time read per round.
 fn scenario_b_at<'a, S: ExplicitTime + 'a>(keys: &'a [u64], order: &'a [u64]) -> RoundFn<'a> {
     let s = S::build(LIVE, keys.len());
@@ -650,6 +674,12 @@ struct Breakdown {
 const TOLLGATE_AT: &str = "tollgate check_at";
 const IDEAL_AT: &str = "ideal check_at";
 const IDEAL_SPARSE_AT: &str = "ideal, 4x the slots, check_at";
+const TOLLGATE_BATCH_AT: &str = "tollgate check_batch_at, 64 keys a batch";
+
+/// Whether variant `name` is given its time (so compares with the ideal's `check_at`).
+fn given_time(name: &str) -> bool {
+    name.ends_with("check_at") || name == TOLLGATE_BATCH_AT
+}
 /// B's `check_at` target: at most this times the ideal's `check_at`, each given one time.
 const B_AT_TARGET: f64 = 1.2;
 
@@ -916,6 +946,7 @@ fn main() {
         if cfg.runs('X') {
             entries.push((TOLLGATE_AT, scenario_b_at::<Tollgate>(&keys, &order)));
             entries.push((IDEAL_AT, scenario_b_at::<Ideal>(&keys, &order)));
+            entries.push((TOLLGATE_BATCH_AT, scenario_b_batch(&keys, &order)));
             entries.push((
                 TollgatePresized::NAME,
                 scenario_b::<TollgatePresized>(&keys, &order),
@@ -1122,7 +1153,7 @@ fn main() {
         for b in breakdown {
             let ideal = find(&b.results, Ideal::NAME);
             let base_ideal = |name: &str| {
-                if name.ends_with("check_at") {
+                if given_time(name) {
                     find(&b.results, IDEAL_AT)
                 } else {
                     ideal
@@ -1137,7 +1168,7 @@ fn main() {
                 let vs = if *name == TOLLGATE_AT && b.scenario == "B" {
                     // B's `check_at` has a target of its own (design record §8).
                     format!("{vs} (vs ideal check_at; target <= {B_AT_TARGET}x)")
-                } else if name.ends_with("check_at") && *name != IDEAL_AT {
+                } else if given_time(name) && *name != IDEAL_AT {
                     format!("{vs} (vs ideal check_at)")
                 } else {
                     vs

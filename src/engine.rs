@@ -106,9 +106,10 @@ pub(crate) fn check(
     check_located(word, word.locate(), n, gcra, now, write)
 }
 
-/// [`check`] of a word already located ([`Word::locate`]).
+/// [`check`] of a word already located ([`Word::locate`]): by `check_now` after its clock
+/// read, and by a batch (`limiter/batch.rs`) some keys after.
 #[inline(always)]
-fn check_located<W: Word + Clone>(
+pub(crate) fn check_located<W: Word + Clone>(
     word: &W,
     spot: W::Spot<'_>,
     n: u32,

@@ -9,7 +9,8 @@
 //! * Time comes from a [`Clock`]: [`MonotonicClock`] by default, [`ManualClock`] in tests, or
 //!   a [`Timestamp`] the caller passes in ([`Limiter::check_at`]): a proxy reads the clock
 //!   once per event-loop turn and checks that turn's requests at it, the fast path, since
-//!   the clock read is most of a `check`'s time.
+//!   the clock read is most of a `check`'s time. [`Limiter::check_batch_at`] checks the
+//!   turn's keys together, their cache misses overlapped.
 //! * Waiting instead of refusing: [`Limiter::until_ready`] and [`DirectLimiter::until_ready`]
 //!   queue per key and are woken by tollgate's own timer ([`timer::sleep`], [`timer::sleep_until`]), so
 //!   they work under any executor. Waiters on a key are admitted in FIFO order, each woken

@@ -99,6 +99,11 @@ pub(crate) struct Tollgate {
 }
 
 impl Tollgate {
+    /// The limiter itself, for a bench of an API beyond [`Subject`]'s.
+    pub(crate) fn limiter(&self) -> &tollgate::Limiter<u64> {
+        &self.limiter
+    }
+
     fn stats_bytes(&self) -> usize {
         let s = self.limiter.stats();
         s.bytes

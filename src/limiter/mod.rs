@@ -1,5 +1,6 @@
 //! [`Limiter`]: the keyed limiter, one GCRA state per key in a lock-free table.
 
+mod batch;
 mod builder;
 mod wait;
 
@@ -307,7 +308,8 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// loop: read `now()` once per turn of the loop and check every request of that turn at
     /// it. For a hot key that is about a third of what `check` costs (`BENCHMARKS.md`,
     /// scenario A, and the curve's `check_at` column); a turn's requests are microseconds
-    /// apart, well inside any quota's resolution.
+    /// apart, well inside any quota's resolution. With the turn's keys in hand,
+    /// [`check_batch_at`](Limiter::check_batch_at) also overlaps their cache misses.
     ///
     /// Threads may pass times that disagree (each read its clock at its own moment, or
     /// stamps a whole batch with one reading). The window guarantee holds for every key
