@@ -1,7 +1,8 @@
 //! The `curve` benchmark: nanoseconds per check against the number of live keys, for
 //! tollgate, governor 0.10 (keyed) and the ideal array, with each check reading its clock
-//! (`check`) and with one clock read hoisted out of the loop (`check_at`), in one process
-//! run. It draws the curve as an SVG.
+//! (`check`), with one clock read hoisted out of the loop (`check_at`) and, for tollgate, with
+//! the keys checked 64 at a time (`check_batch_at`), in one process run. It draws the curve
+//! as an SVG.
 //!
 //! ```text
 //! cargo bench --bench curve                                     # 1k .. 10M keys (~3 min)
@@ -36,9 +37,10 @@ use common::{Rng, Summary};
 type Row<'a> = (&'static str, Box<dyn FnMut(&[u64]) -> f64 + 'a>);
 
 /// The rows, in the order of the legend.
-const ROWS: [&str; 6] = [
+const ROWS: [&str; 7] = [
     "tollgate check",
     "tollgate check_at",
+    "tollgate check_batch_at",
     "tollgate presized check",
     "governor check",
     "ideal check",
@@ -67,6 +69,25 @@ fn timed(order: &[u64], exact: bool, mut check: impl FnMut(u64) -> bool) -> f64 
     ns
 }
 
+/// Keys a batch in the `check_batch_at` row: a proxy's turn of requests.
+const BATCH: usize = 64;
+
+/// [`timed`] for a row that checks [`BATCH`] keys at a time: `check(batch, admitted)`.
+fn timed_batches(order: &[u64], mut check: impl FnMut(&[u64], &mut u64)) -> f64 {
+    let mut ok = 0u64;
+    for batch in order.chunks(BATCH) {
+        check(batch, &mut ok);
+    }
+    let start = Instant::now();
+    ok = 0;
+    for batch in order.chunks(BATCH) {
+        check(black_box(batch), &mut ok);
+    }
+    let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
+    assert!(ok == order.len() as u64, "a live key was denied");
+    ns
+}
+
 fn built<S: Subject>(keys: &[u64]) -> S {
     let s = S::build(LIVE, keys.len());
     for &k in keys {
@@ -79,6 +100,7 @@ fn built<S: Subject>(keys: &[u64]) -> S {
 fn rows(keys: &[u64]) -> Vec<Row<'static>> {
     let tollgate: Tollgate = built(keys);
     let tollgate_at: Tollgate = built(keys);
+    let tollgate_batch: Tollgate = built(keys);
     // Sized for the keys up front (`presize`): one segment a shard, no growth.
     let presized: TollgatePresized = built(keys);
     let governor: Governor = built(keys);
@@ -98,18 +120,28 @@ fn rows(keys: &[u64]) -> Vec<Row<'static>> {
         ),
         (
             ROWS[2],
-            Box::new(move |o| timed(o, true, |k| presized.check(k))),
+            Box::new(move |o| {
+                let now = tollgate::Timestamp::from_nanos(tollgate_batch.now_ns());
+                timed_batches(o, |batch, ok| {
+                    let limiter = tollgate_batch.limiter();
+                    limiter.check_batch_at(batch, now, |_, v| *ok += u64::from(v.is_ok()));
+                })
+            }),
         ),
         (
             ROWS[3],
-            Box::new(move |o| timed(o, true, |k| governor.check(k))),
+            Box::new(move |o| timed(o, true, |k| presized.check(k))),
         ),
         (
             ROWS[4],
-            Box::new(move |o| timed(o, false, |k| ideal.check(k))),
+            Box::new(move |o| timed(o, true, |k| governor.check(k))),
         ),
         (
             ROWS[5],
+            Box::new(move |o| timed(o, false, |k| ideal.check(k))),
+        ),
+        (
+            ROWS[6],
             Box::new(move |o| {
                 let now = ideal_at.now_ns();
                 timed(o, false, |k| ideal_at.check_at(k, now))
@@ -158,9 +190,9 @@ fn svg(sizes: &[usize], figures: &[Vec<Summary>], caption: &str) -> String {
     const T: f64 = 30.0;
     const B: f64 = 50.0;
     let colours = [
-        "#d62728", "#ff9896", "#9467bd", "#1f77b4", "#2ca02c", "#98df8a",
+        "#d62728", "#ff9896", "#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c", "#98df8a",
     ];
-    let dashes = ["", "6,3", "2,2", "", "", "6,3"];
+    let dashes = ["", "6,3", "8,3,2,3", "2,2", "", "", "6,3"];
     let x_lo = (sizes[0] as f64).log10();
     let x_hi = (sizes[sizes.len() - 1] as f64).log10().max(x_lo + 1.0);
     let y_hi = figures
