@@ -657,6 +657,10 @@
 //!   on it must model any new policy.
 //! * Clocks: `Clock` (the trait a user implements), `MonotonicClock` (the default),
 //!   `ManualClock` (tests), `TscClock` (the opt-in counter); `Timestamp` for `check_at`.
+//! * `check_batch_at` takes the batch's keys as an iterator and reports each verdict to a
+//!   closure with the key's index: no allocation, any container of keys, and the caller
+//!   maps an index back to its request. One cell a key; a batch of `check_n` would be a
+//!   second method, not built until a user needs it.
 //!
 //! * tollgate-http is public for the integrations' sake: `Fields`, `Format`, `Policy`,
 //!   `Refusal::new` and `is_grpc` are what tollgate-tower and tollgate-pingora build responses
