@@ -471,6 +471,37 @@ fn scenario_c<S: Subject>(keys: &[u64], verify: bool) -> CRound {
     round
 }
 
+/// Fills `s` with `keys` through `check_batch_at`, [`BATCH`] keys at a time, reading the
+/// time once a batch; returns how many were admitted.
+fn fill_in_batches(s: &Tollgate, keys: &[u64]) -> u64 {
+    let mut ok = 0u64;
+    for batch in keys.chunks(BATCH) {
+        let now = tollgate::Timestamp::from_nanos(s.now_ns());
+        s.limiter()
+            .check_batch_at(batch, now, |_, verdict| ok += u64::from(verdict.is_ok()));
+    }
+    ok
+}
+
+/// C through `check_batch_at`: what inserting new keys costs when their misses overlap.
+fn scenario_c_batch(keys: &[u64], verify: bool) -> CRound {
+    let s = Tollgate::build(LIVE, keys.len());
+    let start = Instant::now();
+    let ok = fill_in_batches(&s, keys);
+    let ns = start.elapsed().as_nanos() as f64 / keys.len() as f64;
+    assert_eq!(ok, keys.len() as u64, "C: a batch denied a new key");
+    CRound {
+        ns,
+        reported: s.reported_bytes(),
+        held: s.keys_held(),
+        remembered: if verify {
+            s.verify_remembered(keys)
+        } else {
+            None
+        },
+    }
+}
+
 /// Memory of one filled limiter, measured in a fresh child process so that memory freed
 /// by earlier rounds (and kept resident by the allocator) cannot hide new allocations.
 #[derive(Debug, Clone, Copy)]
@@ -503,6 +534,25 @@ const CHILD_ENV: &str = "TOLLGATE_BENCH_CHILD";
 const CHILD_KEYS_ENV: &str = "TOLLGATE_BENCH_CHILD_KEYS";
 const CHILD_TAG: &str = "TOLLGATE_BENCH_CHILD_RESULT";
 
+/// [`c_memory_child`] for the limiter filled by [`fill_in_batches`].
+fn c_memory_child_batch(n: usize) {
+    let keys = Rng::new(0xC).keys(n);
+    let before = rss_bytes().expect("/proc/self/statm");
+    let s = Tollgate::build(LIVE, n);
+    assert_eq!(
+        fill_in_batches(&s, &keys),
+        n as u64,
+        "C: a batch denied a new key"
+    );
+    let after = rss_bytes().expect("/proc/self/statm");
+    let peak = peak_rss_bytes().expect("/proc/self/status");
+    println!(
+        "{CHILD_TAG} {} {}",
+        after.saturating_sub(before),
+        peak.saturating_sub(before)
+    );
+}
+
 /// A limiter of scenario C: its in-process timing round and its child memory measurement.
 struct CSubject {
     name: &'static str,
@@ -518,9 +568,17 @@ const fn c_subject<S: Subject>() -> CSubject {
     }
 }
 
-const C_SUBJECTS: [CSubject; 5] = [
+/// C's subject that inserts through `check_batch_at`.
+const C_BATCH: &str = "tollgate check_batch_at";
+
+const C_SUBJECTS: [CSubject; 6] = [
     c_subject::<Tollgate>(),
     c_subject::<TollgatePresized>(),
+    CSubject {
+        name: C_BATCH,
+        time: scenario_c_batch,
+        memory: c_memory_child_batch,
+    },
     c_subject::<Governor>(),
     c_subject::<Naive>(),
     c_subject::<Ideal>(),
@@ -750,9 +808,10 @@ fn print_main_table(rows: &[Row], c: Option<&[CResult]>, cfg: &Config) {
     let n = cfg.c_keys;
     let get = |name: &str| c.iter().find(|r| r.name == name);
     let cell = |name: &str| get(name).map_or_else(|| "–".to_owned(), |r| r.ns.to_string());
-    let (t, tp, g, i) = (
+    let (t, tp, tb, g, i) = (
         get(Tollgate::NAME),
         get(TollgatePresized::NAME),
+        get(C_BATCH),
         get(Governor::NAME),
         get(Ideal::NAME),
     );
@@ -782,6 +841,13 @@ fn print_main_table(rows: &[Row], c: Option<&[CResult]>, cfg: &Config) {
         r(tp, i),
         r(tp, g),
         met_ns(tp),
+    );
+    println!(
+        "| C. same, tollgate growing, `check_batch_at` ({BATCH} keys a batch) | {} | | | | {} | {} | <= {C_NS_TARGET} x governor | {} |",
+        cell(C_BATCH),
+        r(tb, i),
+        r(tb, g),
+        met_ns(tb),
     );
     let bytes = |name: &str| get(name).and_then(|r| bytes_per_key(r, n));
     let bcell = |name: &str| {

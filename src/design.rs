@@ -449,7 +449,8 @@
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
 //!   batch in hand gets 2.1–2.5x through `check_batch_at` (29–32 against 67–70 ns in the
 //!   same rounds), 1.13–1.20x an ideal of tollgate's footprint: what remains is the footprint.
-//! * C: memory met, time missed growing (0.90–0.96x governor), met presized (0.68x). Churn: met.
+//! * C: memory met, time missed growing (0.90–0.96x governor), met presized (0.68x) and
+//!   through `check_batch_at` (0.53–0.55x: much of an insert is misses). Churn: met.
 //! * F: a refused key met (1.9x a hit), an evicting one missed (2.3x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
 //! * G, lockout, timer lateness: met.
