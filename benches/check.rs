@@ -516,11 +516,31 @@ struct Mem {
 /// The child's side: build, fill, print the RSS figures on one line.
 fn c_memory_child<S: Subject>(n: usize) {
     let keys = Rng::new(0xC).keys(n);
+    report_memory(|| {
+        let s = S::build(LIVE, n);
+        for &k in &keys {
+            assert!(s.check(k), "{}: C denied a new key", S::NAME);
+        }
+        s
+    });
+}
+
+/// [`c_memory_child`] for the limiter filled by [`fill_in_batches`].
+fn c_memory_child_batch(n: usize) {
+    let keys = Rng::new(0xC).keys(n);
+    report_memory(|| {
+        let s = Tollgate::build(LIVE, n);
+        let ok = fill_in_batches(&s, &keys);
+        assert_eq!(ok, n as u64, "C: a batch denied a new key");
+        s
+    });
+}
+
+/// Prints the RSS that `fill` adds, at its end (with what it returns still held) and at
+/// the peak.
+fn report_memory<T>(fill: impl FnOnce() -> T) {
     let before = rss_bytes().expect("/proc/self/statm");
-    let s = S::build(LIVE, n);
-    for &k in &keys {
-        assert!(s.check(k), "{}: C denied a new key", S::NAME);
-    }
+    let filled = fill();
     let after = rss_bytes().expect("/proc/self/statm");
     let peak = peak_rss_bytes().expect("/proc/self/status");
     println!(
@@ -528,30 +548,12 @@ fn c_memory_child<S: Subject>(n: usize) {
         after.saturating_sub(before),
         peak.saturating_sub(before)
     );
+    drop(filled);
 }
 
 const CHILD_ENV: &str = "TOLLGATE_BENCH_CHILD";
 const CHILD_KEYS_ENV: &str = "TOLLGATE_BENCH_CHILD_KEYS";
 const CHILD_TAG: &str = "TOLLGATE_BENCH_CHILD_RESULT";
-
-/// [`c_memory_child`] for the limiter filled by [`fill_in_batches`].
-fn c_memory_child_batch(n: usize) {
-    let keys = Rng::new(0xC).keys(n);
-    let before = rss_bytes().expect("/proc/self/statm");
-    let s = Tollgate::build(LIVE, n);
-    assert_eq!(
-        fill_in_batches(&s, &keys),
-        n as u64,
-        "C: a batch denied a new key"
-    );
-    let after = rss_bytes().expect("/proc/self/statm");
-    let peak = peak_rss_bytes().expect("/proc/self/status");
-    println!(
-        "{CHILD_TAG} {} {}",
-        after.saturating_sub(before),
-        peak.saturating_sub(before)
-    );
-}
 
 /// A limiter of scenario C: its in-process timing round and its child memory measurement.
 struct CSubject {
@@ -733,13 +735,13 @@ const TOLLGATE_AT: &str = "tollgate check_at";
 const IDEAL_AT: &str = "ideal check_at";
 const IDEAL_SPARSE_AT: &str = "ideal, 4x the slots, check_at";
 const TOLLGATE_BATCH_AT: &str = "tollgate check_batch_at, 64 keys a batch";
+/// B's `check_at` target: at most this times the ideal's `check_at`, each given one time.
+const B_AT_TARGET: f64 = 1.2;
 
 /// Whether variant `name` is given its time (so compares with the ideal's `check_at`).
 fn given_time(name: &str) -> bool {
     name.ends_with("check_at") || name == TOLLGATE_BATCH_AT
 }
-/// B's `check_at` target: at most this times the ideal's `check_at`, each given one time.
-const B_AT_TARGET: f64 = 1.2;
 
 struct Row {
     scenario: String,
