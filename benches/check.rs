@@ -448,48 +448,14 @@ struct CRound {
     remembered: Option<bool>,
 }
 
-fn scenario_c<S: Subject>(keys: &[u64], verify: bool) -> CRound {
+/// One round of C: `fill` inserts `keys` into a fresh `S` (returning how many it
+/// admitted), timed; then what the limiter holds.
+fn c_round<S: Subject>(keys: &[u64], verify: bool, fill: impl FnOnce(&S, &[u64]) -> u64) -> CRound {
     let s = S::build(LIVE, keys.len());
     let start = Instant::now();
-    let mut ok = 0u64;
-    for &k in keys {
-        ok += u64::from(s.check(k));
-    }
+    let ok = fill(&s, keys);
     let ns = start.elapsed().as_nanos() as f64 / keys.len() as f64;
     assert_eq!(ok, keys.len() as u64, "{}: C denied a new key", S::NAME);
-    let round = CRound {
-        ns,
-        reported: s.reported_bytes(),
-        held: s.keys_held(),
-        remembered: if verify {
-            s.verify_remembered(keys)
-        } else {
-            None
-        },
-    };
-    drop(s);
-    round
-}
-
-/// Fills `s` with `keys` through `check_batch_at`, [`BATCH`] keys at a time, reading the
-/// time once a batch; returns how many were admitted.
-fn fill_in_batches(s: &Tollgate, keys: &[u64]) -> u64 {
-    let mut ok = 0u64;
-    for batch in keys.chunks(BATCH) {
-        let now = tollgate::Timestamp::from_nanos(s.now_ns());
-        s.limiter()
-            .check_batch_at(batch, now, |_, verdict| ok += u64::from(verdict.is_ok()));
-    }
-    ok
-}
-
-/// C through `check_batch_at`: what inserting new keys costs when their misses overlap.
-fn scenario_c_batch(keys: &[u64], verify: bool) -> CRound {
-    let s = Tollgate::build(LIVE, keys.len());
-    let start = Instant::now();
-    let ok = fill_in_batches(&s, keys);
-    let ns = start.elapsed().as_nanos() as f64 / keys.len() as f64;
-    assert_eq!(ok, keys.len() as u64, "C: a batch denied a new key");
     CRound {
         ns,
         reported: s.reported_bytes(),
@@ -500,6 +466,36 @@ fn scenario_c_batch(keys: &[u64], verify: bool) -> CRound {
             None
         },
     }
+}
+
+/// Inserts `keys` one `check` at a time; returns how many were admitted.
+fn fill_one_by_one<S: Subject>(s: &S, keys: &[u64]) -> u64 {
+    let mut ok = 0u64;
+    for &k in keys {
+        ok += u64::from(s.check(k));
+    }
+    ok
+}
+
+/// Inserts `keys` through `check_batch_at`, [`BATCH`] keys at a time, reading the time once
+/// a batch; returns how many were admitted.
+fn fill_in_batches(s: &Tollgate, keys: &[u64]) -> u64 {
+    let mut ok = 0u64;
+    for batch in keys.chunks(BATCH) {
+        let now = tollgate::Timestamp::from_nanos(s.now_ns());
+        s.limiter()
+            .check_batch_at(batch, now, |_, verdict| ok += u64::from(verdict.is_ok()));
+    }
+    ok
+}
+
+fn scenario_c<S: Subject>(keys: &[u64], verify: bool) -> CRound {
+    c_round::<S>(keys, verify, fill_one_by_one)
+}
+
+/// C through `check_batch_at`: what inserting new keys costs when their misses overlap.
+fn scenario_c_batch(keys: &[u64], verify: bool) -> CRound {
+    c_round::<Tollgate>(keys, verify, fill_in_batches)
 }
 
 /// Memory of one filled limiter, measured in a fresh child process so that memory freed
@@ -515,23 +511,20 @@ struct Mem {
 
 /// The child's side: build, fill, print the RSS figures on one line.
 fn c_memory_child<S: Subject>(n: usize) {
-    let keys = Rng::new(0xC).keys(n);
-    report_memory(|| {
-        let s = S::build(LIVE, n);
-        for &k in &keys {
-            assert!(s.check(k), "{}: C denied a new key", S::NAME);
-        }
-        s
-    });
+    c_memory_filled::<S>(n, fill_one_by_one);
 }
 
 /// [`c_memory_child`] for the limiter filled by [`fill_in_batches`].
 fn c_memory_child_batch(n: usize) {
+    c_memory_filled::<Tollgate>(n, fill_in_batches);
+}
+
+/// Builds an `S`, fills it with C's `n` keys by `fill`, and reports the memory it added.
+fn c_memory_filled<S: Subject>(n: usize, fill: impl FnOnce(&S, &[u64]) -> u64) {
     let keys = Rng::new(0xC).keys(n);
     report_memory(|| {
-        let s = Tollgate::build(LIVE, n);
-        let ok = fill_in_batches(&s, &keys);
-        assert_eq!(ok, n as u64, "C: a batch denied a new key");
+        let s = S::build(LIVE, n);
+        assert_eq!(fill(&s, &keys), n as u64, "{}: C denied a new key", S::NAME);
         s
     });
 }
