@@ -59,6 +59,18 @@ fn on_clock(builder: impl FnOnce(ManualClock) -> Limiter<u64>) -> (Limiter<u64>,
     (builder(clock.clone()), clock)
 }
 
+/// A limiter of one shard holding at most 16 keys, full under `policy`, on its own clock.
+fn one_shard_of_16(policy: FullPolicy, quota: Quota) -> (Limiter<u64>, ManualClock) {
+    on_clock(|clock| {
+        Limiter::builder(quota)
+            .shards(1)
+            .capacity(16)
+            .full_policy(policy)
+            .clock(clock)
+            .build()
+    })
+}
+
 #[test]
 fn a_batch_decides_as_check_at_does_one_key_after_another() {
     // Keys of 3 cells a second: half the checks on 50 hot keys, which deny and refill, half
@@ -124,16 +136,8 @@ fn keys_located_before_the_batch_inserted_them_are_found() {
 
 #[test]
 fn a_full_table_refuses_in_a_batch_the_keys_it_refuses_one_by_one() {
-    let build = |clock: ManualClock| {
-        Limiter::builder(Quota::per_hour(5))
-            .shards(1)
-            .capacity(16)
-            .full_policy(FullPolicy::RefuseNewKeys)
-            .clock(clock)
-            .build()
-    };
-    let (batched, _) = on_clock(build);
-    let (single, _) = on_clock(build);
+    let (batched, _) = one_shard_of_16(FullPolicy::RefuseNewKeys, Quota::per_hour(5));
+    let (single, _) = one_shard_of_16(FullPolicy::RefuseNewKeys, Quota::per_hour(5));
     let keys: Vec<u64> = (0..40).chain(0..20).collect();
     let now = Timestamp::ZERO;
     let verdicts = batch(&batched, &keys, now);
@@ -149,16 +153,9 @@ fn a_full_table_refuses_in_a_batch_the_keys_it_refuses_one_by_one() {
 fn a_full_table_evicts_in_a_batch_the_keys_it_evicts_one_by_one() {
     // Sixteen keys with distinct expiries fill the one shard; the batch's new keys then
     // evict them oldest first, and the evicted keys come back as new.
-    let build = |clock: ManualClock| {
-        Limiter::builder(Quota::per_second(1))
-            .shards(1)
-            .capacity(16)
-            .full_policy(FullPolicy::EvictClosestToExpiry)
-            .clock(clock)
-            .build()
-    };
-    let (batched, batched_clock) = on_clock(build);
-    let (single, single_clock) = on_clock(build);
+    let evict = FullPolicy::EvictClosestToExpiry;
+    let (batched, batched_clock) = one_shard_of_16(evict, Quota::per_second(1));
+    let (single, single_clock) = one_shard_of_16(evict, Quota::per_second(1));
     for key in 0..16u64 {
         for (limiter, clock) in [(&batched, &batched_clock), (&single, &single_clock)] {
             assert!(limiter.check(&key).is_ok());
