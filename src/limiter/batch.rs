@@ -85,6 +85,10 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         let mut next = 0;
         for (index, key) in keys.into_iter().enumerate() {
             let (route, fp) = self.hashes(key);
+            // Held across up to AHEAD earlier checks, whose inserts may grow or rebuild this
+            // shard: the spot is then an older view of slots that still exist, and its probe
+            // settles as one overtaken by a growth does (module docs; the loom models of
+            // growth under a located check in `loom-tests/models.rs`).
             let spot = self.shared.table.locate(route, fp);
             if let Some(due) = ring[next].replace((index, route, fp, spot)) {
                 check(due);
