@@ -437,7 +437,9 @@
 //! Where the targets stand (BENCHMARKS.md lists each miss with its cause):
 //!
 //! * A, D: missed by default, 1.23–1.5x the ideal (1.2–1.3x on the AMD host); A met with
-//!   `TscClock` (0.82x).
+//!   `TscClock` (0.82x). `Instant`'s fence waits for every instruction before it, so a hot
+//!   check pays for each of its own in full (about 0.07 ns), and it runs 105 more than the
+//!   ideal's for exact keys, growth, undo, quota updates and statistics.
 //! * B: at the line against the ideal or over it (1.14–1.53x over sets of runs in the
 //!   benchmark of record, 1.03x in-repo; denied 1.28–1.89x, missed; presized 0.81x), met against governor
 //!   (0.33–0.46x). E: met (1.06–1.27x the ideal, 0.26–0.34x governor), with keys expiring

@@ -2,8 +2,8 @@
 # Simulated per-check counters (valgrind callgrind: instructions, D1/LL misses, branch
 # mispredicts) for tollgate, governor and the ideal; BENCHMARKS.md, "where a check's time goes".
 # This machine's VM has no PMU, so `perf stat` cannot count them.
-#   benches/counters/run.sh                      # build, all twelve runs (~3 min), the tables
-#   benches/counters/run.sh <ideal|tollgate|governor|empty> <live|deny|insert>
+#   benches/counters/run.sh                      # build, all twenty runs (~4 min), the tables
+#   benches/counters/run.sh <ideal|tollgate|governor|empty> <live|deny|hot|hotdeny|insert>
 #   python3 benches/counters/attribute.py out/tollgate-live.cg 200000 D1mr DLmr Bcm
 # Writes out/<subject>-<scenario>.cg (callgrind) and .log. Needs valgrind.
 set -eu
@@ -20,7 +20,7 @@ one() {
     ./target/release/counters-bench "$1" "$2" >"out/$1-$2.log" 2>&1
 }
 if [ $# -eq 2 ]; then one "$1" "$2"; exit; fi
-for sc in live deny insert; do
+for sc in live deny hot hotdeny insert; do
   for s in ideal tollgate governor empty; do one "$s" "$sc"; done
 done
 python3 summarize.py

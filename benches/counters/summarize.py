@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-check figures from out/*.cg: raw (limiter + loop) and minus the empty loop."""
 import sys
-N = {"live": 200_000, "deny": 200_000, "insert": 1_000_000}
+N = {"live": 200_000, "deny": 200_000, "hot": 200_000, "hotdeny": 200_000, "insert": 1_000_000}
 def tot(path):
     ev = tot_ = None
     for line in open(path):
@@ -11,7 +11,7 @@ def tot(path):
     return {"Ir": d["Ir"], "Dr": d["Dr"], "Dw": d["Dw"], "D1": d["D1mr"] + d["D1mw"],
             "LL": d["DLmr"] + d["DLmw"], "Bcm": d["Bcm"], "Bim": d.get("Bim",0), "Bc": d["Bc"], "Bi": d.get("Bi",0)}
 cols = ["Ir", "Dr", "Dw", "D1", "LL", "Bcm", "Bim"]
-for sc in ["live", "deny", "insert"]:
+for sc in sys.argv[1:] or ["live", "deny", "hot", "hotdeny", "insert"]:
     n = N[sc]; e = tot(f"out/empty-{sc}.cg")
     print(f"\n## {sc} (per check, N={n:,})\n| subject | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")

@@ -10,6 +10,8 @@
 //!   100,000), then N = 200,000 timed checks of distinct keys in random order; all admitted.
 //! * deny (B-deny): quota 1/h burst 10, every key drained by 10 checks, then N timed checks,
 //!   all denied.
+//! * hot, hotdeny (A, and D with one thread): N timed checks of one key, quota 10^9/s burst
+//!   10^9 (all admitted), or 1/h burst 10 drained first (all denied).
 //! * insert (C): N = 1,000,000 never-seen keys inserted into an empty limiter (the ideal's
 //!   array preallocated for them), in key-generation order (keys are random u64s).
 //!
@@ -47,6 +49,10 @@ struct Spec {
 const LIVE: Spec = Spec {
     interval: Duration::from_secs(3600),
     burst: 100_000,
+};
+const HOT: Spec = Spec {
+    interval: Duration::from_nanos(1),
+    burst: 1_000_000_000,
 };
 const DENY: Spec = Spec {
     interval: Duration::from_secs(3600),
@@ -195,7 +201,15 @@ fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
             (s, 0)
         }
         "insert" => (S::build(LIVE, KEYS), idx.len() as u64),
-        _ => panic!("scenario: live | deny | insert"),
+        "hot" => (S::build(HOT, 1), idx.len() as u64),
+        "hotdeny" => {
+            let s = S::build(DENY, 1);
+            for _ in 0..DENY.burst {
+                assert!(s.check(keys[0]));
+            }
+            (s, 0)
+        }
+        _ => panic!("scenario: live | deny | hot | hotdeny | insert"),
     };
     let admitted = timed(&s, keys, black_box(idx));
     let rss1 = rss_bytes();
@@ -217,6 +231,8 @@ fn main() {
     let keys: Vec<u64> = (0..KEYS).map(|_| rng.next_u64()).collect();
     let idx: Vec<u32> = if scenario == "insert" {
         (0..KEYS as u32).collect()
+    } else if scenario.starts_with("hot") {
+        vec![0; N_CHECKS]
     } else {
         // A random permutation's first N: N distinct keys in random order.
         let mut p: Vec<u32> = (0..KEYS as u32).collect();
