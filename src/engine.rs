@@ -225,8 +225,9 @@ pub(crate) fn check_now(
     write: bool,
 ) -> Result<Admitted, Error> {
     let spot = word.locate();
+    let now = word.now();
     let gcra = quota.unwrap_or_else(|| word.quota());
-    check_located(word, spot, n, gcra, word.now(), write)
+    check_located(word, spot, n, gcra, now, write)
 }
 
 /// Pushes the next admission at least `delay` past `now`, keeping any later one.
