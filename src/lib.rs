@@ -77,6 +77,7 @@ mod gcra;
 pub mod hash;
 mod limiter;
 mod manual_clock;
+mod monotonic_now;
 mod outcome;
 mod prefetch;
 mod quota;

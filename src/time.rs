@@ -5,15 +5,18 @@
 //! that already read the time once per event-loop turn can pass it in (`check_at`) instead of
 //! letting every check read the clock.
 //!
-//! This is the bottom of the time layer: it imports nothing of ours, so the timer (which
-//! counts its deadlines in these nanoseconds) and the limiters can both build on it. What
-//! binds a clock to a timer (the [`ManualClock`](crate::ManualClock), a limiter's
-//! `ClockSource`) lives above the timer, in `manual_clock.rs` and `clock_source.rs`.
+//! This is the bottom of the time layer, above only the clock read itself
+//! (`monotonic_now.rs`), so the timer (which counts its deadlines in these nanoseconds) and
+//! the limiters can both build on it. What binds a clock to a timer (the
+//! [`ManualClock`](crate::ManualClock), a limiter's `ClockSource`) lives above the timer,
+//! in `manual_clock.rs` and `clock_source.rs`.
 
 use std::fmt;
 use std::ops::{Add, Sub};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use crate::monotonic_now::{Origin, nanos_between};
 
 /// A point in time on a limiter's clock: nanoseconds since the clock's origin.
 ///
@@ -144,12 +147,17 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn now(&self) -> Timestamp;
 }
 
-/// The default clock: `std::time::Instant`, counted from tollgate's process-wide origin.
+/// The default clock: the system's monotonic clock, the one `std::time::Instant` reads,
+/// counted from tollgate's process-wide origin.
 ///
 /// Every `MonotonicClock` shares one origin (the first time any of them, or tollgate's timer,
 /// was used), so their timestamps agree with each other and with the deadlines of tollgate's
-/// timer. `Instant` is monotonic on every tier-1 platform (unlike a raw TSC read, which is
-/// not guaranteed to agree across cores).
+/// timer. The clock is monotonic on every tier-1 platform (unlike a raw TSC read, which is
+/// not guaranteed to agree across cores). On 64-bit Linux it is read with
+/// `clock_gettime(CLOCK_MONOTONIC)` directly, the call behind `Instant::now`, without std's
+/// conversions around it, which are most of a hot key's check otherwise; its timestamps may
+/// lead `Instant`-based ones by the tens of nanoseconds the origin took to read, never trail
+/// them. Elsewhere it reads `Instant`.
 ///
 /// # Examples
 ///
@@ -162,7 +170,7 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
-    origin: Instant,
+    origin: Origin,
 }
 
 impl MonotonicClock {
@@ -178,7 +186,7 @@ impl MonotonicClock {
     /// assert_eq!(a.instant(t), b.instant(t)); // one origin for every clock
     /// ```
     pub fn new() -> MonotonicClock {
-        MonotonicClock { origin: origin() }
+        MonotonicClock { origin: origins() }
     }
 
     /// The `Instant` a timestamp of this clock stands for.
@@ -196,7 +204,7 @@ impl MonotonicClock {
     /// assert!(clock.instant(Timestamp::ZERO) <= Instant::now());
     /// ```
     pub fn instant(&self, t: Timestamp) -> Instant {
-        self.origin + Duration::from_nanos(t.0)
+        self.origin.instant + Duration::from_nanos(t.0)
     }
 }
 
@@ -209,7 +217,7 @@ impl Default for MonotonicClock {
 impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> Timestamp {
-        Timestamp(nanos_between(self.origin, Instant::now()))
+        Timestamp(self.origin.elapsed())
     }
 }
 
@@ -221,24 +229,18 @@ pub(crate) fn saturating_nanos(d: Duration) -> u64 {
 /// The process-wide origin of real time: the global timer counts nanoseconds from it, and so
 /// does every [`MonotonicClock`], so a limiter's timestamps are global timer nanoseconds.
 pub(crate) fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
+    origins().instant
+}
+
+/// [`origin`] on both of `monotonic_now`'s scales.
+pub(crate) fn origins() -> Origin {
+    static ORIGIN: OnceLock<Origin> = OnceLock::new();
+    *ORIGIN.get_or_init(Origin::new)
 }
 
 /// Nanoseconds from [`origin`] to `t` (0 if `t` is earlier; saturating after 584 years).
 pub(crate) fn nanos_since_origin(t: Instant) -> u64 {
     nanos_between(origin(), t)
-}
-
-/// Nanoseconds from `from` to `t` (0 if `t` is earlier). u64 arithmetic instead of
-/// `as_nanos()`'s u128, because this runs on every check; it saturates after 584 years, long
-/// after the limiter's own 18-year horizon.
-#[inline]
-fn nanos_between(from: Instant, t: Instant) -> u64 {
-    let d = t.saturating_duration_since(from);
-    d.as_secs()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::from(d.subsec_nanos()))
 }
 
 /// The instant `nanos` after [`origin`] (clamped to a century if that does not fit).
