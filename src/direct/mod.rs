@@ -450,7 +450,7 @@ impl<P: Deref<Target = Arc<Shared>>> Word for DirectState<P> {
         self.0.quota.gcra()
     }
 
-    #[inline]
+    #[inline(always)]
     fn now(&self) -> u64 {
         self.0.clock.now().as_nanos().min(MAX_NOW)
     }

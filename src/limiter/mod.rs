@@ -742,7 +742,7 @@ where
         self.shared.quota.gcra()
     }
 
-    #[inline]
+    #[inline(always)]
     fn now(&self) -> u64 {
         self.shared.clock.now().as_nanos().min(MAX_NOW)
     }
