@@ -54,6 +54,9 @@ pub(crate) struct TableCounts {
 #[derive(Debug)]
 pub(crate) struct Table {
     shards: Box<[CachePadded<Shard>]>,
+    /// `64 - log2(shards)` when the shard count is a power of two above 1 (the default 64),
+    /// else 0: see [`shard_index`].
+    shard_shift: u32,
     policy: FullPolicy,
     capacity: usize,
 }
@@ -86,10 +89,29 @@ const ROUTE_MIX: u64 = 0xFF51_AFD7_ED55_8CCD;
 /// both spread as a uniform hash would (`tests` below; `tests/table.rs`). One multiply is on
 /// the critical path of a check; the home slot needs none of its own (`SlotArray::home`
 /// already multiplies).
+///
+/// `shift` is `64 - log2(shards)` for a power of two above 1, else 0. The top bits of the
+/// mix are then the same index as the high word of `mixed × shards`, taken with a shift
+/// instead of a second multiply: the index is on the chain of loads a check waits for before
+/// its clock read (hash, shard, length, home slot), and the clock read's fence waits for that
+/// chain to finish (BENCHMARKS.md, A and D).
 #[inline]
-fn shard_index(route: u64, shards: usize) -> usize {
+fn shard_index(route: u64, shards: usize, shift: u32) -> usize {
     let mixed = route.wrapping_mul(ROUTE_MIX);
-    ((u128::from(mixed) * shards as u128) >> 64) as usize
+    if shift != 0 {
+        (mixed >> shift) as usize
+    } else {
+        ((u128::from(mixed) * shards as u128) >> 64) as usize
+    }
+}
+
+/// [`shard_index`]'s `shift` for `shards` shards.
+fn shard_shift(shards: usize) -> u32 {
+    if shards > 1 && shards.is_power_of_two() {
+        64 - shards.trailing_zeros()
+    } else {
+        0
+    }
 }
 
 /// Remaps a 64-bit identity hash away from the `EMPTY` and `TOMBSTONE` markers: both become
@@ -116,6 +138,7 @@ impl Table {
             shards: (0..shards)
                 .map(|_| CachePadded::new(Shard::new(initial_len, shard_cap, config.keep_expired)))
                 .collect(),
+            shard_shift: shard_shift(shards),
             policy: config.policy,
             capacity: shard_cap * shards,
         }
@@ -128,10 +151,10 @@ impl Table {
 
     #[inline]
     fn shard(&self, route: u64) -> &Shard {
-        let i = shard_index(route, self.shards.len());
+        let i = shard_index(route, self.shards.len(), self.shard_shift);
         debug_assert!(i < self.shards.len());
-        // SAFETY: `shard_index` is the high word of `mixed · shards` with `mixed < 2^64`, so
-        // it is below `shards`: in bounds.
+        // SAFETY: `shard_index` is the high word of `mixed · shards` with `mixed < 2^64`, or
+        // the top `log2(shards)` bits of `mixed`: below `shards` either way, so in bounds.
         unsafe { self.shards.get_unchecked(i) }
     }
 
@@ -322,10 +345,28 @@ mod tests {
         t.update(fp, fingerprint(fp), 0, |tat| (None, tat)).unwrap()
     }
 
+    #[test]
+    fn a_power_of_two_shard_count_picks_the_shards_the_multiply_would() {
+        let mut rng = 0x1234_5678_9ABC_DEF0_u64;
+        for shards in [2, 4, 64, 1 << 20] {
+            let shift = shard_shift(shards);
+            assert_ne!(shift, 0);
+            for _ in 0..10_000 {
+                rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let by_multiply = shard_index(rng, shards, 0);
+                assert_eq!(shard_index(rng, shards, shift), by_multiply);
+                assert!(by_multiply < shards);
+            }
+        }
+        for shards in [1, 3, 6, 100] {
+            assert_eq!(shard_shift(shards), 0);
+        }
+    }
+
     fn most_in_one_shard(routes: impl Iterator<Item = u64>) -> usize {
         let mut counts = [0usize; 64];
         for route in routes {
-            counts[shard_index(route, 64)] += 1;
+            counts[shard_index(route, 64, shard_shift(64))] += 1;
         }
         counts.into_iter().max().unwrap_or(0)
     }
