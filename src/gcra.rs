@@ -58,18 +58,28 @@ impl Gcra {
     /// admit_at = tat0 + (n-1)·T - tau        admitted iff admit_at <= now
     /// new tat  = tat0 + n·T
     /// ```
+    ///
+    /// Computed as `tat + (n-1)·T <= now + tau`, which is the same test: if `tat >= now`,
+    /// `tat0` is `tat`; if `tat < now`, both sides hold, since `(n-1)·T <= tau` when
+    /// `n <= burst` (the left is below `now + (n-1)·T`, and `admit_at` is at most `now`).
+    /// This way the only work after the clock read is one add and a compare: `tat + (n-1)·T`
+    /// is ready as soon as the word is loaded, and the clock read waits for nothing
+    /// (BENCHMARKS.md, A and D). No sum overflows: `tat < 2^60`, and `now`, `tau` and `n·T`
+    /// are each at most `2^59` (`MAX_NOW`, `MAX_WINDOW_NANOS`).
     #[inline]
     pub(crate) fn decide(&self, tat: u64, now: u64, n: u32) -> Decision {
         debug_assert!(n >= 1 && n <= self.burst);
         let now = now.min(MAX_NOW);
-        let tat0 = tat.max(now);
-        let admit_at = self.admit_at(tat0, n);
-        if admit_at <= now {
+        let last_cell = tat + u64::from(n - 1) * self.interval;
+        if last_cell <= now + self.tolerance {
             Decision::Admit {
-                new_tat: self.advance(tat0, n),
+                new_tat: self.advance(tat.max(now), n),
             }
         } else {
-            Decision::Deny { admit_at }
+            // Above `now + tau`, so no saturation: exactly `admit_at` of the docs' formula.
+            Decision::Deny {
+                admit_at: last_cell - self.tolerance,
+            }
         }
     }
 
@@ -127,6 +137,61 @@ mod tests {
 
     fn gcra(q: Quota) -> Gcra {
         Gcra::new(q)
+    }
+
+    /// The formula of `decide`'s docs, as written there.
+    fn decide_by_the_formula(g: &Gcra, tat: u64, now: u64, n: u32) -> Decision {
+        let now = now.min(MAX_NOW);
+        let tat0 = tat.max(now);
+        let admit_at = g.admit_at(tat0, n);
+        if admit_at <= now {
+            Decision::Admit {
+                new_tat: g.advance(tat0, n),
+            }
+        } else {
+            Decision::Deny { admit_at }
+        }
+    }
+
+    #[test]
+    fn decide_is_the_formula_of_its_docs() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = |bound: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % bound.max(1)
+        };
+        let quotas = [
+            Quota::per_second(1),
+            Quota::per_second(1_000_000_000),
+            Quota::per_hour(1).allow_burst(100_000),
+            Quota::with_period(Duration::from_nanos(1)).allow_burst(u32::MAX),
+            Quota::with_period(Duration::from_nanos(crate::quota::MAX_WINDOW_NANOS)),
+        ];
+        for q in quotas {
+            let g = gcra(q);
+            let window = g.interval * u64::from(g.burst);
+            for _ in 0..20_000 {
+                let n = 1 + next(u64::from(g.burst)) as u32;
+                // Near each other (where the answer turns), and anywhere in range.
+                let now = match next(3) {
+                    0 => next(MAX_NOW + 1),
+                    1 => MAX_NOW - next(window.min(MAX_NOW) + 1),
+                    _ => next(4 * window + 1),
+                };
+                let tat = match next(3) {
+                    0 => next(MAX_TAT + 1),
+                    1 => (now + next(2 * window + 1)).saturating_sub(window).min(MAX_TAT),
+                    _ => now.saturating_add(g.tolerance).saturating_sub(next(3) * g.interval),
+                };
+                assert_eq!(
+                    g.decide(tat, now, n),
+                    decide_by_the_formula(&g, tat, now, n),
+                    "{q:?} tat {tat} now {now} n {n}"
+                );
+            }
+        }
     }
 
     #[test]
