@@ -182,8 +182,12 @@ mod tests {
                 };
                 let tat = match next(3) {
                     0 => next(MAX_TAT + 1),
-                    1 => (now + next(2 * window + 1)).saturating_sub(window).min(MAX_TAT),
-                    _ => now.saturating_add(g.tolerance).saturating_sub(next(3) * g.interval),
+                    1 => (now + next(2 * window + 1))
+                        .saturating_sub(window)
+                        .min(MAX_TAT),
+                    _ => now
+                        .saturating_add(g.tolerance)
+                        .saturating_sub(next(3) * g.interval),
                 };
                 assert_eq!(
                     g.decide(tat, now, n),
