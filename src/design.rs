@@ -439,10 +439,10 @@
 //!
 //! Where the targets stand (BENCHMARKS.md lists each miss with its cause):
 //!
-//! * A, D: missed by default, 1.23–1.5x the ideal (1.2–1.3x on the AMD host); A met with
-//!   `TscClock` (0.82x). `Instant`'s fence waits for every instruction before it, so a hot
-//!   check pays for each of its own in full (about 0.07 ns), and it runs 105 more than the
-//!   ideal's for exact keys, growth, undo, quota updates and statistics.
+//! * A: met (1.14–1.18x the ideal; 1.02–1.06x in-repo) since the default clock reads
+//!   `CLOCK_MONOTONIC` itself (below). D: missed narrowly (1.31–1.40x; 1.19–1.24x in-repo):
+//!   the clock read's fence waits for the chain of loads before it (hash, shard, length,
+//!   home slot), where the ideal has none. `TscClock`: A 0.82x.
 //! * B: at the line against the ideal or over it (1.14–1.53x over sets of runs in the
 //!   benchmark of record, 1.03x in-repo; denied 1.28–1.89x, missed; presized 0.81x), met against governor
 //!   (0.33–0.46x). E: met (1.06–1.27x the ideal, 0.26–0.34x governor), with keys expiring
@@ -462,9 +462,9 @@
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The
 //!   tower layer: met with one client (fields on 98.2 %; fields off level with tower_governor
 //!   within its run-to-run spread, ahead on `TscClock`); missed with 10,000 clients with the
-//!   fields on (97.4 %), and with them off (1.21–1.25x tower_governor, keys live or expiring:
-//!   half the grown table's segment lookup, half the clock; presized and on `TscClock`,
-//!   1.02–1.06x).
+//!   fields on (97.4 %), and with them off (1.14–1.15x tower_governor, keys live or
+//!   expiring: the grown table's segment lookup and the rest of the clock; presized and on
+//!   `TscClock`, 0.97x). One client with fields off: 0.94x.
 //!
 //! Decisions that rest on measurements:
 //!
