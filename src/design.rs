@@ -151,7 +151,7 @@
 //! A check that reads the clock first *locates* its key (`Table::locate`: the shard, its
 //! slots with the length read once, the home slot) and prefetches the home slot's cache line
 //! and the next, then reads the clock, then probes from that spot (`engine::check_now`). The
-//! clock read (`Instant::now` through the vDSO) starts with a fence that waits for earlier
+//! clock read (`CLOCK_MONOTONIC` through the vDSO) starts with a fence that waits for earlier
 //! loads to complete but not for prefetches (`src/prefetch.rs`), so on a large table the
 //! slot's cache miss and page walk run under the clock read instead of after it. A spot
 //! older than a growth is an older view of slots that still exist, like any probe that a
@@ -417,7 +417,7 @@
 //! The *live* quota, one cell an hour with a burst of 100,000, never denies, so every key a
 //! scenario touches stays live and the table really holds it. The *check ideal* is a
 //! preallocated array of `AtomicU64` indexed by a multiply-shift of the key, with no
-//! collision handling, reading `std::time::Instant` like the default clock. The *waiting
+//! collision handling, reading `std::time::Instant` (the default clock's clock). The *waiting
 //! ideal* is one `AtomicU64` reservation per key plus a tokio `sleep_until`.
 //!
 //! | scenario (`benches/`) | target |
