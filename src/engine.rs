@@ -226,6 +226,8 @@ pub(crate) fn check_now(
 ) -> Result<Admitted, Error> {
     let spot = word.locate();
     let now = word.now();
+    // After the clock read: read before it, the quota's words would be live across the
+    // clock's call, kept in saved registers or on the stack (4 instructions a check).
     let gcra = quota.unwrap_or_else(|| word.quota());
     check_located(word, spot, n, gcra, now, write)
 }
