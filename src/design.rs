@@ -439,8 +439,8 @@
 //!
 //! Where the targets stand (BENCHMARKS.md lists each miss with its cause):
 //!
-//! * A: met (1.14–1.18x the ideal; 1.02–1.06x in-repo) since the default clock reads
-//!   `CLOCK_MONOTONIC` itself (below). D: missed narrowly (1.31–1.40x; 1.19–1.24x in-repo):
+//! * A: met (1.09–1.18x the ideal; 1.02–1.06x in-repo) since the default clock reads
+//!   `CLOCK_MONOTONIC` itself (below). D: at the line (1.27–1.40x; 1.19–1.24x in-repo):
 //!   the clock read's fence waits for the chain of loads before it (hash, shard, length,
 //!   home slot), where the ideal has none. `TscClock`: A 0.82x.
 //! * B: at the line against the ideal or over it (1.14–1.53x over sets of runs in the
