@@ -205,7 +205,12 @@
 //!   here": it reads a second line more often, and `check_at` on 1M keys went from 37 to 58 ns.
 //!   Within the home slot's own line only (presized shards): slower at every size too
 //!   (1,000 keys 34 -> 40 ns, `check_at` on 1M keys 42 -> 55): the branches, mispredicted
-//!   or not, cost less than the compares that replace them.
+//!   or not, cost less than the compares that replace them. The home slot and the next as
+//!   one unit (one branch on "either holds the key", a never-written guard slot after each
+//!   segment so the pair never asks where its run ends): mispredicts on B 0.75 -> 0.38 a
+//!   check (callgrind), but 12 more instructions on a hot key's check, where the clock
+//!   read's fence makes each one count (§8), and no change in `check` or `check_at` on 1M
+//!   keys that the AMD host's spread could show.
 //! * A branchless segment lookup (`segment_of` with masks for "below the first segment" and
 //!   "a small segment"): the tests it replaces are what a check of a grown shard mispredicts,
 //!   but the longer chain before the prefetch cost more. Presized shards slower at every
@@ -223,7 +228,11 @@
 //!   and Windows commits what is reserved. Segments cost arithmetic, never memory.
 //! * Reading the clock before locating the key: D (two threads, one key, denied) 1.39 ->
 //!   1.23x the ideal, but A 1.25 -> 1.31x, and B loses the prefetch that hides its miss
-//!   under the clock read (89 -> 122 ns on 1M keys).
+//!   under the clock read (89 -> 122 ns on 1M keys). On the AMD host (three alternating
+//!   in-repo runs): A 1.10–1.14 -> 1.05–1.12x, D 1.02–1.08 -> 0.97–1.01x, B 0.95–1.04 ->
+//!   1.26–1.40x. A switch on the table's size (clock first where the slots fit in the
+//!   cache) would keep D's gain without B's loss; not built: A's sign differs between the
+//!   two hosts, D gains 0.05x for a test on every check, and D is met on the AMD host.
 //!
 //! ## 4. Waiting: a FIFO queue per key, where only the head holds a reservation
 //!
@@ -439,14 +448,18 @@
 //!
 //! Where the targets stand (BENCHMARKS.md lists each miss with its cause):
 //!
-//! * A: met (1.09–1.18x the ideal; 1.02–1.06x in-repo) since the default clock reads
-//!   `CLOCK_MONOTONIC` itself (below). D: at the line (1.27–1.40x; 1.19–1.24x in-repo):
-//!   the clock read's fence waits for the chain of loads before it (hash, shard, length,
-//!   home slot), where the ideal has none. `TscClock`: A 0.82x.
-//! * B: at the line against the ideal or over it (1.14–1.53x over sets of runs in the
-//!   benchmark of record, 1.03x in-repo; denied 1.28–1.89x, missed; presized 0.81x), met against governor
-//!   (0.33–0.46x). E: met (1.06–1.27x the ideal, 0.26–0.34x governor), with keys expiring
-//!   between visits too (0.29–0.36x governor, 1.17–1.47x the ideal: shards learn to keep the
+//! * On the Intel host: A met (1.09–1.18x the ideal; 1.02–1.06x in-repo) since the default
+//!   clock reads `CLOCK_MONOTONIC` itself (below); D at the line (1.27–1.40x; 1.19–1.24x
+//!   in-repo). On the AMD host the other way round: D met (1.12–1.20x), A at the line
+//!   (1.18–1.25x). Both are the clock read's fence waiting for the chain of loads before it
+//!   (hash, shard, length, home slot), where the ideal has none. `TscClock`: A 0.82x (Intel),
+//!   0.54–0.77x (AMD).
+//! * B on the Intel host: at the line against the ideal or over it (1.14–1.53x over sets of
+//!   runs in the benchmark of record, 1.03x in-repo; denied 1.28–1.89x, missed; presized
+//!   0.81x); on the AMD host met (live 0.98–1.24x, denied 0.87–0.93x), where the ideal's own
+//!   miss and clock read are slower. Met against governor on both (0.33–0.61x). E: met on
+//!   both (1.06–1.27x the ideal, 0.26–0.57x governor), with keys expiring
+//!   between visits too (0.29–0.61x governor, 1.17–1.47x the ideal: shards learn to keep the
 //!   keys that come back, below).
 //! * B with `check_at`: missed, 4.9–5.0x the ideal's `check_at` (44 against 9 ns at 1M
 //!   keys): without a clock read, misses overlap across as many checks as the core's reorder
