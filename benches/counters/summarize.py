@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Per-check figures from out/*.cg: raw (limiter + loop) and minus the empty loop."""
+"""Per-check figures from out/*.cg: raw (limiter + loop) and minus the empty loop.
+Scenarios as run.sh names them: live, ..., or live-10000 for a run with COUNTERS_KEYS=10000."""
+import os
 import sys
 N = {"live": 200_000, "deny": 200_000, "hot": 200_000, "hotdeny": 200_000, "insert": 1_000_000}
 def tot(path):
@@ -12,11 +14,13 @@ def tot(path):
             "LL": d["DLmr"] + d["DLmw"], "Bcm": d["Bcm"], "Bim": d.get("Bim",0), "Bc": d["Bc"], "Bi": d.get("Bi",0)}
 cols = ["Ir", "Dr", "Dw", "D1", "LL", "Bcm", "Bim"]
 for sc in sys.argv[1:] or ["live", "deny", "hot", "hotdeny", "insert"]:
-    n = N[sc]; e = tot(f"out/empty-{sc}.cg")
+    n = N[sc.split("-")[0]]; e = tot(f"out/empty-{sc}.cg")
     print(f"\n## {sc} (per check, N={n:,})\n| subject | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     print("| empty loop | " + " | ".join(f"{e[c]/n:.2f}" for c in cols) + " |")
-    for s in ["ideal", "tollgate", "governor"]:
+    for s in ["ideal", "tollgate", "presized", "governor"]:
+        if not os.path.exists(f"out/{s}-{sc}.cg"):
+            continue
         t = tot(f"out/{s}-{sc}.cg")
         print(f"| {s} raw | " + " | ".join(f"{t[c]/n:.2f}" for c in cols) + " |")
         print(f"| {s} net | " + " | ".join(f"{(t[c]-e[c])/n:.2f}" for c in cols) + " |")

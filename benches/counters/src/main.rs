@@ -3,7 +3,7 @@
 //! callgrind collects only inside `timed` / `timed_empty` (`--toggle-collect='*timed*'`).
 //!
 //! ```text
-//! counters-bench <ideal|tollgate|governor|empty> <live|deny|insert>
+//! counters-bench <ideal|tollgate|presized|governor|empty> <live|deny|hot|hotdeny|insert>
 //! ```
 //!
 //! * live (B-live, and E with one thread): 1M keys checked once each (quota 1/h, burst
@@ -15,6 +15,10 @@
 //! * insert (C): N = 1,000,000 never-seen keys inserted into an empty limiter (the ideal's
 //!   array preallocated for them), in key-generation order (keys are random u64s).
 //!
+//! `COUNTERS_KEYS=n` takes `n` keys instead of 1M; where `n` is below N, live and deny check
+//! N keys drawn at random from them, each about N / n times (the curve's smaller tables).
+//! `presized` is tollgate built with `.presize(keys)`.
+//!
 //! `empty` runs the same loop over the same index/key vectors without a limiter: subtract it.
 //! Outside valgrind the binary also reports footprints (tollgate `stats().bytes`, governor
 //! RSS delta, ideal array size).
@@ -24,7 +28,6 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const KEYS: usize = 1_000_000;
 const N_CHECKS: usize = 200_000;
 
 struct Rng(u64);
@@ -71,6 +74,21 @@ impl Subject for Tollgate {
         Tollgate(tollgate::Limiter::keyed(
             tollgate::Quota::with_period(spec.interval).allow_burst(spec.burst),
         ))
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.check(&key).is_ok()
+    }
+    fn bytes(&self) -> Option<usize> {
+        Some(self.0.stats().bytes)
+    }
+}
+
+struct Presized(tollgate::Limiter<u64>);
+impl Subject for Presized {
+    fn build(spec: Spec, keys: usize) -> Self {
+        let quota = tollgate::Quota::with_period(spec.interval).allow_burst(spec.burst);
+        Presized(tollgate::Limiter::builder(quota).presize(keys).build())
     }
     #[inline]
     fn check(&self, key: u64) -> bool {
@@ -176,16 +194,17 @@ fn rss_bytes() -> usize {
 
 fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
     let rss0 = rss_bytes();
+    let n_keys = keys.len();
     let (s, expect) = match scenario {
         "live" => {
-            let s = S::build(LIVE, KEYS);
+            let s = S::build(LIVE, n_keys);
             for &k in keys {
                 assert!(s.check(k));
             }
             (s, idx.len() as u64)
         }
         "deny" => {
-            let s = S::build(DENY, KEYS);
+            let s = S::build(DENY, n_keys);
             // Not asserted: the ideal has no collision handling, so a key sharing a slot
             // with an earlier key finds it drained already.
             let mut drained = 0u64;
@@ -200,7 +219,7 @@ fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
             );
             (s, 0)
         }
-        "insert" => (S::build(LIVE, KEYS), idx.len() as u64),
+        "insert" => (S::build(LIVE, n_keys), idx.len() as u64),
         "hot" => (S::build(HOT, 1), idx.len() as u64),
         "hotdeny" => {
             let s = S::build(DENY, 1);
@@ -228,14 +247,19 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (subject, scenario) = (args[1].as_str(), args[2].as_str());
     let mut rng = Rng(0x5EED);
-    let keys: Vec<u64> = (0..KEYS).map(|_| rng.next_u64()).collect();
+    let n_keys: usize = std::env::var("COUNTERS_KEYS")
+        .map(|v| v.parse().expect("COUNTERS_KEYS: a number of keys"))
+        .unwrap_or(1_000_000);
+    let keys: Vec<u64> = (0..n_keys).map(|_| rng.next_u64()).collect();
     let idx: Vec<u32> = if scenario == "insert" {
-        (0..KEYS as u32).collect()
+        (0..n_keys as u32).collect()
     } else if scenario.starts_with("hot") {
         vec![0; N_CHECKS]
+    } else if n_keys < N_CHECKS {
+        (0..N_CHECKS).map(|_| rng.below(n_keys) as u32).collect()
     } else {
         // A random permutation's first N: N distinct keys in random order.
-        let mut p: Vec<u32> = (0..KEYS as u32).collect();
+        let mut p: Vec<u32> = (0..n_keys as u32).collect();
         for i in (1..p.len()).rev() {
             p.swap(i, rng.below(i + 1));
         }
@@ -245,12 +269,13 @@ fn main() {
     match subject {
         "ideal" => run::<Ideal>(scenario, &keys, &idx),
         "tollgate" => run::<Tollgate>(scenario, &keys, &idx),
+        "presized" => run::<Presized>(scenario, &keys, &idx),
         "governor" => run::<Governor>(scenario, &keys, &idx),
         "empty" => println!(
             "checks {} acc {}",
             idx.len(),
             timed_empty(&keys, black_box(&idx))
         ),
-        _ => panic!("subject: ideal | tollgate | governor | empty"),
+        _ => panic!("subject: ideal | tollgate | presized | governor | empty"),
     }
 }
