@@ -14,7 +14,9 @@ def tot(path):
             "LL": d["DLmr"] + d["DLmw"], "Bcm": d["Bcm"], "Bim": d.get("Bim",0), "Bc": d["Bc"], "Bi": d.get("Bi",0)}
 cols = ["Ir", "Dr", "Dw", "D1", "LL", "Bcm", "Bim"]
 for sc in sys.argv[1:] or ["live", "deny", "hot", "hotdeny", "insert"]:
-    n = N[sc.split("-")[0]]; e = tot(f"out/empty-{sc}.cg")
+    base, _, keys = sc.partition("-")
+    n = int(keys) if base == "insert" and keys else N[base]  # insert: one check per key
+    e = tot(f"out/empty-{sc}.cg")
     print(f"\n## {sc} (per check, N={n:,})\n| subject | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     print("| empty loop | " + " | ".join(f"{e[c]/n:.2f}" for c in cols) + " |")
