@@ -406,7 +406,22 @@ impl<'a> SlotArray<'a> {
     /// selects rather than branches, as TATs along a run come in no order a predictor could
     /// learn. A tombstone's word is frozen (it was frozen before it was cleared), so it is
     /// never the least; a frozen word counts as never expiring: it is no candidate.
+    ///
+    /// `probe_locked_plain` is the same walk for a caller that knows no key on the shard is
+    /// expired by its threshold and wants no victim: it looks at fingerprints alone.
     pub(super) fn probe_locked(&self, fp: u64, now: u64) -> Probe {
+        self.probe_locked_as::<true>(fp, now)
+    }
+
+    /// [`probe_locked`](SlotArray::probe_locked) where no key is expired and no victim is
+    /// wanted: its `Absent` names no expired slot and no least TAT.
+    pub(super) fn probe_locked_plain(&self, fp: u64) -> Probe {
+        self.probe_locked_as::<false>(fp, 0)
+    }
+
+    /// `TATS`: whether to read the words (for expired keys and the least TAT).
+    #[inline(always)]
+    fn probe_locked_as<const TATS: bool>(&self, fp: u64, now: u64) -> Probe {
         let mut first_free = usize::MAX;
         let (mut least_tat, mut least) = (u64::MAX, usize::MAX);
         // `Ok(i)`: the key at `i`; `Err(i)`: the `EMPTY` slot `i` ends the run.
@@ -418,6 +433,12 @@ impl<'a> SlotArray<'a> {
             }
             if f == EMPTY {
                 return Some(Err(i));
+            }
+            if !TATS {
+                if first_free == usize::MAX && f == TOMBSTONE {
+                    first_free = i;
+                }
+                return None;
             }
             let word = slot.word();
             let tat = if is_live(word) {
@@ -462,9 +483,81 @@ impl<'a> SlotArray<'a> {
         })
         .expect("a rebuild or insert has an EMPTY slot on every run")
     }
+
+    /// The segment run holding slot `i`: its biased entry, its first index and its end.
+    fn run_span(&self, i: usize) -> (*const Slot, usize, usize) {
+        let s = self.segment_of(i);
+        let start = self.segments.start(s);
+        (
+            self.entry(s),
+            start,
+            self.segments.start(s + 1).min(self.len),
+        )
+    }
+
+    /// A [`Placer`] for a rebuild into this view, whose slots are all `EMPTY`.
+    pub(super) fn placer(self) -> Placer<'a> {
+        Placer {
+            array: self,
+            cursor: 0,
+            top: 0,
+            run: self.run_span(0),
+        }
+    }
+}
+
+/// Puts a rebuild's keys into a view whose slots start out `EMPTY` (under the lock), each in
+/// an `EMPTY` slot on its own probe run, so that no key is cut off from its home.
+///
+/// Fed in order of their homes, keys fill the slots from the front: each goes to its home
+/// or, if that is taken, to the slot after the last one filled, with no probe and no
+/// segment lookup unless it crosses into the next segment. A rebuild feeds them nearly in
+/// that order (`Shard::rebuild` walks the old slots from the start of a probe run, and homes
+/// on the old and the new length are in the same order: `home` is monotonic in the mixed
+/// fingerprint); a key out of order, or one whose run wraps past the end, is placed by an
+/// ordinary probe (`free_slot`). Any order is correct; order only makes it fast.
+///
+/// Why the fast path is right: every key placed so far lies below `cursor`, and every slot
+/// of `[top, cursor)` holds a key. A key whose home `h` is at least `top` therefore finds
+/// `[h, cursor)` full and `cursor` (or `h` itself, if past it) `EMPTY`, which is the first
+/// `EMPTY` slot of its run, as a probe would find. A probe's slot below `cursor` keeps both
+/// facts; a probe can only reach past `cursor` through a full `[h, cursor)`, so it stops at
+/// `cursor` itself, and the cursor moves past it.
+pub(super) struct Placer<'a> {
+    array: SlotArray<'a>,
+    cursor: usize,
+    top: usize,
+    /// The segment run last placed into: biased entry, first index, end.
+    run: (*const Slot, usize, usize),
+}
+
+impl<'a> Placer<'a> {
+    /// Places key `fp`, whose home on this view is `home`: the index and the slot it goes to
+    /// (`EMPTY` until the caller writes).
+    pub(super) fn place(&mut self, home: usize, fp: u64) -> (usize, &'a Slot) {
+        debug_assert_eq!(home, self.array.home(fp));
+        let at = home.max(self.cursor);
+        if home < self.top || at >= self.array.len {
+            let i = self.array.free_slot(fp);
+            if i >= self.cursor {
+                self.cursor = i + 1;
+            }
+            return (i, self.array.slot(i));
+        }
+        self.top = home;
+        self.cursor = at + 1;
+        if at < self.run.1 || at >= self.run.2 {
+            self.run = self.array.run_span(at);
+        }
+        let slot = SlotArray::in_run(self.run.0, at);
+        // ordering: fingerprints only change under the lock.
+        debug_assert_eq!(slot.fp.load(Ordering::Relaxed), EMPTY);
+        (at, slot)
+    }
 }
 
 /// What a locked probe found.
+#[derive(Debug, PartialEq, Eq)]
 pub(super) enum Probe {
     /// The key, at this index.
     Found(usize),
@@ -474,7 +567,7 @@ pub(super) enum Probe {
 }
 
 /// A slot a new key may take, in order of preference on its probe run.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Free {
     Tombstone(usize),
     Expired(usize),
@@ -493,6 +586,117 @@ mod tests {
         }
         let boundaries: Vec<usize> = (0..10).map(extra_start).collect();
         assert_eq!(boundaries, [0, 1, 2, 3, 4, 6, 8, 12, 16, 24]);
+    }
+
+    /// Fingerprints as the table makes them (never `EMPTY` or `TOMBSTONE`), from xorshift.
+    fn fingerprints(n: usize, seed: u64) -> Vec<u64> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x | 2
+            })
+            .collect()
+    }
+
+    /// A grown view: `first` slots and segments up to `len`, every slot `EMPTY`.
+    fn grown(first: usize, len: usize) -> Segments {
+        let seg = Segments::new(first, len);
+        if len > first {
+            seg.extend(first, len);
+            seg.publish(len);
+        }
+        seg
+    }
+
+    #[test]
+    fn the_placer_puts_each_key_where_a_probe_would() {
+        for (first, len) in [(8, 8), (8, 100), (64, 1000), (1000, 1000), (16, 7_777)] {
+            let n = len * 5 / 6;
+            let keys = fingerprints(n, len as u64);
+            let seg = grown(first, len);
+            let home = |fp: u64| seg.current().home(fp);
+            let mut by_home = keys.clone();
+            by_home.sort_by_key(|&fp| home(fp));
+            // The rebuild's order (by home, from some run start on, wrapping), in order,
+            // reversed, at random.
+            let mut rotated = by_home.clone();
+            rotated.rotate_left(n / 3);
+            let mut reversed = by_home.clone();
+            reversed.reverse();
+            // A rebuild's order: the keys as a smaller table holds them (placed in random
+            // order), walked from the slot after its first `EMPTY` one.
+            let old = grown(first, first.max(len * 2 / 3).max(n + 1));
+            let old_view = old.current();
+            for &fp in &keys {
+                let i = old_view.free_slot(fp);
+                old_view.slot(i).fp.store(fp, Ordering::Relaxed);
+            }
+            let fps: Vec<u64> = old_view
+                .iter()
+                .map(|s| s.fp.load(Ordering::Relaxed))
+                .collect();
+            let from = fps.iter().position(|&fp| fp == EMPTY).unwrap() + 1;
+            let mut walked: Vec<u64> = fps[from..].iter().chain(&fps[..from]).copied().collect();
+            walked.retain(|&fp| fp != EMPTY);
+            for (name, order) in [
+                ("a rebuild's walk", &walked),
+                ("by home", &by_home),
+                ("rotated", &rotated),
+                ("reversed", &reversed),
+                ("random", &keys),
+            ] {
+                let seg = grown(first, len);
+                let view = seg.current();
+                let mut placer = view.placer();
+                for &fp in order {
+                    let probed = view.free_slot(fp);
+                    let (i, slot) = placer.place(view.home(fp), fp);
+                    assert_eq!(i, probed, "{name}, {first}/{len}: {fp:#x}");
+                    assert!(std::ptr::eq(slot, view.slot(i)));
+                    slot.fp.store(fp, Ordering::Relaxed);
+                }
+                for &fp in order {
+                    assert!(
+                        view.find(fp).is_some(),
+                        "{name}, {first}/{len}: lost {fp:#x}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_plain_locked_probe_agrees_when_nothing_is_expired() {
+        use super::super::slot::live_word;
+        let len = 1000;
+        let seg = grown(64, len);
+        let view = seg.current();
+        let keys = fingerprints(len * 5 / 6, 7);
+        for (k, &fp) in keys.iter().enumerate() {
+            let slot = view.slot(view.free_slot(fp));
+            slot.fp.store(fp, Ordering::Relaxed);
+            slot.state
+                .store(live_word(0, 10 + k as u64), Ordering::Relaxed);
+        }
+        // Every third key leaves a tombstone (frozen word, fingerprint `TOMBSTONE`).
+        for &fp in keys.iter().step_by(3) {
+            let slot = view.find(fp).unwrap();
+            slot.freeze_unless(|_| false).unwrap();
+            slot.clear(TOMBSTONE);
+        }
+        for &fp in keys.iter().chain(&fingerprints(500, 99)) {
+            let full = view.probe_locked(fp, 5);
+            let plain = view.probe_locked_plain(fp);
+            match (full, plain) {
+                (Probe::Absent(free, _), Probe::Absent(plain_free, None)) => {
+                    assert_eq!(free, plain_free, "{fp:#x}");
+                }
+                (full, plain) => assert_eq!(full, plain, "{fp:#x}"),
+            }
+        }
     }
 
     #[test]

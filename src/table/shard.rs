@@ -22,9 +22,11 @@
 //! keep it by taking the first free slot on the key's own run; tombstones turn back into
 //! `EMPTY` only when the next slot is `EMPTY` (the run ends there anyway).
 //!
-//! Growth and compaction are one operation, a *rebuild* in place (`rebuild`): every key is
-//! frozen, every slot emptied, and every key placed again, with its TAT, over the shard's
-//! slots. Growth first adds segments after the current slots (`array.rs`), rebuilds over old
+//! Growth and compaction are one operation, a *rebuild* in place (`rebuild`): one walk
+//! freezes every key and empties its slot, then every key is placed again, with its TAT, over
+//! the shard's slots (nearly in order of their homes, so mostly without probing:
+//! `array::Placer`).
+//! Growth first adds segments after the current slots (`array.rs`), rebuilds over old
 //! and new slots together, drops the keys that have expired, and then publishes the new length
 //! (Release). Compaction rebuilds over the same slots, to clear the tombstones that churn
 //! leaves inside probe runs (keys come, expire and are swept), where a sweep cannot turn them
@@ -46,7 +48,7 @@ use super::array::{Free, Probe, Segments, SlotArray};
 use super::full_policy::FullPolicy;
 use super::gate::FullGate;
 use super::keep::KeepExpired;
-use super::slot::{Attempt, EMPTY, Step, TOMBSTONE, frozen_word, is_live, tat_of};
+use super::slot::{Attempt, EMPTY, Slot, Step, TOMBSTONE, frozen_word, is_live, tat_of};
 use crate::seq::{Epoch, EpochWriter, SeqCount};
 use crate::sync::{Mutex, Ordering, lock};
 
@@ -233,7 +235,16 @@ impl Shard {
         let mut inner = lock(&self.inner);
         let array = self.array();
         let forget_by = self.forget_by(&inner, now);
-        let probed = match array.probe_locked(fp, forget_by) {
+        // No held key is expired before `next_sweep_at`, and below its cap the shard wants
+        // no victim: then the walk needs the fingerprints alone (`insert` probes in full
+        // after anything that changes either).
+        let counts = &inner.counts;
+        let plain = forget_by < counts.next_sweep_at && counts.used < self.cap;
+        let probed = match if plain {
+            array.probe_locked_plain(fp)
+        } else {
+            array.probe_locked(fp, forget_by)
+        } {
             Probe::Found(i) => match array.slot(i).update(fp, f) {
                 Attempt::Done(out) => return Ok(out),
                 // Only lock holders freeze slots or change fingerprints.
@@ -537,8 +548,8 @@ impl Shard {
     }
 
     /// Rebuilds the shard in place over `len` slots (its current length, or a larger one
-    /// for growth): freezes every key, empties every slot, then places every key again with
-    /// its TAT, without tombstones. `dropping`: a growth also drops the keys expired by then
+    /// for growth): freezes every key and empties every slot in one walk, then places every
+    /// key again with its TAT, without tombstones. `dropping`: a growth also drops the keys expired by then
     /// (a removal: the epoch moves), telling the shard's keep (`keep.rs`); a compaction
     /// (`None`) forgets nothing.
     ///
@@ -564,39 +575,53 @@ impl Shard {
         if len > old.len() {
             counts.bytes += self.slots.extend(old.len(), len);
         }
-        let mut keys = Vec::with_capacity(counts.used);
+        let mut keys: Vec<(usize, u64, u64, usize)> = Vec::with_capacity(counts.used);
         let mut earliest_live = u64::MAX;
         if dropping.is_some() {
             self.begin_removal(removals);
         }
-        for (i, slot) in old.iter().enumerate() {
+        // The keys go back nearly in order of their homes on the new length, which the
+        // placer is fast for: walked from the start of a probe run (the slot after the first
+        // `EMPTY` one), the old slots hold them in that order but within each cluster (a
+        // stretch between `EMPTY` slots, where keys sit in the order they came). Homes on the
+        // old and the new length are in the same order (`SlotArray::home` is monotonic in the
+        // mixed fingerprint).
+        let new = self.slots.view(len);
+        // ordering: fingerprints only change under the lock we hold.
+        let fp_at = |slot: &Slot| slot.fp.load(Ordering::Relaxed);
+        let from = old
+            .iter()
+            .position(|slot| fp_at(slot) == EMPTY)
+            .map_or(0, |e| e + 1);
+        let walk = || old.iter().enumerate();
+        for (i, slot) in walk().skip(from).chain(walk().take(from)) {
+            let fp = fp_at(slot);
             // After this freeze no updater can change the word: they go to the locked path,
-            // which waits for us.
-            let Some(word) = slot.freeze_unless(|_| false) else {
+            // which waits for us. The slot is emptied at once, while its line is at hand: a
+            // reader that meets the `EMPTY` takes a miss, which is only a hint.
+            let frozen = slot.freeze_unless(|_| false);
+            if fp != EMPTY {
+                slot.clear(EMPTY);
+            }
+            let Some(word) = frozen else {
                 continue;
             };
             let tat = tat_of(word);
-            // ordering: the fingerprint only changes under the lock we hold.
-            let fp = slot.fp.load(Ordering::Relaxed);
             if let Some((_, keep)) = dropping.as_mut().filter(|(now, _)| tat <= *now) {
                 keep.forgot(fp, tat);
                 counts.reclaimed += 1;
                 counts.horizon = counts.horizon.max(tat);
             } else {
-                keys.push((fp, word, i));
+                keys.push((new.home(fp), fp, word, i));
                 earliest_live = earliest_live.min(tat);
             }
         }
         if dropping.is_some() {
             self.end_removal(removals);
         }
-        for slot in old.iter() {
-            slot.clear(EMPTY);
-        }
-        let new = self.slots.view(len);
-        for &(fp, word, was) in &keys {
-            let i = new.free_slot(fp);
-            let slot = new.slot(i);
+        let mut placer = new.placer();
+        for &(home, fp, word, was) in &keys {
+            let (i, slot) = placer.place(home, fp);
             if i == was {
                 slot.restore(fp, word);
             } else {
