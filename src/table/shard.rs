@@ -25,10 +25,9 @@
 //! Growth and compaction are one operation, a *rebuild* in place (`rebuild`): one walk
 //! freezes every key and empties its slot, then every key is placed again, with its TAT, over
 //! the shard's slots (nearly in order of their homes, so mostly without probing:
-//! `array::Placer`).
-//! Growth first adds segments after the current slots (`array.rs`), rebuilds over old
-//! and new slots together, drops the keys that have expired, and then publishes the new length
-//! (Release). Compaction rebuilds over the same slots, to clear the tombstones that churn
+//! `array::Placer`). Growth first adds segments after the current slots (`array.rs`),
+//! rebuilds over old and new slots together, drops the keys that have expired, and then
+//! publishes the new length (Release). Compaction rebuilds over the same slots, to clear the tombstones that churn
 //! leaves inside probe runs (keys come, expire and are swept), where a sweep cannot turn them
 //! back into `EMPTY`; the shard compacts instead of growing when the live keys alone would
 //! leave room. Nothing is ever retired, so nothing has to be reclaimed: the slots a reader may
@@ -549,9 +548,9 @@ impl Shard {
 
     /// Rebuilds the shard in place over `len` slots (its current length, or a larger one
     /// for growth): freezes every key and empties every slot in one walk, then places every
-    /// key again with its TAT, without tombstones. `dropping`: a growth also drops the keys expired by then
-    /// (a removal: the epoch moves), telling the shard's keep (`keep.rs`); a compaction
-    /// (`None`) forgets nothing.
+    /// key again with its TAT, without tombstones. `dropping`: a growth also drops the keys
+    /// expired by then (a removal: the epoch moves), telling the shard's keep (`keep.rs`); a
+    /// compaction (`None`) forgets nothing.
     ///
     /// A key placed back in the slot it was frozen in gets its very word back, generation
     /// included: an updater that loaded that word before the freeze may still CAS it, and the
