@@ -131,6 +131,12 @@
 //! * *An undo never lands on a later incarnation*: every removal bumps the shard's removal
 //!   epoch around its writes, with plain stores by the lock holder, its only writer
 //!   (`seq::EpochWriter`), rather than two locked RMWs per removal (§6).
+//! * *No held key expires before its shard's `next_sweep_at`*: TATs only grow outside the
+//!   lock; an undo, the one write that lowers a TAT, runs under the shard lock
+//!   (`Word::update_lowering`) and lowers the bound with it, opening the full gate. Skipping
+//!   a sweep, the locked probe that reads fingerprints alone, and the gate's "full until"
+//!   rely on it. Test: `a_key_undone_to_expired_is_reclaimed_by_a_full_table` (refused, or
+//!   a live key evicted, when the undo is lock-free).
 //!
 //! Eviction: the locked probe that walks the new key's run notes the live key with the least
 //! TAT on it, and the new key takes that slot in place, with no tombstone and no further scan
@@ -359,8 +365,8 @@
 //!   `undo_vs_reset_direct` fail when its two bumps become one before the removal, with the
 //!   shard's single-writer stores (`begin_serial` making both bumps, `end_serial` none) as
 //!   with the RMWs. Dropping only `begin_serial`'s store (one bump, after the removal) fails
-//!   no model: in a shard every new incarnation is stored after `end`, and a frozen slot sends
-//!   an undo to the lock. `Epoch`'s Release/Acquire pair orders a writer's CAS after the
+//!   no model: in a shard every new incarnation is stored after `end`, and a keyed undo runs
+//!   under the lock. `Epoch`'s Release/Acquire pair orders a writer's CAS after the
 //!   removal's writes; loom cannot show it missing, since a loom RMW always reads the latest
 //!   value, so no model can make that CAS land before them.
 //!

@@ -43,6 +43,13 @@ pub(crate) trait Word {
     /// `now` is the caller's time; a keyed table may reclaim keys expired well before it. An
     /// absent key is inserted only if `f` writes.
     fn update<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full>;
+    /// [`update`](Word::update) for a write that may lower the TAT (an undo). A keyed table
+    /// makes it under the shard lock, which keeps its bound on the earliest expiry true
+    /// (`Shard::update_locked`): a lock-free write could lower a TAT under a sweep.
+    #[inline]
+    fn update_lowering<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full> {
+        self.update(now, f)
+    }
     /// [`update`](Word::update) with the removal epoch read before it, returned beside its
     /// result: what a write that may be undone records. Called after
     /// [`try_update_recording`](Word::try_update_recording) failed, so a keyed table skips
@@ -255,7 +262,8 @@ pub(crate) fn undo(word: &impl Word, written: Written) -> bool {
         (exact.then_some(written.prev), exact)
     };
     // A forgotten key moved the epoch, so the step writes nothing and this never inserts.
-    word.update(word.now(), step).unwrap_or(false)
+    // The only write that lowers a TAT: `update_lowering` (a keyed table's locked path).
+    word.update_lowering(word.now(), step).unwrap_or(false)
 }
 
 /// Why cells could not be reserved. Nothing is held afterwards.

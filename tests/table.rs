@@ -314,6 +314,45 @@ fn expired_keys_are_reclaimed_not_evicted_or_refused() {
 /// that come back within it (their short windows expire between visits) are still held, so
 /// their checks are the lock-free update of a held key, never an insert. Clients gone for
 /// longer are forgotten when their shard needs the room.
+/// An undo can take a key's TAT back below every TAT its shard has stored since its last
+/// sweep (a new key's undo restores the shard's horizon, here 0): the key is expired from
+/// then on, and a full shard must reclaim it for a new key before it refuses one or evicts
+/// a live one. One shard of 16 keys (a small shard evicts its least TAT anywhere) and of
+/// 200 (a large one looks on the new key's run); fresh limiters each round, since the new
+/// key's probe passes the undone key's slot in some of them.
+#[test]
+fn a_key_undone_to_expired_is_reclaimed_by_a_full_table() {
+    for round in 0..20 {
+        for policy in [FullPolicy::RefuseNewKeys, FullPolicy::EvictClosestToExpiry] {
+            for cap in [16, 200] {
+                let clock = ManualClock::new();
+                let l: Limiter<u64> = Limiter::builder(live())
+                    .shards(1)
+                    .capacity(cap)
+                    .full_policy(policy)
+                    .clock(clock.clone())
+                    .build();
+                let at = format!("round {round}, {policy:?}, {cap} keys");
+                let undone = cap as u64 - 1;
+                for k in 0..undone {
+                    assert!(l.check(&k).is_ok(), "{at}");
+                }
+                let last = l.check(&undone).unwrap(); // the cap
+                clock.advance(Duration::from_millis(5));
+                assert!(l.undo(&undone, last), "{at}");
+                clock.advance(Duration::from_millis(5));
+                assert!(l.check(&1_000_000).is_ok(), "{at}: refused");
+                for k in 0..undone {
+                    // Held since the first check: 98 cells left, not a fresh 99 (evicted).
+                    let left = l.check(&k).unwrap().remaining();
+                    assert_eq!(left, 98, "{at}: key {k} was evicted");
+                }
+                assert_eq!(l.stats().keys_held, cap, "{at}");
+            }
+        }
+    }
+}
+
 #[test]
 fn keys_returning_within_keep_expired_stay_held() {
     let ms = Duration::from_millis;

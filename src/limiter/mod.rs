@@ -757,6 +757,11 @@ where
         self.shared.update_key(self.route, self.fp, now, f)
     }
 
+    fn update_lowering<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full> {
+        let expired_by = now.saturating_sub(RECLAIM_GRACE);
+        (self.shared.table).update_locked(self.route, self.fp, expired_by, f)
+    }
+
     #[inline]
     fn update_recording<R>(
         &self,

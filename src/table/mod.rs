@@ -197,6 +197,18 @@ impl Table {
         self.update_in(self.shard(route), fp, expired_by, f)
     }
 
+    /// [`update`](Table::update) on the locked path alone: for a write that may lower the
+    /// key's TAT (`Shard::update_locked` keeps the shard's bound on its earliest expiry).
+    pub(crate) fn update_locked<R>(
+        &self,
+        route: u64,
+        fp: u64,
+        expired_by: u64,
+        f: impl FnMut(u64) -> Step<R>,
+    ) -> Result<R, Full> {
+        self.locked(self.shard(route), fp, expired_by, f)
+    }
+
     /// [`update`](Table::update) for a caller whose lock-free attempt
     /// ([`try_update_recording`](Table::try_update_recording)) just failed, with `route`'s
     /// removal epoch read first (see `Shard::removals`): what a write that may be undone

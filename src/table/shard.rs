@@ -96,7 +96,9 @@ pub(crate) struct ShardCounts {
     /// In-place rebuilds that cleared tombstones (see `compact`).
     pub(crate) compactions: u64,
     pub(crate) bytes: usize,
-    /// No key can expire before this, so a sweep before it would find nothing.
+    /// No key can expire before this, so a sweep before it would find nothing. TATs grow
+    /// outside the lock; the one write that lowers a TAT (an undo) runs under it and lowers
+    /// this too (`update_locked`).
     next_sweep_at: u64,
     /// The latest TAT of any key this shard has forgotten as expired: what an absent key's
     /// TAT is taken to be (see `update_locked`).
@@ -244,11 +246,28 @@ impl Shard {
         } else {
             array.probe_locked(fp, forget_by)
         } {
-            Probe::Found(i) => match array.slot(i).update(fp, f) {
-                Attempt::Done(out) => return Ok(out),
-                // Only lock holders freeze slots or change fingerprints.
-                Attempt::Frozen | Attempt::Moved => unreachable!("slot changed under the lock"),
-            },
+            Probe::Found(i) => {
+                // What the last run of `f` wrote (the CAS loop may run it more than once).
+                let mut wrote = None;
+                let attempt = array.slot(i).update(fp, &mut |tat| {
+                    let (write, out) = f(tat);
+                    wrote = write;
+                    (write, out)
+                });
+                let Attempt::Done(out) = attempt else {
+                    // Only lock holders freeze slots or change fingerprints.
+                    unreachable!("slot changed under the lock")
+                };
+                // Outside the lock TATs only grow; a write here may lower one (an undo, the
+                // only such write: `Word::update_lowering`). `next_sweep_at` stays a lower
+                // bound of every held TAT, which the sweep, the plain probe and the gate's
+                // "full until" rely on.
+                if let Some(tat) = wrote.filter(|&tat| tat < inner.counts.next_sweep_at) {
+                    inner.counts.next_sweep_at = tat;
+                    self.open_gate(&mut inner);
+                }
+                return Ok(out);
+            }
             Probe::Absent(free, least) => (free, least),
         };
         let (write, out) = f(inner.counts.horizon);
