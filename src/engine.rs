@@ -19,7 +19,9 @@
 //! odd epoch may have landed just before the removal took its state away, so it is never
 //! undone. An undo that finds anything else writes nothing: the write's cells count as used,
 //! never as an extra cell. Exact when nothing else wrote the key since, else a no-op: the
-//! window guarantee holds either way.
+//! window guarantee holds either way. In a keyed table the undo runs under the shard lock
+//! (`Word::update_lowering`): it is the one write that lowers a TAT, and the shard's bound on
+//! its earliest expiry has to follow it (`Shard::update_locked`).
 
 use std::ops::Deref;
 use std::time::Duration;
