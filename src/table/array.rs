@@ -276,6 +276,18 @@ impl<'a> SlotArray<'a> {
         unsafe { &*biased.wrapping_add(i) }
     }
 
+    /// Visits every slot once, with its index, from index `from` on, wrapping at `len`: a
+    /// probe that never stops, for a rebuild's walk.
+    #[inline(always)]
+    pub(super) fn for_each_from(&self, from: usize, mut visit: impl FnMut(usize, &'a Slot)) {
+        if self.len > 0 {
+            self.probe_from(from % self.len, self.len, |i, slot| {
+                visit(i, slot);
+                None::<()>
+            });
+        }
+    }
+
     /// Every slot, in index order.
     pub(crate) fn iter(self) -> impl Iterator<Item = &'a Slot> {
         let (mut i, mut biased, mut end) = (0, std::ptr::null(), 0);

@@ -593,8 +593,16 @@ impl Shard {
         if len > old.len() {
             counts.bytes += self.slots.extend(old.len(), len);
         }
-        let mut keys: Vec<(usize, u64, u64, usize)> = Vec::with_capacity(counts.used);
-        let mut earliest_live = u64::MAX;
+        // One entry a held key, written in place with no branch on whether a slot holds one
+        // (a slot that does not is overwritten by the next): held and free slots come in no
+        // order a predictor could learn. Room for one more than the held keys, as the write
+        // after the last of them may be a free slot's.
+        let mut keys: Vec<(usize, u64, u64, usize)> = Vec::with_capacity(counts.used + 1);
+        let mut held = 0;
+        // A live key with a TAT below this is expired: forgotten, not moved (0: none is).
+        let forget_below = dropping
+            .as_ref()
+            .map_or(0, |(now, _)| now.saturating_add(1));
         if dropping.is_some() {
             self.begin_removal(removals);
         }
@@ -611,33 +619,31 @@ impl Shard {
             .iter()
             .position(|slot| fp_at(slot) == EMPTY)
             .map_or(0, |e| e + 1);
-        let walk = || old.iter().enumerate();
-        for (i, slot) in walk().skip(from).chain(walk().take(from)) {
+        old.for_each_from(from, |i, slot| {
             let fp = fp_at(slot);
             // After this freeze no updater can change the word: they go to the locked path,
             // which waits for us. The slot is emptied at once, while its line is at hand: a
             // reader that meets the `EMPTY` takes a miss, which is only a hint.
-            let frozen = slot.freeze_unless(|_| false);
-            if fp != EMPTY {
-                slot.clear(EMPTY);
-            }
-            let Some(word) = frozen else {
-                continue;
-            };
-            let tat = tat_of(word);
-            if let Some((_, keep)) = dropping.as_mut().filter(|(now, _)| tat <= *now) {
-                keep.forgot(fp, tat);
+            let word = slot.freeze();
+            slot.clear(EMPTY);
+            let live = is_live(word);
+            let expired = live & (tat_of(word) < forget_below);
+            keys.spare_capacity_mut()[held].write((new.home(fp), fp, word, i));
+            held += usize::from(live & !expired);
+            if expired && let Some((_, keep)) = dropping.as_mut() {
+                keep.forgot(fp, tat_of(word));
                 counts.reclaimed += 1;
-                counts.horizon = counts.horizon.max(tat);
-            } else {
-                keys.push((new.home(fp), fp, word, i));
-                earliest_live = earliest_live.min(tat);
+                counts.horizon = counts.horizon.max(tat_of(word));
             }
-        }
+        });
+        // SAFETY: each of the first `held` entries was written: `held` grows by one only after
+        // a write at its current value.
+        unsafe { keys.set_len(held) };
         if dropping.is_some() {
             self.end_removal(removals);
         }
         let mut placer = new.placer();
+        let mut earliest_live = u64::MAX;
         for &(home, fp, word, was) in &keys {
             let (i, slot) = placer.place(home, fp);
             if i == was {
@@ -645,6 +651,7 @@ impl Shard {
             } else {
                 slot.hand_over(slot.word(), fp, tat_of(word));
             }
+            earliest_live = earliest_live.min(tat_of(word));
         }
         if dropping.is_some() {
             counts.next_sweep_at = earliest_live;

@@ -183,6 +183,23 @@ impl Slot {
         }
     }
 
+    /// Freezes the slot whatever it holds (under the shard lock, in a rebuild that walks every
+    /// slot) and returns the word it held: a live word as `freeze_unless` would have frozen
+    /// it, or the frozen word a free slot keeps. One exchange and no branch, where
+    /// `freeze_unless` tests liveness first: over a rebuild's walk, where slots alternate
+    /// between held and free in no order a predictor could learn, that test is a mispredict
+    /// every other key.
+    pub(crate) fn freeze(&self) -> u64 {
+        // ordering: Relaxed, as in `freeze_unless`. Updaters change only a live word's TAT,
+        // never its liveness or generation (the lock holder does, and that is us), so the
+        // generation read here is the one the exchange replaces, and the word stored is the
+        // frozen word of whatever the slot holds at the exchange: a live word's as
+        // `freeze_unless` makes it, a free slot's unchanged. An updater that loaded the live
+        // word before the exchange fails its CAS after it, as after `freeze_unless`.
+        let generation = frozen_word(self.state.load(Ordering::Relaxed));
+        self.state.swap(generation, Ordering::Relaxed)
+    }
+
     /// Gives a frozen slot (under the shard lock) to key `fp` with TAT `tat`. `frozen` is the
     /// word the slot holds now (frozen), whose generation the new owner's word bumps.
     pub(crate) fn hand_over(&self, frozen: u64, fp: u64, tat: u64) {
