@@ -405,6 +405,10 @@ fn lost_wakeup_after_fire() {
 // ---------------------------------------------------------------------------------------
 // 4. The runtime driver (`src/timer/runtime.rs`): a task attached, the thread its backstop.
 
+/// One thread's part in a model beside the timer thread: a registrant (returning its pending
+/// `Sleep`), a detach, a task turn.
+type Other = Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send>;
+
 /// The timer thread's loop at time 0 beside an attached task driver that never runs (a
 /// stalled runtime, a forgotten `Drive`): a turn, then park unless the turn saw a
 /// registration, until it knows it will wake by `limit` by itself. If the backstop could lose
@@ -416,22 +420,11 @@ fn lost_wakeup_after_fire() {
 /// thread turn at time 0 before any of this starts (so the thread's wake-up stands at the
 /// earliest of them, plus the backstop if a task is attached). `attached`: whether a task
 /// holds the claim (`backstop_vs` alone always attaches one).
-fn backstop_vs(
-    now: u64,
-    known: Option<u64>,
-    limit: u64,
-    others: Vec<Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send>>,
-) {
+fn backstop_vs(now: u64, known: Option<u64>, limit: u64, others: Vec<Other>) {
     thread_vs(true, now, known.as_slice(), limit, others);
 }
 
-fn thread_vs(
-    attached: bool,
-    now: u64,
-    known: &[u64],
-    limit: u64,
-    others: Vec<Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send>>,
-) {
+fn thread_vs(attached: bool, now: u64, known: &[u64], limit: u64, others: Vec<Other>) {
     let timer = std::sync::Arc::new(ManualTimer::new());
     if attached {
         assert!(timer.attach());
@@ -570,7 +563,7 @@ fn backstop_task_drains_before_the_thread_rechecks() {
 /// store their own wake-up: loom reports the deadlock.)
 #[test]
 fn backstop_two_task_turns_at_once() {
-    let task_turn = || -> Box<dyn FnOnce(&ManualTimer) -> Option<Sleep> + Send> {
+    let task_turn = || -> Other {
         Box::new(|t: &ManualTimer| {
             while t.task_turn(0).is_none() {}
             None
