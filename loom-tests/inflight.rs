@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     CARGO_TARGET_DIR=target-loom cargo test --release --test loom_inflight
+//!     cargo test --release -p tollgate-loom --test loom_inflight --target-dir target/loom
 //! ```
 //!
 //! The table is one shard under loom (every key meets on one lock). Futures are polled by

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     CARGO_TARGET_DIR=/tmp/target-timer-loom cargo test --release --test loom_timer
+//!     cargo test --release -p tollgate-loom --test loom_timer --target-dir target/loom
 //! ```
 //!
 //! Add `-- --nocapture` to see each model's interleaving count and time. Without

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     CARGO_TARGET_DIR=/tmp/target-loomwait cargo test --release --test loom_wait
+//!     cargo test --release -p tollgate-loom --test loom_wait --target-dir target/loom
 //! ```
 //!
 //! Add `-- --nocapture` to see each model's interleaving count and time. Without
