@@ -11,6 +11,7 @@
 //! ```text
 //! cargo xtask test      # set up, then every test (about 10 minutes on 2 cores)
 //! cargo xtask setup     # only the set-up
+//! cargo xtask features  # the features the workspace's test build turns on (for `.ci/run`)
 //! ```
 
 #![forbid(unsafe_code)]
@@ -25,10 +26,15 @@ fn main() -> ExitCode {
     let result = match task.as_deref() {
         Some("setup") => setup(),
         Some("test") => setup().and_then(|()| test()),
+        Some("features") => {
+            println!("{WORKSPACE_FEATURES}");
+            Ok(())
+        }
         _ => {
-            eprintln!("usage: cargo xtask <setup|test>");
-            eprintln!("  setup  install what the tests need (cmake, a redis-server), or say how");
-            eprintln!("  test   setup, then every test: the workspace, its feature sets, loom");
+            eprintln!("usage: cargo xtask <setup|test|features>");
+            eprintln!("  setup     install what the tests need (cmake, redis-server), or say how");
+            eprintln!("  test      setup, then every test: the workspace, its feature sets, loom");
+            eprintln!("  features  the features the workspace's test build turns on");
             return ExitCode::from(2);
         }
     };
@@ -142,17 +148,20 @@ struct Run {
     env: &'static [(&'static str, &'static str)],
 }
 
+/// The optional integrations the workspace's test pass turns on: every feature of
+/// tollgate-tower (axum's and tonic's peer addresses) and tollgate-client's reqwest adapter.
+/// Features only add here, so one build runs their tests beside the defaults' (which clippy
+/// checks build alone), and `.ci/run` reuses that build's examples for its smoke runs instead
+/// of building the integration stacks a second time in release.
+const WORKSPACE_FEATURES: &str = "tollgate-tower/axum,tollgate-tower/tonic,tollgate-client/reqwest";
+
 /// What `.ci/run` runs as tests, in the order a failure is cheapest to see: the workspace
-/// first, then the feature sets its default build leaves out, then the loom models.
+/// first, then the feature sets its build leaves out, then the loom models.
 const SUITE: &[Run] = &[
     Run {
-        what: "the workspace: every crate's unit, integration, property and doc tests",
-        args: &["test", "--workspace"],
-        env: &[],
-    },
-    Run {
-        what: "tollgate-tower with every feature",
-        args: &["test", "-p", "tollgate-tower", "--all-features"],
+        what: "the workspace, with tollgate-tower's and tollgate-client's optional integrations: \
+               every crate's unit, integration, property and doc tests",
+        args: &["test", "--workspace", "--features", WORKSPACE_FEATURES],
         env: &[],
     },
     Run {
@@ -214,32 +223,6 @@ const SUITE: &[Run] = &[
             "events",
             "--test",
             "layer",
-        ],
-        env: &[],
-    },
-    Run {
-        what: "tollgate-client's reqwest adapter",
-        args: &[
-            "test",
-            "-p",
-            "tollgate-client",
-            "--features",
-            "reqwest",
-            "--lib",
-            "--test",
-            "reqwest",
-        ],
-        env: &[],
-    },
-    Run {
-        what: "tollgate-client's reqwest doc tests",
-        args: &[
-            "test",
-            "-p",
-            "tollgate-client",
-            "--features",
-            "reqwest",
-            "--doc",
         ],
         env: &[],
     },
