@@ -134,9 +134,11 @@
 //! * *No held key expires before its shard's `next_sweep_at`*: TATs only grow outside the
 //!   lock; an undo, the one write that lowers a TAT, runs under the shard lock
 //!   (`Word::update_lowering`) and lowers the bound with it, opening the full gate. Skipping
-//!   a sweep, the locked probe that reads fingerprints alone, and the gate's "full until"
-//!   rely on it. Test: `a_key_undone_to_expired_is_reclaimed_by_a_full_table` (refused, or
-//!   a live key evicted, when the undo is lock-free).
+//!   a sweep, the locked probe that reads fingerprints alone, the gate's "full until" and a
+//!   growth that is no removal (it forgets nothing, so the removal epoch stays and the check
+//!   that caused it can be undone) rely on it. Tests:
+//!   `a_key_undone_to_expired_is_reclaimed_by_a_full_table` (refused, or a live key evicted,
+//!   when the undo is lock-free), `an_undo_across_a_growth_that_forgot_nothing_gives_the_cell_back`.
 //!
 //! Eviction: the locked probe that walks the new key's run notes the live key with the least
 //! TAT on it, and the new key takes that slot in place, with no tombstone and no further scan

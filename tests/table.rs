@@ -353,6 +353,33 @@ fn a_key_undone_to_expired_is_reclaimed_by_a_full_table() {
     }
 }
 
+/// A growth forgets the keys expired by then, and an undo across a removal is refused (the
+/// cells may belong to a later incarnation of the key); a growth that finds nothing expired
+/// is no removal, so the check that caused it can be undone. Each growth on a limiter of its
+/// own: an undone first check leaves its key expired, and forgetting it later is a removal.
+#[test]
+fn an_undo_across_a_growth_that_forgot_nothing_gives_the_cell_back() {
+    for growth in 1..=6 {
+        let clock = ManualClock::new();
+        let l: Limiter<u64> = Limiter::builder(live())
+            .shards(1)
+            .clock(clock.clone())
+            .build();
+        let mut grown = 0;
+        for k in 0.. {
+            let before = l.stats().bytes;
+            let out = l.check(&k).unwrap();
+            grown += usize::from(l.stats().bytes != before);
+            if grown == growth {
+                clock.advance(Duration::from_millis(1));
+                assert!(l.undo(&k, out), "growth {growth}, by key {k}");
+                assert_eq!(l.check_n(&k, 0).unwrap().remaining(), 100, "key {k}");
+                break;
+            }
+        }
+    }
+}
+
 #[test]
 fn keys_returning_within_keep_expired_stay_held() {
     let ms = Duration::from_millis;

@@ -154,6 +154,8 @@ impl Shard {
             inner: Mutex::new(Inner {
                 counts: ShardCounts {
                     bytes,
+                    // No key, so none can expire: every insert lowers it to its TAT.
+                    next_sweep_at: u64::MAX,
                     ..ShardCounts::default()
                 },
                 gate_closed: false,
@@ -568,8 +570,8 @@ impl Shard {
     /// Rebuilds the shard in place over `len` slots (its current length, or a larger one
     /// for growth): freezes every key and empties every slot in one walk, then places every
     /// key again with its TAT, without tombstones. `dropping`: a growth also drops the keys
-    /// expired by then (a removal: the epoch moves), telling the shard's keep (`keep.rs`); a
-    /// compaction (`None`) forgets nothing.
+    /// expired by then (a removal: the epoch moves), telling the shard's keep (`keep.rs`),
+    /// unless none can be (then it is no removal); a compaction (`None`) forgets nothing.
     ///
     /// A key placed back in the slot it was frozen in gets its very word back, generation
     /// included: an updater that loaded that word before the freeze may still CAS it, and the
@@ -600,10 +602,15 @@ impl Shard {
         let mut keys: Vec<(usize, u64, u64, usize)> = Vec::with_capacity(counts.used + 1);
         let mut held = 0;
         // A live key with a TAT below this is expired: forgotten, not moved (0: none is).
-        let forget_below = dropping
-            .as_ref()
-            .map_or(0, |(now, _)| now.saturating_add(1));
-        if dropping.is_some() {
+        // None is when a growth's `now` comes before `next_sweep_at` (no held key expires
+        // before it), and then the removal epoch does not move: an undo across a growth that
+        // forgot nothing, as across a compaction, is not refused.
+        let forget_below = match &dropping {
+            Some((now, _)) if *now >= counts.next_sweep_at => now.saturating_add(1),
+            _ => 0,
+        };
+        let removing = forget_below > 0;
+        if removing {
             self.begin_removal(removals);
         }
         // The keys go back nearly in order of their homes on the new length, which the
@@ -639,7 +646,7 @@ impl Shard {
         // SAFETY: each of the first `held` entries was written: `held` grows by one only after
         // a write at its current value.
         unsafe { keys.set_len(held) };
-        if dropping.is_some() {
+        if removing {
             self.end_removal(removals);
         }
         let mut placer = new.placer();
