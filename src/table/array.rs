@@ -342,7 +342,7 @@ impl<'a> SlotArray<'a> {
 
     /// Linear probing over `steps` slots from index `i` (`i < len`), wrapping at `len`.
     #[inline]
-    fn probe_from<T>(
+    pub(super) fn probe_from<T>(
         &self,
         mut i: usize,
         steps: usize,

@@ -78,6 +78,16 @@ const FALLBACK_KEYS: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Full;
 
+/// How many slots forward from index `from` index `to` lies, wrapping at `len` (both below
+/// `len`): a compare and a select, not a division.
+fn forward(from: usize, to: usize, len: usize) -> usize {
+    if to >= from {
+        to - from
+    } else {
+        to + len - from
+    }
+}
+
 pub(crate) fn len_for_keys(keys: usize) -> usize {
     keys.saturating_mul(MAX_LOAD_DEN)
         .div_ceil(MAX_LOAD_NUM)
@@ -756,26 +766,22 @@ impl Shard {
     /// clear, a miss: a lock-free miss is only a hint, and the shift runs inside the `moves`
     /// seqlock's write section (as a rebuild does), so `absent_for_sure` does not trust it.
     /// A moved key is not forgotten: the removal epoch does not move for it.
-    fn close_hole(&self, array: SlotArray<'_>, mut hole: usize) {
+    fn close_hole(&self, array: SlotArray<'_>, hole: usize) {
         let len = array.len();
+        // Slots from one past the hole on, run by run (no segment lookup a slot), stopping
+        // at the `EMPTY` that ends the run; `hole` is the current hole's index and slot.
+        let mut hole = (hole, array.slot(hole));
         let mut moving = false;
-        let mut j = hole;
-        loop {
-            j = if j + 1 == len { 0 } else { j + 1 };
-            let slot = array.slot(j);
+        let after = if hole.0 + 1 == len { 0 } else { hole.0 + 1 };
+        array.probe_from(after, len - 1, |j, slot| {
             // ordering: fingerprints only change under the lock we hold.
             let f = slot.fp.load(Ordering::Relaxed);
-            if f == EMPTY || j == hole {
-                break;
-            }
-            if f == TOMBSTONE {
-                continue;
+            if f == EMPTY {
+                return Some(());
             }
             // The key at `j` may fill the hole if its home is not in `(hole, j]`.
-            let from_home = (j + len - array.home(f)) % len;
-            let from_hole = (j + len - hole) % len;
-            if from_home < from_hole {
-                continue;
+            if f == TOMBSTONE || forward(array.home(f), j, len) < forward(hole.0, j, len) {
+                return None;
             }
             if !moving {
                 // The `moves` seqlock's writer protocol, as in `rebuild`.
@@ -785,11 +791,11 @@ impl Shard {
             let Some(word) = slot.freeze_unless(|_| false) else {
                 unreachable!("under the lock a slot with a key's fingerprint is live")
             };
-            let to = array.slot(hole);
-            to.hand_over(to.word(), f, tat_of(word));
-            hole = j;
-        }
-        array.slot(hole).clear(EMPTY);
+            hole.1.hand_over(hole.1.word(), f, tat_of(word));
+            hole = (j, slot);
+            None
+        });
+        hole.1.clear(EMPTY);
         if moving {
             self.moves.end();
         }
