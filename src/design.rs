@@ -142,8 +142,19 @@
 //!
 //! Eviction: the locked probe that walks the new key's run notes the live key with the least
 //! TAT on it, and the new key takes that slot in place, with no tombstone and no further scan
-//! (the victim set is on [`FullPolicy`](crate::FullPolicy)). At the cap a refused new key
-//! costs about 1.7 hits and an evicting one about 2.4 (BENCHMARKS.md, scenario F).
+//! (the victim set is on [`FullPolicy`](crate::FullPolicy)). A victim off the run (the new
+//! key's home is `EMPTY`) is closed up by shifting its run's later keys back, walked run by
+//! run like a probe, with no segment lookup and no division a slot.
+//!
+//! A full shard is loaded to 3/4, not the 5/6 a growing one reaches (`len_for_cap`): the key
+//! that fills a shard first grows it to its largest array. At the cap nothing relieves the
+//! load, and every new key, refused or evicting, misses twice (the lock-free probe, then the
+//! locked one), each walking to the `EMPTY` that ends its run: 17.8 slots expected at 5/6, 8.5
+//! at 3/4. A full table takes 21.3 bytes a key instead of 19.2; callgrind put a refusal at
+//! 923 -> 684 instructions, an eviction at 1,410 -> 1,168 (with the shift above), a hit at
+//! 237 -> 215. On the AMD host a refused new key went from 2.2–2.3 hits to 1.9; an
+//! evicting one stayed at 3.1–3.2, where the lock, the locked probe's bookkeeping and the
+//! eviction's writes, not the walks, are the cost (BENCHMARKS.md, scenario F).
 //!
 //! The check's hot path is the lock-free attempt alone (`engine::check` over
 //! `Table::try_update_recording`), inlined into the public method; anything else (a key to

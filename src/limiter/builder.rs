@@ -37,9 +37,9 @@ pub struct LimiterBuilder<K: ?Sized, S = RandomState> {
 }
 
 impl<K: ?Sized> LimiterBuilder<K> {
-    /// The default capacity: 2^23 (about 8.4 million) keys. At 16 bytes a slot this caps the
-    /// table at about 160 MiB; memory is only taken as keys arrive (a shard grows in place by
-    /// about 1.5x at a time).
+    /// The default capacity: 2^23 (about 8.4 million) keys. At 16 bytes a slot, and a full
+    /// shard loaded to 3/4, this caps the table at about 170 MiB; memory is only taken as keys
+    /// arrive (a shard grows in place by about 1.5x at a time).
     ///
     /// # Examples
     ///
@@ -72,7 +72,9 @@ impl<K: ?Sized> LimiterBuilder<K> {
 impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// The most keys held at once (a hard cap on memory). Rounded up to a multiple of the
     /// shard count; each shard holds an equal share, so a table can report full slightly
-    /// before `capacity` keys if keys spread unevenly (about 1 % at a million keys).
+    /// before `capacity` keys if keys spread unevenly (about 1 % at a million keys). A full
+    /// table takes about 21 bytes a key: the key that fills a shard grows it to a load of 3/4,
+    /// so that the new keys it then refuses or evicts probe short runs.
     ///
     /// # Panics
     ///

@@ -22,7 +22,7 @@ pub(crate) use shard::Full;
 pub(crate) use slot::Step;
 
 use array::SlotArray;
-use shard::{MIN_LEN, Shard, len_for_keys};
+use shard::{MIN_LEN, Shard, len_for_cap, len_for_keys};
 use slot::{Attempt, Slot, TOMBSTONE};
 
 /// How a table is sized and what it does when full.
@@ -132,7 +132,11 @@ impl Table {
             // Room for the shard's share plus four standard deviations of hashing noise.
             let share = config.presize.div_ceil(shards);
             let slack = 4 * (share as f64).sqrt() as usize + 1;
-            len_for_keys((share + slack).min(shard_cap))
+            if share + slack >= shard_cap {
+                len_for_cap(shard_cap)
+            } else {
+                len_for_keys(share + slack)
+            }
         };
         Table {
             shards: (0..shards)
@@ -470,11 +474,12 @@ mod tests {
 
     #[test]
     fn a_large_shard_evicts_the_closest_to_expiry_on_the_new_keys_run_in_place() {
-        // 100 keys in one shard of 120 slots (larger than `SMALL_SHARD`). Every key's home is
-        // one of the first four slots, so they fill slots 0..100 as one probe run; a new key
-        // whose home is slot 0 walks all of it.
+        // 100 keys in one shard at its largest, 134 slots (larger than `SMALL_SHARD`). Every
+        // key's home is one of the first four slots, so they fill slots 0..100 as one probe
+        // run; a new key whose home is slot 0 walks all of it.
         let t = table(100, FullPolicy::EvictClosestToExpiry);
-        let len = 120;
+        let len = 134;
+        assert_eq!(len_for_cap(100), len as usize);
         let home =
             |fp: u64| ((u128::from(fp.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * len) >> 64) as u64;
         let keys: Vec<u64> = (2..).filter(|&fp| home(fp) < 4).take(100).collect();
@@ -679,21 +684,50 @@ mod tests {
     }
 
     #[test]
+    fn a_full_shard_is_loaded_to_at_most_three_quarters() {
+        // At its cap a shard cannot grow to relieve its load, and every new key's probes walk
+        // to the end of its run: the key that fills it takes it to `len_for_cap` first, however
+        // the growth steps fall, presized or not.
+        for cap in [1, 2, 7, 8, 9, 100, 106, 107, 256, 1_000, 5_000] {
+            for presize in [0, cap / 2, cap] {
+                let t = Table::new(TableConfig {
+                    capacity: cap,
+                    presize,
+                    policy: FullPolicy::RefuseNewKeys,
+                    shards: 1,
+                    keep_expired: Some(0),
+                });
+                let key = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 2;
+                for k in 0..cap as u64 {
+                    put(&t, key(k), 1_000, 0).unwrap();
+                }
+                assert_eq!(put(&t, key(cap as u64), 1_000, 0), Err(Full), "{cap}");
+                let len = t.shards[0].array().len();
+                assert_eq!(len, len_for_cap(cap), "cap {cap}, presize {presize}");
+                assert!(cap * 4 <= len * 3, "cap {cap}: {len} slots");
+            }
+        }
+    }
+
+    #[test]
     fn a_shard_at_its_largest_compacts_its_tombstones() {
         // A full-size shard never grows; insert-and-reset churn must not leave it all
         // tombstones (every miss would then probe the whole array).
         let t = table(100, FullPolicy::RefuseNewKeys);
         let shard = &t.shards[0];
         let key = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        for k in 0..90 {
+        for k in 0..100 {
             put(&t, key(k), 1_000, 0).unwrap();
         }
         let len = shard.array().len();
         assert_eq!(
             len,
-            len_for_keys(100),
-            "90 keys take the shard to its largest"
+            len_for_cap(100),
+            "its 100th key takes the shard to its largest"
         );
+        for k in 90..100 {
+            assert!(t.remove(key(k), fingerprint(key(k))));
+        }
         for k in 90..10_000 {
             put(&t, key(k), 1_000, 0).unwrap();
             assert!(t.remove(key(k), fingerprint(key(k))));
