@@ -366,7 +366,8 @@
 //! ## 6. Loom
 //!
 //! Models build under `--cfg tollgate_loom`, never a bare `loom` cfg (that would switch on the
-//! loom paths of dependencies). In `loom-tests/`: `models.rs` (the table, both limiters),
+//! loom paths of dependencies). In `loom-tests/`, a package of its own (`tollgate-loom`, so
+//! that a loom build compiles tollgate and loom alone): `models.rs` (the table, both limiters),
 //! `timer.rs`, `wait.rs`, `inflight.rs`, all over `race.rs`, whose gate (a relaxed RMW
 //! opening both threads) makes loom's partial-order reduction try both orders. The models of
 //! `wait.rs` and the timer's recycle and driver models name the fault each was shown to fail
@@ -396,10 +397,11 @@
 //! ## 7. Where a change goes
 //!
 //! The workspace's one file map (the README points here). The core crate, `tollgate`, is the
-//! root package (`src/`, `tests/`, `loom-tests/`, `benches/`, `examples/`); each integration
-//! crate has a folder in `crates/`: `tollgate-http` (the HTTP parts the server integrations
-//! share), `tollgate-tower` (HTTP servers), `tollgate-pingora` (Pingora proxies),
-//! `tollgate-redis` (one limit across a fleet), `tollgate-client` (polite HTTP clients).
+//! root package (`src/`, `tests/`, `benches/`, `examples/`), its loom models the
+//! `tollgate-loom` package in `loom-tests/`; each integration crate has a folder in `crates/`:
+//! `tollgate-http` (the HTTP parts the server integrations share), `tollgate-tower` (HTTP
+//! servers), `tollgate-pingora` (Pingora proxies), `tollgate-redis` (one limit across a
+//! fleet), `tollgate-client` (polite HTTP clients).
 //!
 //! | change | file |
 //! | --- | --- |
