@@ -367,14 +367,18 @@ impl<'a> SlotArray<'a> {
     /// Starts loading slot `home` (a key's home slot) into the cache, before a clock read
     /// (`prefetch.rs`). The probe that follows finds it there, or on its way.
     ///
-    /// It also asks for the line after the home slot's end: when the home slot is the last
-    /// of its cache line, a probe that goes on (most do, at a shard's usual load) goes on in
-    /// the next line; otherwise that is the home line again and costs nothing more.
+    /// It also asks for the next cache line: a probe that goes past the home slot (most do,
+    /// at a shard's usual load) goes on into it within a slot or three, and a new key's
+    /// probe, which walks its whole run to the `EMPTY` that ends it, walks into it on most
+    /// inserts. The two lines are fetched side by side, so a hit in the home line pays
+    /// nothing for the second.
     #[inline(always)]
     pub(crate) fn prefetch(home: &Slot) {
+        /// The cache line of the CPUs this is tuned for (x86-64, most AArch64 cores).
+        const LINE: usize = 64;
         let home: *const Slot = home;
         crate::prefetch::prefetch(home);
-        crate::prefetch::prefetch(home.wrapping_add(1));
+        crate::prefetch::prefetch(home.wrapping_byte_add(LINE));
     }
 
     /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
