@@ -402,6 +402,13 @@ impl Shard {
         true
     }
 
+    /// For a shard holding `used` keys in `len` slots: whether it is at its cap, and whether
+    /// the next key fills it, which then goes in at the shard's largest length (`len_for_cap`)
+    /// rather than a growth step, so that a full shard is loaded to 3/4.
+    fn fullness(&self, used: usize, len: usize) -> (bool, bool) {
+        (used >= self.cap, used + 1 >= self.cap && len < self.max_len)
+    }
+
     /// Opens the gate (under the lock) before a change to the slots (`gate.rs`).
     fn open_gate(&self, inner: &mut Inner) {
         if inner.gate_closed {
@@ -447,9 +454,7 @@ impl Shard {
                 },
             };
             let counts = &mut inner.counts;
-            let at_cap = counts.used >= self.cap;
-            // The key that fills the shard goes in at its largest length (`len_for_cap`).
-            let filling = counts.used + 1 >= self.cap && len < self.max_len;
+            let (at_cap, filling) = self.fullness(counts.used, len);
             let roomy = !filling
                 && ((counts.used + counts.tombstones + 1) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
                     || len == self.max_len);
@@ -502,8 +507,7 @@ impl Shard {
                     forget_by,
                     now,
                 );
-            let at_cap = counts.used >= self.cap;
-            let filling = counts.used + 1 >= self.cap && len < self.max_len;
+            let (at_cap, filling) = self.fullness(counts.used, len);
             if !at_cap
                 && !filling
                 && counts.tombstones > 0
