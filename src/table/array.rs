@@ -462,8 +462,9 @@ impl<'a> SlotArray<'a> {
             } else {
                 u64::MAX
             };
-            let free_here = f == TOMBSTONE || tat <= now;
-            first_free = if first_free == usize::MAX && free_here {
+            // `|` and `&`, not `||` and `&&`: selects, not branches on what the run holds.
+            let free_here = (f == TOMBSTONE) | (tat <= now);
+            first_free = if (first_free == usize::MAX) & free_here {
                 i
             } else {
                 first_free

@@ -830,24 +830,23 @@ impl Shard {
     fn least_from_home(array: SlotArray<'_>, fp: u64, keys: usize) -> (usize, bool) {
         let mut seen = 0;
         let mut on_run = true;
-        let mut best: Option<(u64, usize, bool)> = None;
+        let (mut least_tat, mut least, mut least_on_run) = (u64::MAX, usize::MAX, false);
         array.probe(fp, |i, slot| {
             // ordering: fingerprints only change under the lock we hold.
             on_run &= slot.fp.load(Ordering::Relaxed) != EMPTY;
             let word = slot.word();
-            if !is_live(word) {
-                return None;
-            }
-            if best.is_none_or(|(t, ..)| tat_of(word) < t) {
-                best = Some((tat_of(word), i, on_run));
-            }
-            seen += 1;
+            let live = is_live(word);
+            // Selects, not branches (`&` and `|`, not `&&` and `||`): free and held slots
+            // come in no order a predictor could learn.
+            let less = live & ((least == usize::MAX) | (tat_of(word) < least_tat));
+            least_tat = if less { tat_of(word) } else { least_tat };
+            least = if less { i } else { least };
+            least_on_run = if less { on_run } else { least_on_run };
+            seen += usize::from(live);
             (seen == keys).then_some(())
         });
-        let Some((_, i, on_run)) = best else {
-            unreachable!("a shard at its cap holds live keys")
-        };
-        (i, on_run)
+        assert!(least != usize::MAX, "a shard at its cap holds live keys");
+        (least, least_on_run)
     }
 
     pub(crate) fn counts(&self) -> ShardCounts {
