@@ -154,7 +154,10 @@
 //! 923 -> 684 instructions, an eviction at 1,410 -> 1,168 (with the shift above), a hit at
 //! 237 -> 215. On the AMD host a refused new key went from 2.2–2.3 hits to 1.9; an
 //! evicting one stayed at 3.1–3.2, where the lock, the locked probe's bookkeeping and the
-//! eviction's writes, not the walks, are the cost (BENCHMARKS.md, scenario F).
+//! eviction's writes, not the walks, are the cost (BENCHMARKS.md, scenario F). The victim
+//! search off the run branched on every slot it passed, held or free in no learnable order
+//! (10 mispredicts a search, 2.6 an eviction); it and the locked probe's free-slot test are
+//! selects now: 5.1 mispredicts an eviction instead of 7.7, 2.7–3.1 hits instead of 2.8–3.2.
 //!
 //! The check's hot path is the lock-free attempt alone (`engine::check` over
 //! `Table::try_update_recording`), inlined into the public method; anything else (a key to
@@ -501,9 +504,10 @@
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
 //!   batch in hand gets 2.1–2.5x through `check_batch_at` (29–32 against 67–70 ns in the
 //!   same rounds), 1.13–1.20x an ideal of tollgate's footprint: what remains is the footprint.
-//! * C: memory met, time missed growing (0.90–0.96x governor), met presized (0.68x) and
-//!   through `check_batch_at` (0.53–0.55x: much of an insert is misses). Churn: met.
-//! * F: a refused key met (1.9x a hit), an evicting one missed (2.3x).
+//! * C: memory met; time growing at the line (Intel 0.90–0.96x governor; AMD 0.76–0.87x,
+//!   median 0.78, in the last set), met presized (0.68x) and through `check_batch_at`
+//!   (0.53–0.55x: much of an insert is misses). Churn: met.
+//! * F: a refused key met (1.8–1.9x a hit), an evicting one missed (Intel 2.3x, AMD 2.7–3.1x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
 //! * G, lockout, timer lateness: met.
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The
