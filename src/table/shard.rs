@@ -836,9 +836,10 @@ impl Shard {
             on_run &= slot.fp.load(Ordering::Relaxed) != EMPTY;
             let word = slot.word();
             let live = is_live(word);
-            // Selects, not branches (`&` and `|`, not `&&` and `||`): free and held slots
-            // come in no order a predictor could learn.
-            let less = live & ((least == usize::MAX) | (tat_of(word) < least_tat));
+            // Selects, not branches (`&`, not `&&`): free and held slots come in no order a
+            // predictor could learn. A TAT is below `u64::MAX` (`slot.rs`, 60 bits), so the
+            // first live key always takes the place.
+            let less = live & (tat_of(word) < least_tat);
             least_tat = if less { tat_of(word) } else { least_tat };
             least = if less { i } else { least };
             least_on_run = if less { on_run } else { least_on_run };
