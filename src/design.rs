@@ -511,11 +511,13 @@
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
 //! * G, lockout, timer lateness: met.
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The
-//!   tower layer: met with one client (fields on 98.2 %; fields off level with tower_governor
-//!   within its run-to-run spread, ahead on `TscClock`); missed with 10,000 clients with the
-//!   fields on (97.4 %), and with them off (1.14–1.15x tower_governor, keys live or
-//!   expiring: the grown table's segment lookup and the rest of the clock; presized and on
-//!   `TscClock`, 0.97x). One client with fields off: 0.94x.
+//!   tower layer: with one client met on the Intel host (fields on 98.2 %; fields off level
+//!   with tower_governor, ahead on `TscClock`), missed on the AMD host with the fields off
+//!   (1.28–1.36x with instructions level; `TscClock` 1.12–1.16x: mostly the clock read);
+//!   with 10,000 clients missed with the fields on (97.4 %), and with
+//!   them off missed on the Intel host before the one-pass address read (1.14–1.15x: the grown
+//!   table's segment lookup and the clock; presized and on `TscClock`, 0.97x), met on the AMD
+//!   host after it (0.74–0.79x; fewer instructions than tower_governor, 1,372 against 1,452).
 //!
 //! Decisions that rest on measurements:
 //!
