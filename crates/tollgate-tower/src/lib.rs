@@ -264,9 +264,9 @@
 //! With many clients the table's layout is the other large item: a table grown to its
 //! clients finds a key's slot through a few more instructions than one sized for them at the
 //! start. A server that knows about how many clients it sees can say so
-//! ([`tollgate::LimiterBuilder::presize`]); in the repository's bench, 10,000 clients cost
-//! about 165 ns a request with the defaults, 150 on `TscClock`, and 137 presized on
-//! `TscClock`, where tower_governor costs 132:
+//! ([`tollgate::LimiterBuilder::presize`]); in the repository's bench on its Intel host,
+//! 10,000 clients cost about 165 ns a request with the defaults, 150 on `TscClock`, and 137
+//! presized on `TscClock`, where tower_governor costs 132 (`BENCHMARKS.md` has later runs):
 //!
 //! ```
 //! use tollgate::{Limiter, Quota, TscClock};
