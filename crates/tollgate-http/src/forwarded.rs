@@ -62,7 +62,7 @@ pub enum ForwardedHeader {
     XForwardedFor,
     /// RFC 7239 `Forwarded: for=client;proto=https, for="[2001:db8::1]:4711"`: the `for=`
     /// parameter of each element, tokens or quoted strings, IPv6 in brackets, ports
-    /// allowed. Elements are split from the right at commas outside quoted strings, and each
+    /// allowed (numeric, or obfuscated as RFC 7239 allows: `"192.0.2.43:_p1"`). Elements are split from the right at commas outside quoted strings, and each
     /// is judged alone, only if the walk reaches it: `unknown`, obfuscated identifiers
     /// (`_hidden`), an element without `for=` or with two, and one that does not follow the
     /// grammar (an unterminated quote, a parameter without `=`, an unquoted IPv6 address)
@@ -396,9 +396,33 @@ enum Unquoted<'a> {
 impl Unquoted<'_> {
     fn address(&self) -> Option<IpAddr> {
         match self {
-            Unquoted::Plain(bytes) => parse_node(bytes),
-            Unquoted::Escaped(buf) => buf.as_ref().and_then(|(b, n)| parse_node(&b[..*n])),
+            Unquoted::Plain(bytes) => forwarded_node(bytes),
+            Unquoted::Escaped(buf) => buf.as_ref().and_then(|(b, n)| forwarded_node(&b[..*n])),
         }
+    }
+}
+
+/// A `for=` value's address: [`parse_node`], after dropping an obfuscated port. RFC 7239
+/// (§6) lets a proxy hide the port but name the address (`"192.0.2.43:_p1"`,
+/// `"[2001:db8::1]:_p1"`: `node-port = port / obfport`, `obfport = "_" 1*(ALPHA / DIGIT /
+/// "." / "_" / "-")`); the address is what the key needs. Only after an IPv4 address or a
+/// bracketed IPv6 one: an obfuscated node (`_hidden`) still names no address.
+fn forwarded_node(node: &[u8]) -> Option<IpAddr> {
+    let node = node.trim_ascii();
+    let Some(colon) = node.iter().rposition(|&b| b == b':') else {
+        return parse_node(node);
+    };
+    let (name, port) = (&node[..colon], &node[colon + 1..]);
+    let obfport = port.len() > 1
+        && port[0] == b'_'
+        && port[1..]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let address_then_port = name.ends_with(b"]") || !name.contains(&b':');
+    if obfport && address_then_port {
+        parse_node(name)
+    } else {
+        parse_node(node)
     }
 }
 
@@ -586,6 +610,25 @@ mod tests {
             vec![ip("1.2.3.4"), None, None, None]
         );
         assert_eq!(fwd(br#"for="_gazonk""#), vec![None]);
+        // An obfuscated port hides the port, not the address (RFC 7239, §6.3).
+        assert_eq!(fwd(br#"for="192.0.2.43:_p1""#), vec![ip("192.0.2.43")]);
+        assert_eq!(
+            fwd(br#"for="[2001:db8::1]:_p-1.x_y""#),
+            vec![ip("2001:db8::1")]
+        );
+        assert_eq!(fwd(br#"for="192.0.2.\43:_p1""#), vec![ip("192.0.2.43")]);
+        for hidden in [
+            &br#"for="_hidden:_p1""#[..],
+            br#"for="unknown:_p1""#,
+            br#"for="192.0.2.43:_""#,
+            br#"for="192.0.2.43:_p 1""#,
+            br#"for="192.0.2.43:p1""#,
+            br#"for="2001:db8::1:_p1""#,
+            br#"for="[2001:db8::1]:_p1:_p2""#,
+        ] {
+            let text = String::from_utf8_lossy(hidden);
+            assert_eq!(fwd(hidden), vec![None], "{text}");
+        }
         // A comma inside a quoted string does not split elements, escaped quotes included.
         assert_eq!(fwd(br#"by="a,b";for=1.2.3.4"#), vec![ip("1.2.3.4")]);
         assert_eq!(
