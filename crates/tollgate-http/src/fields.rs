@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{Entry, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use tollgate::Quota;
 
 /// `RateLimit-Policy`.
@@ -417,9 +417,30 @@ impl Fields {
 
     /// Adds the fields `format` asks for, and `Retry-After` after a refusal.
     ///
+    /// Fields already in `headers` are kept, as from a limiting layer nested inside this
+    /// one or an upstream that answered with its own: these policies' items are appended to
+    /// the IETF lists, the legacy fields describe whichever policy has fewer cells left
+    /// (the ones present, if their `X-RateLimit-Remaining` is not above this one's), and
+    /// `Retry-After` is the later of the two (a present value that is not in seconds, an
+    /// HTTP date, stays).
+    ///
     /// # Examples
     ///
-    /// See [`Fields`].
+    /// See [`Fields`]; with a nested limit's fields already on the response:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate_http::{Fields, Format, Policy};
+    ///
+    /// let mut headers = http::HeaderMap::new();
+    /// Fields::refused(&Policy::new("login"), Quota::per_minute(1), Duration::from_secs(50))
+    ///     .insert_into(&mut headers, Format::IETF);
+    /// Fields::admitted(&Policy::new("global"), Quota::per_minute(100), 98, Duration::from_secs(2))
+    ///     .insert_into(&mut headers, Format::IETF);
+    /// assert_eq!(headers["ratelimit"], "\"login\";r=0;t=50, \"global\";r=98;t=2");
+    /// assert_eq!(headers["retry-after"], "50");
+    /// ```
     pub fn insert_into(self, headers: &mut HeaderMap, format: Format) {
         if headers.is_empty() && self.retry_after.is_none() {
             // A response without fields (a handler that sets none): the same map, built by
@@ -448,19 +469,59 @@ impl Fields {
             + 3 * usize::from(format.legacy)
             + usize::from(self.retry_after.is_some());
         headers.reserve(count);
+        // Each field through its entry: one lookup, as an insert takes, whether or not the
+        // response has it already.
         if format.ietf {
-            headers.insert(RATELIMIT_POLICY, self.policy);
-            headers.insert(RATELIMIT, self.ratelimit);
+            append_items(headers.entry(RATELIMIT_POLICY), self.policy);
+            append_items(headers.entry(RATELIMIT), self.ratelimit);
         }
         if format.legacy {
             let (limit, remaining, reset) = self.legacy;
-            headers.insert(X_LIMIT, HeaderValue::from(limit));
-            headers.insert(X_REMAINING, HeaderValue::from(remaining));
-            headers.insert(X_RESET, HeaderValue::from(reset));
+            let fewer_present = headers
+                .get(X_REMAINING)
+                .and_then(seconds)
+                .is_some_and(|present| present <= u64::from(remaining));
+            if !fewer_present {
+                headers.insert(X_LIMIT, HeaderValue::from(limit));
+                headers.insert(X_REMAINING, HeaderValue::from(remaining));
+                headers.insert(X_RESET, HeaderValue::from(reset));
+            }
         }
         if let Some(retry) = self.retry_after.map(NonZeroU64::get) {
-            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
+            match headers.entry(RETRY_AFTER) {
+                // Seconds at least as late, or not seconds (an HTTP date): it stands.
+                Entry::Occupied(present) if seconds(present.get()).is_none_or(|s| s >= retry) => {}
+                Entry::Occupied(mut present) => {
+                    present.insert(HeaderValue::from(retry));
+                }
+                Entry::Vacant(absent) => {
+                    absent.insert(HeaderValue::from(retry));
+                }
+            }
         }
+    }
+
+    /// The fields [`insert_into`](Fields::insert_into) writes under `format`, `Retry-After`
+    /// included: for a caller whose response keeps its header elsewhere (a proxy's), which
+    /// copies the ones the response has into the map first, so that they are combined as
+    /// `insert_into` says, and then writes these back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_http::{Fields, Format};
+    ///
+    /// let names: Vec<_> = Fields::names(Format::IETF).map(|n| n.to_string()).collect();
+    /// assert_eq!(names, ["ratelimit-policy", "ratelimit", "retry-after"]);
+    /// ```
+    pub fn names(format: Format) -> impl Iterator<Item = HeaderName> {
+        let ietf = [RATELIMIT_POLICY, RATELIMIT]
+            .into_iter()
+            .filter(move |_| format.ietf);
+        let legacy = [X_LIMIT, X_REMAINING, X_RESET]
+            .into_iter()
+            .filter(move |_| format.legacy);
+        ietf.chain(legacy).chain([RETRY_AFTER])
     }
 
     /// Seconds until a retry may pass, after a refusal.
@@ -597,6 +658,38 @@ fn put_back(buf: &mut [u8], end: usize, bytes: &[u8]) -> usize {
     let start = end - bytes.len();
     buf[start..end].copy_from_slice(bytes);
     start
+}
+
+/// An IETF field's list with `items` added: after the items a response already has (every
+/// line of the field, in order), or as the whole field.
+fn append_items(entry: Entry<'_, HeaderValue>, items: HeaderValue) {
+    match entry {
+        Entry::Vacant(absent) => {
+            absent.insert(items);
+        }
+        Entry::Occupied(mut present) => {
+            let joined = present
+                .iter()
+                .chain(std::iter::once(&items))
+                .map(HeaderValue::as_bytes)
+                .collect::<Vec<_>>()
+                .join(&b", "[..]);
+            // Lines of a header value and printable ASCII make a header value.
+            let joined = HeaderValue::from_bytes(&joined).unwrap_or(items);
+            present.insert(joined);
+        }
+    }
+}
+
+/// A field value that is a whole number of seconds (`Retry-After`'s delay-seconds, a legacy
+/// count), or `None`.
+fn seconds(value: &HeaderValue) -> Option<u64> {
+    let text = value.to_str().ok()?.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // More digits than a `u64` holds: later than any wait this computes.
+    Some(text.parse().unwrap_or(u64::MAX))
 }
 
 /// Two lists of items as one: `a, b`.
@@ -758,6 +851,73 @@ mod tests {
 
     /// A response without fields gets them from the template, one with fields by
     /// insertion: the same fields, in the same order, either way.
+    /// Fields a response has already (a nested layer's, an upstream's) are kept and
+    /// combined, as `insert_into` says; anything else in the map is left alone.
+    #[test]
+    fn present_fields_are_kept_and_combined() {
+        let policy = Policy::new("outer");
+        let admitted =
+            || Fields::admitted(&policy, Quota::per_minute(100), 7, Duration::from_secs(3));
+        let present = |pairs: &[(&HeaderName, &str)]| {
+            let mut h = HeaderMap::new();
+            h.insert("content-type", HeaderValue::from_static("text/plain"));
+            for &(name, value) in pairs {
+                h.append(name, HeaderValue::from_str(value).unwrap());
+            }
+            h
+        };
+        let all = |h: &HeaderMap, name: &HeaderName| -> Vec<String> {
+            h.get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect()
+        };
+        // Every line of a present list, in order, then this policy's items, as one line.
+        let mut h = present(&[
+            (&RATELIMIT, "\"a\";r=1;t=1"),
+            (&RATELIMIT, "\"b\";r=2;t=2"),
+            (&RATELIMIT_POLICY, "\"a\";q=5;w=1"),
+        ]);
+        admitted().insert_into(&mut h, BOTH);
+        assert_eq!(
+            all(&h, &RATELIMIT),
+            ["\"a\";r=1;t=1, \"b\";r=2;t=2, \"outer\";r=7;t=3"]
+        );
+        assert_eq!(
+            all(&h, &RATELIMIT_POLICY),
+            ["\"a\";q=5;w=1, \"outer\";q=100;w=60"]
+        );
+        assert_eq!(h["content-type"], "text/plain");
+        // Legacy fields: the policy with fewer left wins, the present one on a tie.
+        for (remaining, kept) in [("3", true), ("7", true), ("8", false), ("x", false)] {
+            let mut h = present(&[(&X_LIMIT, "10"), (&X_REMAINING, remaining), (&X_RESET, "9")]);
+            admitted().insert_into(&mut h, BOTH);
+            let want = if kept {
+                ["10", remaining, "9"]
+            } else {
+                ["100", "7", "3"]
+            };
+            let got = [X_LIMIT, X_REMAINING, X_RESET].map(|n| all(&h, &n).join("|"));
+            assert_eq!(got, want, "present remaining {remaining}");
+        }
+        // `Retry-After`: the later of the two; a date stays.
+        let refused = || Fields::refused(&policy, Quota::per_minute(1), Duration::from_secs(30));
+        for (before, after) in [
+            ("120", "120"),
+            ("30", "30"),
+            ("5", "30"),
+            ("99999999999999999999999", "99999999999999999999999"),
+            (
+                "Wed, 21 Oct 2065 07:28:00 GMT",
+                "Wed, 21 Oct 2065 07:28:00 GMT",
+            ),
+        ] {
+            let mut h = present(&[(&RETRY_AFTER, before)]);
+            refused().insert_into(&mut h, IETF);
+            assert_eq!(all(&h, &RETRY_AFTER), [after], "present {before}");
+        }
+    }
+
     #[test]
     fn template_and_inserts_agree() {
         let policy = Policy::new("default");

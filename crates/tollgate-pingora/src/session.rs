@@ -110,6 +110,9 @@ impl ProxyLimit {
     /// Adds the fields of an admitted request to its response; call it from
     /// `ProxyHttp::response_filter` with the context [`request_filter`](Self::request_filter)
     /// filled. A context that holds no fields (a request that was not checked) adds none.
+    /// Fields the upstream's response has already are kept and combined with these, as
+    /// [`Fields::insert_into`](tollgate_http::Fields::insert_into) says: this policy's items
+    /// after the upstream's in the `RateLimit` lists.
     ///
     /// # Errors
     ///
@@ -136,10 +139,21 @@ impl ProxyLimit {
         let Some(fields) = checked.fields.take() else {
             return Ok(());
         };
+        let format = self.format();
         let mut headers = HeaderMap::new();
-        fields.insert_into(&mut headers, self.format());
-        for (name, value) in &headers {
-            response.insert_header(name.clone(), value.clone())?;
+        for name in Fields::names(format) {
+            for value in response.headers.get_all(&name) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        fields.insert_into(&mut headers, format);
+        for name in headers.keys() {
+            // Every line of a field the map holds (an upstream's date for `Retry-After`,
+            // say, stays as it came).
+            response.remove_header(name);
+            for value in headers.get_all(name) {
+                response.append_header(name.clone(), value.clone())?;
+            }
         }
         Ok(())
     }

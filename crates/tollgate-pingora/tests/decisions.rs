@@ -68,3 +68,38 @@ fn the_legacy_fields_when_asked_and_retry_after_always() {
     assert_eq!(headers["ratelimit-policy"], "\"default\";q=2;w=60");
     assert!(headers.contains_key("retry-after"));
 }
+
+/// An upstream that limits too: its fields stay on the response, this policy's items
+/// after its own, and its `Retry-After` as it came.
+#[test]
+fn an_upstreams_fields_are_kept_and_combined_with_the_limits() {
+    let limit = ProxyLimit::new(Quota::per_minute(10), peer_only());
+    let peer = Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
+    let mut checked = limit.check(peer, &http::HeaderMap::new()).unwrap();
+    let mut response = pingora_http::ResponseHeader::build(503, None).unwrap();
+    response
+        .insert_header("RateLimit", r#""upstream";r=0;t=30"#)
+        .unwrap();
+    response
+        .append_header("Retry-After", "Wed, 21 Oct 2065 07:28:00 GMT")
+        .unwrap();
+    response
+        .insert_header("content-type", "text/plain")
+        .unwrap();
+    limit.response_filter(&mut response, &mut checked).unwrap();
+    let all = |name: &str| -> Vec<&str> {
+        response
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        all("ratelimit"),
+        [r#""upstream";r=0;t=30, "default";r=9;t=6"#]
+    );
+    assert_eq!(all("ratelimit-policy"), [r#""default";q=10;w=60"#]);
+    assert_eq!(all("retry-after"), ["Wed, 21 Oct 2065 07:28:00 GMT"]);
+    assert_eq!(all("content-type"), ["text/plain"]);
+}

@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tollgate::{Limiter, ManualClock, Quota};
-use tollgate_tower::{HeaderKey, MissingKey, PeerIp, RateLimitLayer, Refusal};
+use tollgate_tower::{Global, HeaderKey, MissingKey, PeerIp, RateLimitLayer, Refusal};
 
 use crate::common::{Bare, parse_list, policy, ratelimit, retry_after};
 
@@ -41,6 +41,21 @@ async fn get_full(addr: SocketAddr, api_key: Option<&str>) -> (StatusCode, http:
     let (parts, body) = res.into_parts();
     let body = body.collect().await.unwrap().to_bytes();
     (parts.status, parts.headers, body)
+}
+
+/// `GET path` on a fresh connection: the status and the headers.
+async fn get_path(addr: SocketAddr, path: &str) -> (StatusCode, http::HeaderMap) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(path).header("host", "test");
+    let res = sender
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    (res.status(), res.headers().clone())
 }
 
 /// Serves `app` on 127.0.0.1:0 with `ConnectInfo<SocketAddr>`.
@@ -154,4 +169,79 @@ async fn axum_refusals_answered_by_a_hook_with_an_axum_body() {
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(json["status"], 400);
     assert!(json["retry_after"].is_null());
+}
+
+/// Layers nested in a `Router` (a global limit on the app, a per-IP one on one route), and a
+/// handler that answers with an upstream's own fields: every policy's items reach the client,
+/// the inner ones first, and the refusing policy's `Retry-After` stands.
+#[tokio::test]
+async fn nested_layers_and_an_upstreams_fields_all_reach_the_client() {
+    let clock = ManualClock::new();
+    let global = Limiter::builder(Quota::per_minute(100))
+        .clock(clock.clone())
+        .build();
+    let global = RateLimitLayer::builder(global, Global)
+        .policy_name("global")
+        .unwrap()
+        .build();
+    let login = Limiter::builder(Quota::per_minute(1)).clock(clock).build();
+    let login = RateLimitLayer::builder(login, PeerIp::new())
+        .policy_name("login")
+        .unwrap()
+        .build();
+    let upstream = || async {
+        let mut response = http::Response::new(axum::body::Body::empty());
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        let h = response.headers_mut();
+        h.insert(
+            "ratelimit-policy",
+            r#""upstream";q=10;w=3600"#.parse().unwrap(),
+        );
+        h.insert("ratelimit", r#""upstream";r=0;t=120"#.parse().unwrap());
+        h.insert("retry-after", "120".parse().unwrap());
+        response
+    };
+    let app = Router::new()
+        .route("/login", get(|| async { "welcome" }).route_layer(login))
+        .route("/upstream", get(upstream))
+        .layer(global);
+    let addr = serve(app).await;
+
+    let items = |h: &http::HeaderMap, field: &str, [a, b]: [&str; 2]| -> Vec<(Bare, i64, i64)> {
+        parse_list(h, field)
+            .iter()
+            .map(|i| (i.value.clone(), i.int(a), i.int(b)))
+            .collect()
+    };
+    let s = |n: &str| Bare::Str(n.into());
+    let (status, h) = get_path(addr, "/login").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        items(&h, "ratelimit-policy", ["q", "w"]),
+        [(s("login"), 1, 60), (s("global"), 100, 60)]
+    );
+    assert_eq!(
+        items(&h, "ratelimit", ["r", "t"]),
+        [(s("login"), 0, 60), (s("global"), 99, 1)]
+    );
+    // The inner limit refuses; the outer one admitted the request and says so, after it.
+    let (status, h) = get_path(addr, "/login").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        items(&h, "ratelimit", ["r", "t"]),
+        [(s("login"), 0, 60), (s("global"), 98, 2)]
+    );
+    assert_eq!(retry_after(&h), 60);
+    // An upstream's fields stay, the layer's items after them, its later `Retry-After` too.
+    let (status, h) = get_path(addr, "/upstream").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        items(&h, "ratelimit-policy", ["q", "w"]),
+        [(s("upstream"), 10, 3600), (s("global"), 100, 60)]
+    );
+    assert_eq!(
+        items(&h, "ratelimit", ["r", "t"]),
+        [(s("upstream"), 0, 120), (s("global"), 97, 2)]
+    );
+    assert_eq!(retry_after(&h), 120);
 }
