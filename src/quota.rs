@@ -125,7 +125,8 @@ impl Quota {
     ///
     /// # Panics
     ///
-    /// If `n` is zero. Use [`Quota::try_new`] to get an error instead.
+    /// If `n` is zero or above 10⁹ (an interval below one nanosecond). Use
+    /// [`Quota::try_new`] to get an error instead.
     ///
     /// # Examples
     ///

@@ -94,6 +94,26 @@ fn capacity_is_a_multiple_of_the_shard_count() {
     assert_eq!(default.stats().capacity, 1 << 23);
 }
 
+/// `capacity(usize::MAX)`, "no cap": that many keys, rounded up to the shard count as far as
+/// a `usize` goes, and a table that grows as any other.
+#[test]
+fn the_largest_capacity_is_no_cap_not_an_overflow() {
+    let q = Quota::per_hour(1);
+    for shards in [1, 3, 64] {
+        let limiter = Limiter::<u64>::builder(q)
+            .capacity(usize::MAX)
+            .shards(shards)
+            .build();
+        assert_eq!(limiter.capacity(), usize::MAX, "{shards} shards");
+        assert_eq!(limiter.stats().capacity, usize::MAX);
+        for k in 0..10_000 {
+            assert!(limiter.check(&k).is_ok());
+        }
+        assert!(limiter.check(&0).is_err());
+        assert_eq!(limiter.stats().keys_held, 10_000);
+    }
+}
+
 #[test]
 #[should_panic(expected = "capacity(0)")]
 fn zero_capacity_panics() {

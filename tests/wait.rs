@@ -1552,3 +1552,23 @@ fn a_hand_over_that_finds_no_room_for_its_key_fails_its_waiters_with_table_full(
     assert!(l.reset(&16));
     assert_eq!(Probe::new(l.until_ready(&0)).poll(), Poll::Ready(Ok(())));
 }
+
+/// A waiting future's `Debug` shows its limiter's quota, not the limiter's insides: the
+/// table's shards and stripes (tens of kilobytes a future), nor the identity hasher's
+/// secret seed, which a log line must not carry.
+#[test]
+fn a_waiting_futures_debug_is_short_and_leaves_the_seed_out() {
+    let limiter = Limiter::keyed(Quota::per_second(5));
+    let direct = DirectLimiter::new(Quota::per_second(5));
+    let texts = [
+        format!("{:?}", limiter.until_ready("k")),
+        format!("{:?}", limiter.throttle("k", async {})),
+        format!("{:?}", direct.until_ready()),
+        format!("{:?}", direct.throttle(async {})),
+    ];
+    for text in texts {
+        assert!(text.len() < 2_000, "{} bytes: {text}", text.len());
+        assert!(!text.to_lowercase().contains("seed"), "{text}");
+        assert!(text.contains("quota"), "{text}");
+    }
+}

@@ -51,7 +51,6 @@ pub struct DirectLimiter {
 }
 
 /// The state every clone shares (the waiting futures use it directly).
-#[derive(Debug)]
 pub(crate) struct Shared {
     /// `{gen:4 | tat:60}`: the TAT in nanoseconds on `clock` (0: no information), and a
     /// generation that each `reset` advances (see `new_incarnation`).
@@ -154,7 +153,8 @@ impl DirectLimiter {
         self.check_n_at(1, self.now())
     }
 
-    /// Admits `n` cells at once, or none (`n = 0` always passes and records nothing).
+    /// Admits `n` cells at once, or none (`n = 0` always passes and writes nothing; the
+    /// statistics count it as an admitted check).
     ///
     /// # Errors
     ///
@@ -246,8 +246,8 @@ impl DirectLimiter {
     }
 
     /// Gives back the cells of an admission that was not used, exactly if nothing else was
-    /// admitted since, else not at all (see [`Limiter::undo`](crate::Limiter::undo)).
-    /// Returns whether it did.
+    /// admitted since, else not at all; give each admission back once (see
+    /// [`Limiter::undo`](crate::Limiter::undo)). Returns whether it did.
     ///
     /// # Examples
     ///
@@ -491,6 +491,16 @@ impl<P: Deref<Target = Arc<Shared>>> Word for DirectState<P> {
 
     fn capacity(&self) -> usize {
         1
+    }
+}
+
+/// What a waiting future's `Debug` shows of its limiter: its quota, not the counter stripes
+/// and queues.
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
     }
 }
 

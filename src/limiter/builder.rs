@@ -74,7 +74,8 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// shard count; each shard holds an equal share, so a table can report full slightly
     /// before `capacity` keys if keys spread unevenly (about 1 % at a million keys). A full
     /// table takes about 21 bytes a key: the key that fills a shard grows it to a load of 3/4,
-    /// so that the new keys it then refuses or evicts probe short runs.
+    /// so that the new keys it then refuses or evicts probe short runs. `usize::MAX` is no
+    /// cap: the table grows as far as memory goes.
     ///
     /// # Panics
     ///

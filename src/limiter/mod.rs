@@ -60,7 +60,6 @@ pub struct Limiter<K: ?Sized, S = RandomState> {
 }
 
 /// The state every clone of a limiter shares (the waiting futures use it directly).
-#[derive(Debug)]
 pub(crate) struct Shared<S> {
     pub(crate) table: Table,
     pub(crate) quota: QuotaCell,
@@ -277,7 +276,8 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
 
     /// Admits `n` cells at once for `key`, or none.
     ///
-    /// `n = 0` is always admitted and records nothing.
+    /// `n = 0` is always admitted and writes nothing (the statistics count it as an admitted
+    /// check).
     ///
     /// # Errors
     ///
@@ -503,7 +503,12 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// used, never as an extra cell. The statistics still count the admission.
     ///
     /// `admitted` must come from this limiter and `key` (an admission of another key or
-    /// limiter is almost always a no-op, but not provably so).
+    /// limiter is almost always a no-op, but not provably so), and be given back once.
+    /// `Admitted` is `Copy`, so nothing stops a second `undo` of it: that one is a no-op
+    /// while the key holds the state the first restored, but once a later check has stored
+    /// exactly what this admission stored (the same cells at the same instant: a
+    /// [`ManualClock`](crate::ManualClock), or one `check_at` time), the two admissions are
+    /// the same state, and the second `undo` gives back the later check's cells.
     ///
     /// # Examples
     ///
@@ -814,6 +819,17 @@ impl<K: ?Sized, S> Clone for Limiter<K, S> {
             shared: Arc::clone(&self.shared),
             _key: PhantomData,
         }
+    }
+}
+
+/// What a waiting future's `Debug` shows of its limiter: its quota and cap, not the table
+/// (tens of kilobytes of shards and stripes) nor the identity hasher's secret seed.
+impl<S> fmt::Debug for Shared<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("quota", &self.quota)
+            .field("capacity", &self.table.capacity())
+            .finish_non_exhaustive()
     }
 }
 

@@ -144,7 +144,8 @@ impl Table {
                 .collect(),
             shard_shift: shard_shift(shards),
             policy: config.policy,
-            capacity: shard_cap * shards,
+            // Saturating: a cap of `usize::MAX` ("no cap") is that many, not a wrapped 0.
+            capacity: shard_cap.saturating_mul(shards),
         }
     }
 
