@@ -363,7 +363,8 @@ impl PoliteLayer {
     }
 
     /// Keeps counters for at most `n` hosts, the least recently used evicted (the
-    /// adaptive rates have their own capacity, in their [`AdaptiveConfig`]).
+    /// adaptive rates have their own capacity, in their [`AdaptiveConfig`]). A host's
+    /// latest hold is kept with its counters too, for the attempts that queued before it.
     ///
     /// # Panics
     ///
@@ -603,6 +604,7 @@ impl Shared {
                 }
             }
         }
+        let now = self.rates.now();
         self.hosts.with(key, |c| {
             match sig.verdict {
                 Verdict::Success => {
@@ -620,9 +622,12 @@ impl Shared {
                 Verdict::Final => {}
             }
             c.last_signal = Some(*sig);
-            if hold.is_some() {
+            if let Some(hold) = hold {
                 c.holds += 1;
                 c.handle.count(Tally::Holds);
+                // Capped as the rates cap it.
+                let until = now + hold.min(self.rates.config().max_retry_after);
+                c.held_until = c.held_until.max(Some(until));
             }
             if sig.ignored_unit.is_some() {
                 c.ignored_unit = sig.ignored_unit;
@@ -822,19 +827,40 @@ where
                     // the rate, its bytes' turn.
                     let wait = async {
                         let permit = shared.inflight.acquire(&key).await;
-                        let turn = shared.rates.until_ready(&key);
-                        match shared.max_wait {
-                            Some(max) => {
-                                if let Err(e) = turn.within(max).await {
-                                    if let Some(wait) = e.retry_after() {
-                                        return Err(PoliteError::held(wait));
+                        loop {
+                            let turn = shared.rates.until_ready(&key);
+                            match shared.max_wait {
+                                Some(max) => {
+                                    let left = max.saturating_sub(asked.elapsed());
+                                    if let Err(e) = turn.within(left).await {
+                                        if let Some(wait) = e.retry_after() {
+                                            return Err(PoliteError::held(wait));
+                                        }
                                     }
                                 }
+                                // An error here is only a full limiter table: go on at the
+                                // rate alone.
+                                None => {
+                                    let _ = turn.await;
+                                }
                             }
-                            // An error here is only a full limiter table: go on at the rate
-                            // alone.
-                            None => {
-                                let _ = turn.await;
+                            // A turn reserved before a hold came (an answer to an attempt
+                            // ahead of this one) is not moved by it: the hold is renewed in
+                            // the rates (it may also have left a full limiter table) and the
+                            // attempt takes a turn after it. A table that cannot hold it:
+                            // the attempt sleeps it out instead, on the real clock.
+                            let now = shared.rates.now();
+                            let Some(left) = shared.hosts.with(&key, |c| c.held_after(now)) else {
+                                break;
+                            };
+                            if let Some(max) = shared.max_wait {
+                                if left > max.saturating_sub(asked.elapsed()) {
+                                    return Err(PoliteError::held(left));
+                                }
+                            }
+                            if shared.rates.limiter().penalize(&key, left).is_err() {
+                                RetryPolicy::sleep(left).await;
+                                break;
                             }
                         }
                         // A content-bytes policy: the attempt's bytes too (see `byte_cost`).

@@ -36,7 +36,9 @@
 //!   `Retry-After` and a Unix-time reset are measured from the response's `Date` when it
 //!   has one (the server's clock), so a server whose clock is off still gets its wait.
 //! * Long holds are honoured, not probed: a host that says `Retry-After: 3600` gets no
-//!   request for an hour (a cap, [`AdaptiveConfig::max_retry_after`], is off by default).
+//!   request for an hour (a cap, [`AdaptiveConfig::max_retry_after`], is off by default),
+//!   requests already queued for their turn included, for as many held hosts as
+//!   [`AdaptiveConfig::capacity`] keeps.
 //!   A request that should not wait that long is bounded by [`PoliteLayer::max_wait`]
 //!   (off by default): past it, it fails at once with [`PoliteError::Held`], which says
 //!   when the host opens again ([`PoliteError::held_until`]).

@@ -361,3 +361,60 @@ async fn an_http_date_retry_after_is_read_on_the_servers_clock() {
         assert_eq!(status, 503, "skew {skew}");
     }
 }
+
+/// A request already queued for its turn when a 429's hold arrives (its turn was reserved
+/// before the hold, a second after the first request) stays unsent through the hold, and
+/// goes after it; bounded by `max_wait`, it fails with the hold instead.
+#[tokio::test]
+async fn a_hold_keeps_back_a_request_queued_before_it() {
+    for bounded in [false, true] {
+        let (url, seen) = serve(vec![
+            (429, vec![("retry-after", "30".to_owned())]),
+            (200, vec![]),
+        ])
+        .await;
+        let clock = ManualClock::new();
+        let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(1.0), clock.clone());
+        let mut layer = PoliteLayer::with_rates(rates).retry(RetryPolicy::never());
+        if bounded {
+            layer = layer.max_wait(Duration::from_secs(10));
+        }
+        let svc = client(&layer);
+        // The first goes at once; the second queues for its turn at 1 s (the current-thread
+        // runtime runs it to its wait before the first's answer comes back).
+        let first = tokio::spawn(svc.clone().oneshot(get(&url)));
+        let second = tokio::spawn(svc.clone().oneshot(get(&url)));
+        let answer = first.await.unwrap().expect("answers");
+        assert_eq!(answer.status(), 429);
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+
+        // The second's turn comes, inside the hold.
+        clock.advance(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "sent inside the hold");
+        if bounded {
+            let err = tokio::time::timeout(Duration::from_secs(30), second)
+                .await
+                .expect("refused at once")
+                .unwrap()
+                .expect_err("held past max_wait");
+            let wait = err.retry_after().expect("the hold's wait");
+            assert_eq!(wait, Duration::from_secs(29), "{err}");
+            assert_eq!(seen.load(Ordering::SeqCst), 1);
+            continue;
+        }
+        assert!(!second.is_finished());
+        clock.advance(Duration::from_secs(28));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "sent inside the hold");
+        // Past the hold it goes out.
+        clock.advance(Duration::from_secs(2));
+        let res = tokio::time::timeout(Duration::from_secs(30), second)
+            .await
+            .expect("sent after the hold")
+            .unwrap()
+            .expect("answers");
+        assert_eq!(res.status(), 200);
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+}

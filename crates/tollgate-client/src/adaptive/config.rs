@@ -408,7 +408,10 @@ impl AdaptiveConfig {
     }
 
     /// The most keys whose state is kept; a new key beyond it evicts the least recently
-    /// used one (which starts over at the initial rate if it comes back).
+    /// used one (which starts over at the initial rate if it comes back). A server's hold
+    /// (`Retry-After`, a spent quota) is part of that state: a key evicted while held
+    /// forgets its hold with its rate, so a crawl that may have more hosts held at once than
+    /// this (each saying `Retry-After: 3600`, say) needs a capacity above that count.
     ///
     /// # Panics
     ///
