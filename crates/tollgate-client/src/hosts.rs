@@ -90,9 +90,6 @@ pub(crate) struct Counters {
     pub(crate) waits: u64,
     pub(crate) waited: Duration,
     pub(crate) last_signal: Option<ServerSignal>,
-    /// Until when (on the rates' clock) the server's latest hold keeps the host closed:
-    /// read after each attempt's turn, which may have been reserved before the hold came.
-    pub(crate) held_until: Option<Timestamp>,
     /// The metrics these counters mirror (the host's label's handles), taken when the
     /// entry is made.
     pub(crate) handle: HostHandle,
@@ -107,13 +104,6 @@ pub(crate) struct Counters {
 const SENDS: usize = 8;
 
 impl Counters {
-    /// How long the server's latest hold keeps the host closed after `now`, if it does.
-    pub(crate) fn held_after(&self, now: Timestamp) -> Option<Duration> {
-        self.held_until
-            .filter(|&until| until > now)
-            .map(|until| until.saturating_duration_since(now))
-    }
-
     /// Records an attempt sent at `at`.
     pub(crate) fn sent(&mut self, at: Timestamp) {
         self.sends[self.sent % SENDS] = Some(at);

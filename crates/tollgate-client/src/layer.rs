@@ -363,8 +363,7 @@ impl PoliteLayer {
     }
 
     /// Keeps counters for at most `n` hosts, the least recently used evicted (the
-    /// adaptive rates have their own capacity, in their [`AdaptiveConfig`]). A host's
-    /// latest hold is kept with its counters too, for the attempts that queued before it.
+    /// adaptive rates have their own capacity, in their [`AdaptiveConfig`]).
     ///
     /// # Panics
     ///
@@ -604,7 +603,6 @@ impl Shared {
                 }
             }
         }
-        let now = self.rates.now();
         self.hosts.with(key, |c| {
             match sig.verdict {
                 Verdict::Success => {
@@ -622,12 +620,9 @@ impl Shared {
                 Verdict::Final => {}
             }
             c.last_signal = Some(*sig);
-            if let Some(hold) = hold {
+            if hold.is_some() {
                 c.holds += 1;
                 c.handle.count(Tally::Holds);
-                // Capped as the rates cap it.
-                let until = now + hold.min(self.rates.config().max_retry_after);
-                c.held_until = c.held_until.max(Some(until));
             }
             if sig.ignored_unit.is_some() {
                 c.ignored_unit = sig.ignored_unit;
@@ -827,11 +822,13 @@ where
                     // the rate, its bytes' turn.
                     let wait = async {
                         let permit = shared.inflight.acquire(&key).await;
+                        // `max_wait` bounds the waits for the rate, not for the permit.
+                        let turns = Instant::now();
                         loop {
                             let turn = shared.rates.until_ready(&key);
                             match shared.max_wait {
                                 Some(max) => {
-                                    let left = max.saturating_sub(asked.elapsed());
+                                    let left = max.saturating_sub(turns.elapsed());
                                     if let Err(e) = turn.within(left).await {
                                         if let Some(wait) = e.retry_after() {
                                             return Err(PoliteError::held(wait));
@@ -849,12 +846,11 @@ where
                             // the rates (it may also have left a full limiter table) and the
                             // attempt takes a turn after it. A table that cannot hold it:
                             // the attempt sleeps it out instead, on the real clock.
-                            let now = shared.rates.now();
-                            let Some(left) = shared.hosts.with(&key, |c| c.held_after(now)) else {
+                            let Some(left) = shared.rates.held_after_now(&key) else {
                                 break;
                             };
                             if let Some(max) = shared.max_wait {
-                                if left > max.saturating_sub(asked.elapsed()) {
+                                if left > max.saturating_sub(turns.elapsed()) {
                                     return Err(PoliteError::held(left));
                                 }
                             }
@@ -868,7 +864,8 @@ where
                         if let Some(turn) = shared.rates.until_bytes_ready(&key, cost) {
                             match shared.max_wait {
                                 Some(max) => {
-                                    if let Err(e) = turn.within(max).await {
+                                    let left = max.saturating_sub(turns.elapsed());
+                                    if let Err(e) = turn.within(left).await {
                                         if let Some(wait) = e.retry_after() {
                                             return Err(PoliteError::held(wait));
                                         }

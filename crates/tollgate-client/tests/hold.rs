@@ -418,3 +418,89 @@ async fn a_hold_keeps_back_a_request_queued_before_it() {
         assert_eq!(seen.load(Ordering::SeqCst), 2);
     }
 }
+
+/// A stand-in client for `example.com`: the first answer is `first`, the later ones 200;
+/// counts the requests it saw.
+fn stand_in(
+    first: u16,
+    retry_after: &'static str,
+) -> (
+    impl tower::Service<
+        http::Request<()>,
+        Response = Response<()>,
+        Error = Infallible,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static,
+    Arc<AtomicUsize>,
+) {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&seen);
+    let svc = tower::service_fn(move |_req: http::Request<()>| {
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let mut res = Response::new(());
+            if n == 0 {
+                *res.status_mut() = StatusCode::from_u16(first).unwrap();
+                res.headers_mut()
+                    .insert("retry-after", retry_after.parse().unwrap());
+            }
+            Ok::<_, Infallible>(res)
+        }
+    });
+    (svc, seen)
+}
+
+fn example() -> http::Request<()> {
+    http::Request::get("http://example.com/").body(()).unwrap()
+}
+
+/// `max_wait` bounds the wait for the host's turn, not the wait for an in-flight permit:
+/// a request that waited 2 s for its permit still waits the 10 s to its turn under a
+/// bound of 11 s.
+#[tokio::test]
+async fn max_wait_does_not_count_the_wait_for_a_permit() {
+    let clock = ManualClock::new();
+    let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(0.1), clock.clone());
+    let layer = PoliteLayer::with_rates(rates)
+        .retry(RetryPolicy::never())
+        .max_in_flight(1)
+        .max_wait(Duration::from_secs(11));
+    let (inner, seen) = stand_in(200, "0");
+    let svc = layer.layer(inner);
+    let first = svc.clone().oneshot(example()).await.unwrap(); // its body holds the permit
+    let second = tokio::spawn(svc.clone().oneshot(example()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!second.is_finished(), "refused: the permit's wait was counted");
+    clock.advance(Duration::from_secs(10));
+    let res = tokio::time::timeout(Duration::from_secs(30), second)
+        .await
+        .expect("sent at its turn")
+        .unwrap();
+    assert!(res.is_ok());
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+}
+
+/// `rates().forget(key)` lifts a host's hold for the layer too.
+#[tokio::test]
+async fn forgetting_a_held_host_lifts_its_hold() {
+    let clock = ManualClock::new();
+    let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(1_000.0), clock.clone());
+    let layer = PoliteLayer::with_rates(rates).retry(RetryPolicy::never());
+    let (inner, seen) = stand_in(429, "30");
+    let svc = layer.layer(inner);
+    let first = svc.clone().oneshot(example()).await.unwrap();
+    assert_eq!(first.status(), 429);
+    assert!(layer.rates().check("example.com:80").is_err());
+    assert!(layer.rates().forget("example.com:80"));
+    clock.advance(Duration::from_millis(10));
+    let second = tokio::time::timeout(Duration::from_secs(30), svc.clone().oneshot(example()))
+        .await
+        .expect("sent at once: the hold was forgotten")
+        .unwrap();
+    assert_eq!(second.status(), 200);
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+}

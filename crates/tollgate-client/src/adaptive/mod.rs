@@ -288,6 +288,9 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
         let now = shared.limiter.now();
         let capped = retry_after.map(|d| d.min(shared.config.max_retry_after));
         let lowered = shared.table.with(hash, &shared.config, |k| {
+            if let Some(wait) = capped {
+                k.held_until = k.held_until.max(Some(now + wait));
+            }
             k.throttled(&shared.config, now, capped)
         });
         if let Some(wait) = capped {
@@ -320,9 +323,13 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     pub fn overrun(&self, key: &K, retry_after: Option<Duration>) {
         let shared = &*self.shared;
         let capped = retry_after.map(|d| d.min(shared.config.max_retry_after));
-        shared
-            .table
-            .with(self.hash(key), &shared.config, |k| k.overrun(capped));
+        let now = shared.limiter.now();
+        shared.table.with(self.hash(key), &shared.config, |k| {
+            if let Some(wait) = capped {
+                k.held_until = k.held_until.max(Some(now + wait));
+            }
+            k.overrun(capped)
+        });
         if let Some(wait) = capped {
             // As in `throttled`: a full limiter table paces at the rate alone.
             let _ = shared.limiter.penalize(key, wait);
@@ -350,10 +357,25 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// ```
     pub fn hold(&self, key: &K, wait: Duration) {
         let shared = &*self.shared;
+        let wait = wait.min(shared.config.max_retry_after);
+        let now = shared.limiter.now();
+        shared.table.with(self.hash(key), &shared.config, |k| {
+            k.held_until = k.held_until.max(Some(now + wait));
+        });
         // As in `throttled`: a full limiter table paces at the rate alone.
-        let _ = shared
-            .limiter
-            .penalize(key, wait.min(shared.config.max_retry_after));
+        let _ = shared.limiter.penalize(key, wait);
+    }
+
+    /// How long the server's latest hold of `key` (from [`throttled`](Self::throttled),
+    /// [`overrun`](Self::overrun) or [`hold`](Self::hold)) still keeps it closed, if it
+    /// does: for a wait whose turn was reserved before the hold came, which the hold does
+    /// not move (the key's queue keeps its head's reservation). Forgotten with the key's
+    /// state (by [`forget`](Self::forget), or when the table evicts it).
+    pub(crate) fn held_after_now(&self, key: &K) -> Option<Duration> {
+        let shared = &*self.shared;
+        let now = shared.limiter.now();
+        let until = shared.table.get(self.hash(key))?.held_until?;
+        (until > now).then(|| until.saturating_duration_since(now))
     }
 
     /// The server announced its policy for `key` (`RateLimit-Policy`, `X-RateLimit-Limit`):

@@ -115,6 +115,9 @@ pub(crate) struct KeyRate {
     bytes: Option<(Quota, Timestamp)>,
     /// This key's own ceiling, under the configuration's (a robots.txt `Crawl-delay`).
     max: Option<f64>,
+    /// Until when the server's latest hold (`Retry-After`, a spent quota) keeps the key
+    /// closed: for a wait whose turn was reserved before the hold came.
+    pub(crate) held_until: Option<Timestamp>,
 }
 
 impl KeyRate {
@@ -142,6 +145,7 @@ impl KeyRate {
             spread: None,
             bytes: None,
             max: None,
+            held_until: None,
         }
     }
 
