@@ -419,10 +419,11 @@ impl Fields {
     ///
     /// Fields already in `headers` are kept, as from a limiting layer nested inside this
     /// one or an upstream that answered with its own: these policies' items are appended to
-    /// the IETF lists, the legacy fields describe whichever policy has fewer cells left
-    /// (the ones present, if their `X-RateLimit-Remaining` is not above this one's), and
-    /// `Retry-After` is the later of the two (a present value that is not in seconds, an
-    /// HTTP date, stays).
+    /// the IETF lists (but not over an item of the same policy name, which stands: give
+    /// nested limits names of their own), the legacy fields describe whichever policy has
+    /// fewer cells left (the ones present, if they are a whole set and their
+    /// `X-RateLimit-Remaining` is not above this one's), and `Retry-After` is the later of
+    /// the two (a present value that is not in seconds, an HTTP date, stays).
     ///
     /// # Examples
     ///
@@ -477,10 +478,18 @@ impl Fields {
         }
         if format.legacy {
             let (limit, remaining, reset) = self.legacy;
-            let fewer_present = headers
-                .get(X_REMAINING)
-                .and_then(seconds)
-                .is_some_and(|present| present <= u64::from(remaining));
+            // A whole set present (one line each, in numbers) with no more left stands;
+            // anything less is replaced by this policy's set, so the three always agree.
+            let number = |name: HeaderName| -> Option<u64> {
+                let mut lines = headers.get_all(name).iter();
+                match (lines.next(), lines.next()) {
+                    (Some(value), None) => seconds(value),
+                    _ => None,
+                }
+            };
+            let fewer_present = number(X_LIMIT).is_some()
+                && number(X_RESET).is_some()
+                && number(X_REMAINING).is_some_and(|present| present <= u64::from(remaining));
             if !fewer_present {
                 headers.insert(X_LIMIT, HeaderValue::from(limit));
                 headers.insert(X_REMAINING, HeaderValue::from(remaining));
@@ -663,22 +672,76 @@ fn put_back(buf: &mut [u8], end: usize, bytes: &[u8]) -> usize {
 /// An IETF field's list with `items` added: after the items a response already has (every
 /// line of the field, in order), or as the whole field.
 fn append_items(entry: Entry<'_, HeaderValue>, items: HeaderValue) {
-    match entry {
+    let mut present = match entry {
         Entry::Vacant(absent) => {
             absent.insert(items);
+            return;
         }
-        Entry::Occupied(mut present) => {
-            let joined = present
-                .iter()
-                .chain(std::iter::once(&items))
-                .map(HeaderValue::as_bytes)
-                .collect::<Vec<_>>()
-                .join(&b", "[..]);
-            // Lines of a header value and printable ASCII make a header value.
-            let joined = HeaderValue::from_bytes(&joined).unwrap_or(items);
-            present.insert(joined);
+        Entry::Occupied(present) => present,
+    };
+    let lines: Vec<&[u8]> = present.iter().map(HeaderValue::as_bytes).collect();
+    let named: Vec<&[u8]> = lines
+        .iter()
+        .flat_map(|line| list_items(line))
+        .map(item_name)
+        .collect();
+    // A policy of the same name is there already (nested layers both left at the default
+    // name, say): that one stands, as the one nearer the answer; two items of one name
+    // with different values would leave a client unable to tell which applies.
+    let added: Vec<&[u8]> = list_items(items.as_bytes())
+        .filter(|item| !named.contains(&item_name(item)))
+        .collect();
+    if added.is_empty() {
+        return;
+    }
+    let joined = lines
+        .iter()
+        .chain(&added)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(&b", "[..]);
+    // Lines of header values and printable ASCII make a header value.
+    if let Ok(joined) = HeaderValue::from_bytes(&joined) {
+        present.insert(joined);
+    }
+}
+
+/// The items of a structured-field list: split at the commas outside quoted strings,
+/// whitespace trimmed, empty ones skipped.
+fn list_items(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    let mut ends = Vec::new();
+    for (i, &b) in list.iter().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b',' if !quoted => {
+                ends.push((start, i));
+                start = i + 1;
+            }
+            _ => {}
         }
     }
+    ends.push((start, list.len()));
+    ends.into_iter()
+        .map(move |(a, b)| list[a..b].trim_ascii())
+        .filter(|item| !item.is_empty())
+}
+
+/// An item's bare value (a policy's name, as a String), without its parameters.
+fn item_name(item: &[u8]) -> &[u8] {
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, &b) in item.iter().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b';' if !quoted => return item[..i].trim_ascii_end(),
+            _ => {}
+        }
+    }
+    item
 }
 
 /// A field value that is a whole number of seconds (`Retry-After`'s delay-seconds, a legacy
@@ -899,6 +962,42 @@ mod tests {
             };
             let got = [X_LIMIT, X_REMAINING, X_RESET].map(|n| all(&h, &n).join("|"));
             assert_eq!(got, want, "present remaining {remaining}");
+        }
+        // A policy of the same name present stands; the others are added.
+        let mut stacked = admitted();
+        stacked.append(Fields::admitted(
+            &Policy::new("a,b;c"),
+            Quota::per_second(1),
+            0,
+            Duration::from_secs(1),
+        ));
+        let mut h = present(&[(&RATELIMIT, "\"x\";r=1;t=1, \"outer\";r=0;t=50")]);
+        stacked.clone().insert_into(&mut h, IETF);
+        assert_eq!(
+            all(&h, &RATELIMIT),
+            ["\"x\";r=1;t=1, \"outer\";r=0;t=50, \"a,b;c\";r=0;t=1"]
+        );
+        let mut h = present(&[(&RATELIMIT, "\"outer\";r=0;t=50, \"a,b;c\";r=5;t=5")]);
+        stacked.insert_into(&mut h, IETF);
+        assert_eq!(
+            all(&h, &RATELIMIT),
+            ["\"outer\";r=0;t=50, \"a,b;c\";r=5;t=5"]
+        );
+        // A partial or repeated legacy set present: this policy's whole set replaces it.
+        for partial in [
+            &[(&X_REMAINING, "0")][..],
+            &[(&X_LIMIT, "10"), (&X_REMAINING, "0")],
+            &[
+                (&X_LIMIT, "10"),
+                (&X_REMAINING, "0"),
+                (&X_REMAINING, "1"),
+                (&X_RESET, "9"),
+            ],
+        ] {
+            let mut h = present(partial);
+            admitted().insert_into(&mut h, BOTH);
+            let got = [X_LIMIT, X_REMAINING, X_RESET].map(|n| all(&h, &n).join("|"));
+            assert_eq!(got, ["100", "7", "3"], "{partial:?}");
         }
         // `Retry-After`: the later of the two; a date stays.
         let refused = || Fields::refused(&policy, Quota::per_minute(1), Duration::from_secs(30));

@@ -418,7 +418,9 @@ fn forwarded_node(node: &[u8]) -> Option<IpAddr> {
         && port[1..]
             .iter()
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    let address_then_port = name.ends_with(b"]") || !name.contains(&b':');
+    // The port follows the address at once (`1.2.3.4 :_p1` is as malformed as `1.2.3.4 :80`).
+    let address_then_port = (name.ends_with(b"]") || !name.contains(&b':'))
+        && !name.last().is_some_and(u8::is_ascii_whitespace);
     if obfport && address_then_port {
         parse_node(name)
     } else {
@@ -625,6 +627,7 @@ mod tests {
             br#"for="192.0.2.43:p1""#,
             br#"for="2001:db8::1:_p1""#,
             br#"for="[2001:db8::1]:_p1:_p2""#,
+            br#"for="192.0.2.43 :_p1""#,
         ] {
             let text = String::from_utf8_lossy(hidden);
             assert_eq!(fwd(hidden), vec![None], "{text}");

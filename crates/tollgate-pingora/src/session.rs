@@ -146,10 +146,18 @@ impl ProxyLimit {
                 headers.append(name.clone(), value.clone());
             }
         }
+        let upstream = headers.clone();
         fields.insert_into(&mut headers, format);
         for name in headers.keys() {
-            // Every line of a field the map holds (an upstream's date for `Retry-After`,
-            // say, stays as it came).
+            // A field the upstream sent and this leaves as it was keeps its place and its
+            // name's case; a changed one is written anew, every line of it.
+            if headers
+                .get_all(name)
+                .iter()
+                .eq(upstream.get_all(name).iter())
+            {
+                continue;
+            }
             response.remove_header(name);
             for value in headers.get_all(name) {
                 response.append_header(name.clone(), value.clone())?;
