@@ -474,7 +474,10 @@ async fn max_wait_does_not_count_the_wait_for_a_permit() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     drop(first);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!second.is_finished(), "refused: the permit's wait was counted");
+    assert!(
+        !second.is_finished(),
+        "refused: the permit's wait was counted"
+    );
     clock.advance(Duration::from_secs(10));
     let res = tokio::time::timeout(Duration::from_secs(30), second)
         .await
