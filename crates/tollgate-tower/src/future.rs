@@ -74,8 +74,17 @@ where
     },
     Wait {
         wait: BoxWait<S::Response>,
-        // Boxed: the request is large, and only delay mode waits.
+        // Boxed: the request is large, and only delay mode waits. The service is a clone
+        // that nothing has readied: a request asleep holds none of the inner service's
+        // capacity (a `ConcurrencyLimit`'s permit, a `Buffer`'s slot), which other clients
+        // need meanwhile; it is readied once the wait is over.
         call: Option<Box<(S, Request<B>)>>,
+        format: Format,
+    },
+    /// Delay mode, the wait over: readying the service for the call.
+    Readying {
+        call: Option<Box<(S, Request<B>)>>,
+        fields: Option<Fields>,
         format: Format,
     },
 }
@@ -113,6 +122,7 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         }
     }
 
+    /// Delay mode: `wait`, then ready `service` (a clone not readied yet) and call it.
     pub(crate) fn wait(
         wait: BoxWait<S::Response>,
         service: S,
@@ -166,11 +176,27 @@ where
                             return Poll::Ready(Ok(refused));
                         }
                     };
+                    *this.rest = Rest::Readying {
+                        call: call.take(),
+                        fields,
+                        format,
+                    };
+                }
+                Rest::Readying {
+                    call,
+                    fields,
+                    format,
+                } => {
+                    let (service, _) = &mut **call.as_mut().expect("polled after completion");
+                    ready!(service.poll_ready(cx))?;
                     let (mut service, req) = *call.take().expect("polled after completion");
                     this.fut.set(Some(service.call(req)));
-                    *this.rest = match fields {
+                    *this.rest = match fields.take() {
                         None => Rest::Forward,
-                        fields => Rest::Call { fields, format },
+                        fields => Rest::Call {
+                            fields,
+                            format: *format,
+                        },
                     };
                 }
                 Rest::Forward | Rest::Call { .. } => unreachable!("a call has its future"),

@@ -246,10 +246,11 @@ where
         match self.config.decide(&parts, true) {
             Decision::Wait(key, quota, cost, extra_fields, undos) => {
                 let grpc = is_grpc(&parts);
-                // The service `poll_ready` readied goes with the request; this one gets a
-                // fresh clone, to be readied before its next call.
-                let clone = self.inner.clone();
-                let ready = std::mem::replace(&mut self.inner, clone);
+                // The request waits with a clone, readied when the wait is over (the
+                // future's docs): the service `poll_ready` readied stays here, ready for
+                // the next call, rather than holding the inner service's capacity while
+                // the request sleeps.
+                let unready = self.inner.clone();
                 let wait = delayed(
                     Arc::clone(&self.config),
                     Arc::clone(&self.respond),
@@ -261,7 +262,7 @@ where
                 );
                 ResponseFuture::wait(
                     wait,
-                    ready,
+                    unready,
                     Request::from_parts(parts, body),
                     self.config.format,
                 )

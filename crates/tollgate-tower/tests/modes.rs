@@ -259,3 +259,54 @@ async fn a_request_costs_what_cost_for_says() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(ratelimit(&h).1, 0, "all ten cells at once");
 }
+
+/// Delay mode: a request asleep holds none of the inner service's capacity. Behind a
+/// `ConcurrencyLimit` of one, client A's two delayed requests leave the permit to client B,
+/// which is served at once, and get it in turn when their waits end.
+#[tokio::test]
+async fn a_delayed_request_holds_none_of_the_inner_services_capacity() {
+    use tower::{Layer, ServiceExt};
+
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Quota::per_second(1).allow_burst(1))
+        .clock(clock.clone())
+        .build();
+    let key = HeaderKey::new(http::HeaderName::from_static("x-client"));
+    let layer = RateLimitLayer::builder(limiter, key)
+        .delay(Duration::from_secs(10))
+        .build();
+    let inner = tower::limit::ConcurrencyLimit::new(
+        service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) }),
+        1,
+    );
+    let svc = layer.layer(inner);
+    let request = |client: &str| {
+        Request::get("/")
+            .header("x-client", client)
+            .body(())
+            .unwrap()
+    };
+    assert_eq!(
+        svc.clone().oneshot(request("a")).await.unwrap().status(),
+        200
+    );
+    // A's next two wait for their turns (1 s and 2 s out on the stopped clock).
+    let a1 = tokio::spawn(svc.clone().oneshot(request("a")));
+    let a2 = tokio::spawn(svc.clone().oneshot(request("a")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!a1.is_finished() && !a2.is_finished());
+    let b = tokio::time::timeout(Duration::from_secs(5), svc.clone().oneshot(request("b")))
+        .await
+        .expect("B waits for no permit held by A's sleeping requests")
+        .unwrap();
+    assert_eq!(b.status(), 200);
+    clock.advance(Duration::from_secs(2));
+    for a in [a1, a2] {
+        let res = tokio::time::timeout(Duration::from_secs(5), a)
+            .await
+            .expect("served once its wait ends")
+            .unwrap()
+            .unwrap();
+        assert_eq!(res.status(), 200);
+    }
+}
