@@ -6,10 +6,11 @@
 //! client behind trusted proxies: [`ClientIp`]), checks it with one clock read
 //! (`Limiter::check_at`), and either lets it go upstream (`Ok(false)`) or writes the
 //! refusal to the session (`Ok(true)`): `429` with `Retry-After`, the IETF `RateLimit`
-//! fields and a problem+json body. From `response_filter`,
+//! fields and a problem+json body (a gRPC request: `grpc-status: 8`, trailers-only, as
+//! tollgate-tower answers it). From `response_filter`,
 //! [`ProxyLimit::response_filter`] adds the fields to an admitted request's response. In
 //! delay mode ([`ProxyLimit::delay`]) a request over the limit waits its turn first, up to a
-//! bound. The request's [`Checked`] (the proxy's `CTX`, or a field of it) carries the fields
+//! bound, and leaves the queue if its client hangs up meanwhile. The request's [`Checked`] (the proxy's `CTX`, or a field of it) carries the fields
 //! from one filter to the other.
 //!
 //! The keys, the fields and the refusals are tollgate-http's, the same that tollgate-tower

@@ -2,7 +2,10 @@
 //! delay mode waits), and writes a refusal to the session; [`ProxyLimit::response_filter`]
 //! adds the fields to an admitted request's response.
 
+use std::future::{Future, poll_fn};
 use std::net::IpAddr;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,7 +13,7 @@ use http::HeaderMap;
 use http::header::CONTENT_TYPE;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
-use tollgate_http::{Fields, Refusal, RefusalReason};
+use tollgate_http::{Fields, Refusal, RefusalReason, is_grpc};
 
 use crate::limit::{Checked, ProxyLimit};
 
@@ -32,7 +35,10 @@ impl ProxyLimit {
     ///
     /// # Cancel safety
     ///
-    /// A wait in delay mode that is dropped (the client hung up) leaves no cell spent.
+    /// A wait in delay mode that is dropped leaves no cell spent. Pingora does not drop this
+    /// future when the client hangs up, so the wait itself watches the connection of a
+    /// request without a body and gives up (Pingora's connection-closed error) when it
+    /// closes; a request with a body waits its turn whatever its client does.
     ///
     /// # Examples
     ///
@@ -87,7 +93,7 @@ impl ProxyLimit {
             Ok(key) => match self.check_key(&key, self.limiter().now()) {
                 Err(refusal) if refusal.reason() == RefusalReason::RateLimited => {
                     match self.max_delay() {
-                        Some(max) => self.wait(&key, max).await,
+                        Some(max) => self.wait_unless_gone(session, &key, max).await?,
                         None => Err(refusal),
                     }
                 }
@@ -166,6 +172,41 @@ impl ProxyLimit {
         Ok(())
     }
 
+    /// Delay mode: [`wait`](Self::wait), unless the client hangs up first. Pingora does not
+    /// drop `request_filter` when its client goes, so a request without a body watches its
+    /// connection while it waits (there is nothing else on it to read) and gives up, its
+    /// cell given back, when the connection closes: Pingora's error for the close. A request
+    /// with a body waits unwatched: watching would read its body, which the upstream needs.
+    #[allow(clippy::result_large_err)]
+    async fn wait_unless_gone(
+        &self,
+        session: &mut Session,
+        key: &IpAddr,
+        max: Duration,
+    ) -> pingora_core::Result<Result<Checked, Refusal>> {
+        let mut wait = pin!(self.wait(key, max));
+        if !session.is_body_empty() {
+            return Ok(wait.await);
+        }
+        let mut gone = pin!(session.downstream_session.read_body_or_idle(true));
+        let mut watching = true;
+        poll_fn(|cx| {
+            if let Poll::Ready(verdict) = wait.as_mut().poll(cx) {
+                return Poll::Ready(Ok(verdict));
+            }
+            if watching {
+                match gone.as_mut().poll(cx) {
+                    Poll::Ready(Err(closed)) => return Poll::Ready(Err(closed)),
+                    // Not a close (nothing else is expected here): wait on, unwatched.
+                    Poll::Ready(Ok(_)) => watching = false,
+                    Poll::Pending => {}
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
     /// Delay mode: waits up to `max` for `key`'s turn, then reads its state back for the
     /// fields (the wait returns no `Admitted`; a peek answers as a check would, one cell
     /// further on than the state is).
@@ -181,8 +222,19 @@ impl ProxyLimit {
     }
 }
 
-/// Writes `refusal` to the session: its status and fields, and its problem details.
+/// Writes `refusal` to the session: its status and fields, and its problem details; to a
+/// gRPC request, the gRPC answer tollgate-tower gives (trailers-only: HTTP 200 whose one
+/// header block carries `grpc-status`, the stream ended), which a gRPC client reads as its
+/// status (`RESOURCE_EXHAUSTED` for a rate limit) rather than as a malformed message.
 async fn write_refusal(session: &mut Session, refusal: Refusal) -> pingora_core::Result<()> {
+    if is_grpc(session.req_header()) {
+        let answer = refusal.into_grpc_response::<()>();
+        let mut header = ResponseHeader::build(answer.status(), Some(answer.headers().len()))?;
+        for (name, value) in answer.headers() {
+            header.append_header(name.clone(), value.clone())?;
+        }
+        return session.write_response_header(Box::new(header), true).await;
+    }
     let body = Bytes::from(refusal.problem_json());
     let mut header = ResponseHeader::build(refusal.status(), Some(refusal.headers().len() + 2))?;
     for (name, value) in refusal.headers() {

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{get, proxy, upstream};
+use common::{get, proxy, send, upstream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 use tollgate::Quota;
 use tollgate_pingora::{ClientIp, ProxyLimit};
 
@@ -113,4 +115,64 @@ async fn delay_mode_waits_for_a_turn_within_its_bound_and_refuses_beyond() {
     let addr = proxy(Arc::new(short), up).await;
     assert_eq!(get(addr, None).await.status, 200);
     assert_eq!(get(addr, None).await.status, 429);
+}
+
+/// Delay mode: clients that hang up while their requests wait leave the queue, their
+/// cells given back: none of their requests reaches the upstream, and the next client
+/// takes the first one's turn instead of waiting behind all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_mode_forgets_the_requests_of_clients_that_hung_up() {
+    let (up, served) = upstream().await;
+    let limit = ProxyLimit::new(Quota::per_second(1).allow_burst(1), peer_only())
+        .delay(Duration::from_secs(30));
+    let addr = proxy(Arc::new(limit), up).await;
+    assert_eq!(get(addr, None).await.status, 200);
+    let mut hung_up = Vec::new();
+    for _ in 0..8 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+            .await
+            .unwrap();
+        hung_up.push(stream);
+    }
+    // Let them queue, then hang up well before the first one's turn (1 s out).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(hung_up);
+    let next = get(addr, None).await;
+    assert_eq!(next.status, 200);
+    // ordering: read after the response arrived.
+    assert_eq!(
+        served.load(Ordering::Relaxed),
+        2,
+        "requests of clients that hung up went upstream"
+    );
+}
+
+/// A refused gRPC request gets the gRPC answer tollgate-tower gives: trailers-only, HTTP
+/// 200 with `grpc-status: 8` (RESOURCE_EXHAUSTED) and the fields, no body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_grpc_request_gets_a_grpc_status() {
+    let (up, served) = upstream().await;
+    let limit = ProxyLimit::new(Quota::per_minute(1), peer_only());
+    let addr = proxy(Arc::new(limit), up).await;
+    let call = "POST /svc.Greeter/Hello HTTP/1.1\r\nhost: test\r\n\
+                content-type: application/grpc+proto\r\ncontent-length: 0\r\n\
+                connection: close\r\n\r\n";
+    assert_eq!(send(addr, call).await.status, 200);
+    let refused = send(addr, call).await;
+    assert_eq!(refused.status, 200);
+    assert_eq!(refused.header("grpc-status"), Some("8"));
+    assert_eq!(refused.header("content-type"), Some("application/grpc"));
+    assert!(refused.header("grpc-message").is_some());
+    assert!(refused.header("ratelimit").is_some());
+    let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry >= 1);
+    assert_eq!(refused.body, "");
+    // ordering: read after the responses arrived.
+    assert_eq!(
+        served.load(Ordering::Relaxed),
+        1,
+        "the refusal went no further"
+    );
 }

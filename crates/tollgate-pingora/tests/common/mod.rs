@@ -166,6 +166,16 @@ pub async fn get(addr: SocketAddr, forwarded_for: Option<&str>) -> Response {
     parse(&raw)
 }
 
+/// Sends `head` (a request's head, ending in its blank line) through the proxy at `addr` on
+/// a connection of its own, and reads the response to the connection's close.
+pub async fn send(addr: SocketAddr, head: &str) -> Response {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    parse(&raw)
+}
+
 fn parse(raw: &[u8]) -> Response {
     let text = String::from_utf8_lossy(raw);
     let (head, body) = text
