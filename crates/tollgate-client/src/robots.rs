@@ -18,7 +18,8 @@ use std::time::Duration;
 /// apply. Among their `Crawl-delay` lines the longest valid one wins (a site that says two
 /// things is taken at its most cautious). A value is a decimal number of seconds (`10`,
 /// `0.5`); a negative, non-numeric or non-finite value is ignored. Comments (`#` to the end
-/// of a line) and blank lines are skipped; keys are case-insensitive.
+/// of a line) and blank lines are skipped; keys are case-insensitive; lines end at LF, CRLF
+/// or CR, and a leading byte-order mark is skipped.
 ///
 /// # Examples
 ///
@@ -48,7 +49,10 @@ pub fn crawl_delay(robots_txt: &str, user_agent: &str) -> Option<Duration> {
     // The current group: whether it names the crawler, and `*`; and whether its
     // user-agent lines are over (a user-agent line after a rule starts a new group).
     let (mut names_us, mut names_all, mut in_rules) = (false, false, false);
-    for line in robots_txt.lines() {
+    // A byte-order mark before the first line (files saved on Windows) is no part of it;
+    // a line ends at LF, CRLF or a lone CR (RFC 9309, §2.2: EOL).
+    let robots_txt = robots_txt.strip_prefix('\u{feff}').unwrap_or(robots_txt);
+    for line in robots_txt.split(['\r', '\n']) {
         let line = line.split('#').next().unwrap_or("").trim();
         let Some((key, value)) = line.split_once(':') else {
             continue;
@@ -151,5 +155,18 @@ mod tests {
             crawl_delay("\u{feff}garbage\0\nUser-agent *\n::::\n", "x"),
             None
         );
+        // A byte-order mark does not hide the first line; a lone CR ends a line.
+        for robots in [
+            "\u{feff}User-agent: *\nCrawl-delay: 5\n",
+            "\u{feff}User-agent: bot\r\nCrawl-delay: 5\r\n",
+            "User-agent: *\rCrawl-delay: 5\r",
+            "User-agent: other\rCrawl-delay: 9\r\rUser-agent: bot\rCrawl-delay: 5",
+        ] {
+            assert_eq!(
+                crawl_delay(robots, "bot/1.0"),
+                Some(Duration::from_secs(5)),
+                "{robots:?}"
+            );
+        }
     }
 }
