@@ -34,7 +34,8 @@ pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
 /// # Panics
 ///
 /// If `name` has a byte outside printable ASCII (`0x20..=0x7e`).
-/// A policy name the IETF fields cannot carry: from `Builder::policy_name` (tollgate-tower) and
+/// A policy name the IETF fields cannot carry, or one another limit of the layer has
+/// already ([`taken`](PolicyNameError::taken)): from `Builder::policy_name` and
 /// `Builder::stack` (tollgate-tower).
 ///
 ///
@@ -49,10 +50,39 @@ pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyNameError {
     name: String,
+    /// Another limit of the same layer has the name already.
+    taken: bool,
+}
+
+impl PolicyNameError {
+    /// The error for a name another limit of the same layer has already: each policy's
+    /// items, gauges and refusals are told apart by their names.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_http::PolicyNameError;
+    ///
+    /// let err = PolicyNameError::taken("api");
+    /// assert_eq!(err.to_string(), r#"the rate-limit policy name "api" is taken by another limit of the layer"#);
+    /// ```
+    pub fn taken(name: &str) -> PolicyNameError {
+        PolicyNameError {
+            name: name.to_owned(),
+            taken: true,
+        }
+    }
 }
 
 impl fmt::Display for PolicyNameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.taken {
+            return write!(
+                f,
+                "the rate-limit policy name {:?} is taken by another limit of the layer",
+                self.name
+            );
+        }
         write!(
             f,
             "a rate-limit policy name must be printable ASCII: {:?}",
@@ -70,6 +100,7 @@ pub(crate) fn try_sf_string(name: &str) -> Result<SfString, PolicyNameError> {
     } else {
         Err(PolicyNameError {
             name: name.to_owned(),
+            taken: false,
         })
     }
 }

@@ -588,7 +588,7 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// # Errors
     ///
     /// [`PolicyNameError`] if `name` is not printable ASCII (a structured-field String, which
-    /// the fields write it as, cannot carry it).
+    /// the fields write it as, cannot carry it), or if a limit stacked already has it.
     ///
     /// # Examples
     ///
@@ -614,6 +614,14 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// assert!(bad.is_err());
     /// ```
     pub fn policy_name(mut self, name: &str) -> Result<Self, PolicyNameError> {
+        if self
+            .config
+            .extras
+            .iter()
+            .any(|extra| extra.raw_name() == name)
+        {
+            return Err(PolicyNameError::taken(name));
+        }
         self.config.policy = Policy::try_new(name)?;
         self.config.policy_raw = name.to_owned();
         Ok(self)
@@ -889,11 +897,14 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// In delay mode, only the layer's own limit waits; the stacked limits are checked
     /// first and given back if the wait fails.
     ///
-    /// `name` is the policy's name in the IETF fields; names should be distinct.
+    /// `name` is the policy's name in the IETF fields, its gauges' label and its refusals'
+    /// name: each limit of a layer has its own.
     ///
     /// # Errors
     ///
-    /// [`PolicyNameError`] if `name` is not printable ASCII.
+    /// [`PolicyNameError`] if `name` is not printable ASCII, or if another limit of the
+    /// layer has it already (the layer's own, `"default"` unless
+    /// [`policy_name`](Builder::policy_name) named it, or a stacked one).
     ///
     /// # Examples
     ///
@@ -949,6 +960,15 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
         limiter: Limiter<E2::Key>,
         key: E2,
     ) -> Result<Self, PolicyNameError> {
+        let taken = name == self.config.policy_raw
+            || self
+                .config
+                .extras
+                .iter()
+                .any(|extra| extra.raw_name() == name);
+        if taken {
+            return Err(PolicyNameError::taken(name));
+        }
         self.config.extras.push(Box::new(Extra {
             policy: Policy::try_new(name)?,
             raw_name: name.to_owned(),

@@ -149,3 +149,47 @@ async fn a_delayed_request_dropped_while_waiting_gives_stacked_cells_back() {
     assert!(gave_up.await.is_err());
     assert_eq!(global.peek(&()).unwrap().remaining(), 8); // only the served request's cell
 }
+
+/// Each limit of a layer has a name of its own: it tells its items, gauges and refusals
+/// apart. A stacked limit may not take the layer's (`"default"` unless named) or another
+/// stacked one's, nor the layer a stacked one's.
+#[test]
+fn a_policy_name_is_one_limits_only() {
+    use tollgate_tower::PolicyNameError;
+
+    let limiter = || Limiter::keyed(Quota::per_second(5));
+    let taken = |result: Result<_, PolicyNameError>| {
+        let err = result.err().expect("a name taken");
+        assert!(err.to_string().contains("taken"), "{err}");
+    };
+    taken(RateLimitLayer::builder(limiter(), Global).stack("default", limiter(), Global));
+    taken(
+        RateLimitLayer::builder(limiter(), Global)
+            .policy_name("api")
+            .unwrap()
+            .stack("api", limiter(), Global),
+    );
+    taken(
+        RateLimitLayer::builder(limiter(), Global)
+            .stack("global", limiter(), Global)
+            .unwrap()
+            .stack("global", limiter(), Global),
+    );
+    taken(
+        RateLimitLayer::builder(limiter(), Global)
+            .stack("global", limiter(), Global)
+            .unwrap()
+            .policy_name("global"),
+    );
+    // Distinct names are fine, and a layer may rename itself.
+    let layer = RateLimitLayer::builder(limiter(), Global)
+        .stack("per-key", limiter(), Global)
+        .unwrap()
+        .policy_name("per-ip")
+        .unwrap()
+        .policy_name("per-client")
+        .unwrap()
+        .build();
+    let names: Vec<String> = layer.stats().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["per-client", "per-key"]);
+}
