@@ -981,8 +981,9 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
 
     /// Delay mode: a request over its limit waits up to `max` in its key's FIFO queue
     /// (with [`UntilReady::within`](tollgate::UntilReady::within)), and is refused at once
-    /// if its turn would come later. The inner service must be `Clone`: the ready service
-    /// is called when the wait ends.
+    /// if its turn would come later. The inner service must be `Clone`: a waiting request
+    /// holds a clone, readied and called when the wait ends, so that it holds none of the
+    /// inner service's capacity (a `ConcurrencyLimit` permit, a `Buffer` slot) meanwhile.
     ///
     /// # Examples
     ///
