@@ -983,7 +983,10 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// (with [`UntilReady::within`](tollgate::UntilReady::within)), and is refused at once
     /// if its turn would come later. The inner service must be `Clone`: a waiting request
     /// holds a clone, readied and called when the wait ends, so that it holds none of the
-    /// inner service's capacity (a `ConcurrencyLimit` permit, a `Buffer` slot) meanwhile.
+    /// inner service's capacity (a `ConcurrencyLimit` permit, a `Buffer` slot) meanwhile;
+    /// the capacity the caller's `poll_ready` reserved is given back at once. A request whose
+    /// turn has come then waits for that capacity like any other, outside `max`, its cell
+    /// spent (dropped meanwhile, it counts as served).
     ///
     /// # Examples
     ///

@@ -246,11 +246,14 @@ where
         match self.config.decide(&parts, true) {
             Decision::Wait(key, quota, cost, extra_fields, undos) => {
                 let grpc = is_grpc(&parts);
-                // The request waits with a clone, readied when the wait is over (the
-                // future's docs): the service `poll_ready` readied stays here, ready for
-                // the next call, rather than holding the inner service's capacity while
-                // the request sleeps.
+                // The capacity `poll_ready` reserved (a `ConcurrencyLimit` permit, a
+                // `Buffer` slot) is given back at once, by dropping the readied service: a
+                // request asleep holds none of it, and a service kept across calls pins
+                // none for a request that goes through a clone. The request waits with an
+                // unreadied clone, readied when the wait is over (the future's docs); this
+                // one is readied again before its next call, as after any call.
                 let unready = self.inner.clone();
+                drop(std::mem::replace(&mut self.inner, unready.clone()));
                 let wait = delayed(
                     Arc::clone(&self.config),
                     Arc::clone(&self.respond),

@@ -310,3 +310,43 @@ async fn a_delayed_request_holds_none_of_the_inner_services_capacity() {
         assert_eq!(res.status(), 200);
     }
 }
+
+/// Delay mode with one service kept across calls (as a `Buffer`'s worker keeps it) behind a
+/// `ConcurrencyLimit` of one: each call goes through, admitted at once or after its wait; the
+/// capacity readied for a call that waits is not pinned by the service kept.
+#[tokio::test]
+async fn a_service_kept_across_calls_in_delay_mode_goes_on_serving() {
+    use tower::{Layer, Service, ServiceExt};
+
+    let clock = ManualClock::new();
+    let limiter: Limiter<()> = Limiter::builder(Quota::per_second(1).allow_burst(2))
+        .clock(clock.clone())
+        .build();
+    let layer = RateLimitLayer::builder(limiter, Global)
+        .delay(Duration::from_secs(10))
+        .build();
+    let inner = tower::limit::ConcurrencyLimit::new(
+        service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) }),
+        1,
+    );
+    let mut svc = layer.layer(inner);
+    for call in 0..4 {
+        let ready = tokio::time::timeout(Duration::from_secs(5), svc.ready())
+            .await
+            .expect("the kept service readies")
+            .unwrap();
+        let response = tokio::spawn(ready.call(Request::new(())));
+        if call >= 2 {
+            // Past the burst: this one waits a second for its turn.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(!response.is_finished());
+            clock.advance(Duration::from_secs(1));
+        }
+        let response = tokio::time::timeout(Duration::from_secs(5), response)
+            .await
+            .expect("served")
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), 200, "call {call}");
+    }
+}
