@@ -504,8 +504,7 @@ impl Fields {
         // Each field through its entry: one lookup, as an insert takes, whether or not the
         // response has it already.
         if format.ietf {
-            append_items(headers.entry(RATELIMIT_POLICY), self.policy);
-            append_items(headers.entry(RATELIMIT), self.ratelimit);
+            add_items(headers, self.policy, self.ratelimit);
         }
         if format.legacy {
             let (limit, remaining, reset) = self.legacy;
@@ -700,40 +699,63 @@ fn put_back(buf: &mut [u8], end: usize, bytes: &[u8]) -> usize {
     start
 }
 
-/// An IETF field's list with `items` added: after the items a response already has (every
-/// line of the field, in order), or as the whole field.
-fn append_items(entry: Entry<'_, HeaderValue>, items: HeaderValue) {
-    let mut present = match entry {
+/// The IETF fields with these policies' items added: after the items a response has
+/// already, but not for a policy whose name is in either field already (nested layers both
+/// left at the default name, an upstream's policy of that name): that one stands, as the
+/// one nearer the answer, and its two items keep describing one policy.
+fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValue) {
+    // The usual response has neither field: two entry lookups, as two inserts take.
+    let policy_was_absent = match headers.entry(RATELIMIT_POLICY) {
         Entry::Vacant(absent) => {
-            absent.insert(items);
+            absent.insert(policy.clone());
+            true
+        }
+        Entry::Occupied(_) => false,
+    };
+    if policy_was_absent {
+        if let Entry::Vacant(absent) = headers.entry(RATELIMIT) {
+            absent.insert(ratelimit);
             return;
         }
-        Entry::Occupied(present) => present,
-    };
-    let lines: Vec<&[u8]> = present.iter().map(HeaderValue::as_bytes).collect();
-    let named: Vec<&[u8]> = lines
-        .iter()
-        .flat_map(|line| list_items(line))
-        .map(item_name)
-        .collect();
-    // A policy of the same name is there already (nested layers both left at the default
-    // name, say): that one stands, as the one nearer the answer; two items of one name
-    // with different values would leave a client unable to tell which applies.
-    let added: Vec<&[u8]> = list_items(items.as_bytes())
-        .filter(|item| !named.contains(&item_name(item)))
-        .collect();
-    if added.is_empty() {
-        return;
     }
-    let joined = lines
+    // A field was there: its items, as items (empty ones and stray commas dropped).
+    let present = |headers: &HeaderMap, name: &HeaderName| -> Vec<Vec<u8>> {
+        headers
+            .get_all(name)
+            .iter()
+            .flat_map(|value| list_items(value.as_bytes()))
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let policies = if policy_was_absent {
+        Vec::new()
+    } else {
+        present(headers, &RATELIMIT_POLICY)
+    };
+    let states = present(headers, &RATELIMIT);
+    let taken: Vec<&[u8]> = policies
         .iter()
-        .chain(&added)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(&b", "[..]);
-    // Lines of header values and printable ASCII make a header value.
-    if let Ok(joined) = HeaderValue::from_bytes(&joined) {
-        present.insert(joined);
+        .chain(&states)
+        .map(|item| item_name(item))
+        .collect();
+    for (name, present, ours) in [
+        (RATELIMIT_POLICY, &policies, &policy),
+        (RATELIMIT, &states, &ratelimit),
+    ] {
+        let added = list_items(ours.as_bytes()).filter(|item| !taken.contains(&item_name(item)));
+        let all: Vec<&[u8]> = present.iter().map(Vec::as_slice).chain(added).collect();
+        if all.is_empty() {
+            // Nothing to say in it (every policy of ours named already): the policy field
+            // this put in above goes; a present one of empty lines stays as it came.
+            if name == RATELIMIT_POLICY && policy_was_absent {
+                headers.remove(name);
+            }
+            continue;
+        }
+        // Items of header values and printable ASCII make a header value.
+        if let Ok(value) = HeaderValue::from_bytes(&all.join(&b", "[..])) {
+            headers.insert(name, value);
+        }
     }
 }
 
@@ -1014,6 +1036,20 @@ mod tests {
             all(&h, &RATELIMIT),
             ["\"outer\";r=0;t=50, \"a,b;c\";r=5;t=5"]
         );
+        // A name in either field is taken in both: the two items of a policy stay paired.
+        let mut h = present(&[(&RATELIMIT_POLICY, "\"outer\";q=100;w=60")]);
+        admitted().insert_into(&mut h, IETF);
+        assert_eq!(all(&h, &RATELIMIT_POLICY), ["\"outer\";q=100;w=60"]);
+        assert!(h.get(RATELIMIT).is_none(), "{h:?}");
+        let mut h = present(&[(&RATELIMIT, "\"outer\";r=50;t=30")]);
+        admitted().insert_into(&mut h, IETF);
+        assert!(h.get(RATELIMIT_POLICY).is_none(), "{h:?}");
+        assert_eq!(all(&h, &RATELIMIT), ["\"outer\";r=50;t=30"]);
+        // Empty lines and stray commas present make no empty items.
+        let mut h = present(&[(&RATELIMIT, ""), (&RATELIMIT, " \"x\";r=1;t=1 ,, ")]);
+        admitted().insert_into(&mut h, IETF);
+        assert_eq!(all(&h, &RATELIMIT), ["\"x\";r=1;t=1, \"outer\";r=7;t=3"]);
+        assert_eq!(all(&h, &RATELIMIT_POLICY), ["\"outer\";q=100;w=60"]);
         // A partial or repeated legacy set present: this policy's whole set replaces it.
         for partial in [
             &[(&X_REMAINING, "0")][..],

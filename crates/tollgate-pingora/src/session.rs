@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::HeaderMap;
 use http::header::CONTENT_TYPE;
+use pingora_core::protocols::http::server::Session as HttpSession;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 use tollgate_http::{Fields, Refusal, RefusalReason, is_grpc};
@@ -37,8 +38,11 @@ impl ProxyLimit {
     ///
     /// A wait in delay mode that is dropped leaves no cell spent. Pingora does not drop this
     /// future when the client hangs up, so the wait itself watches the connection of a
-    /// request without a body and gives up (Pingora's connection-closed error) when it
-    /// closes; a request with a body waits its turn whatever its client does.
+    /// request without a body and gives up (Pingora's connection-closed error, a downstream
+    /// one: no answer is written) when it closes, as Pingora's own proxy loop treats a
+    /// closed client. As there, a client that half-closes its side after its request, or
+    /// sends a pipelined request in a later packet, counts as gone. A request with a body
+    /// waits its turn whatever its client does.
     ///
     /// # Examples
     ///
@@ -196,7 +200,9 @@ impl ProxyLimit {
             }
             if watching {
                 match gone.as_mut().poll(cx) {
-                    Poll::Ready(Err(closed)) => return Poll::Ready(Err(closed)),
+                    // The client's side: Pingora answers nothing to a connection it has
+                    // found closed (as its own proxy loop marks it), rather than a 500.
+                    Poll::Ready(Err(closed)) => return Poll::Ready(Err(closed.into_down())),
                     // Not a close (nothing else is expected here): wait on, unwatched.
                     Poll::Ready(Ok(_)) => watching = false,
                     Poll::Pending => {}
@@ -229,10 +235,18 @@ impl ProxyLimit {
 async fn write_refusal(session: &mut Session, refusal: Refusal) -> pingora_core::Result<()> {
     if is_grpc(session.req_header()) {
         let answer = refusal.into_grpc_response::<()>();
-        let mut header = ResponseHeader::build(answer.status(), Some(answer.headers().len()))?;
+        let mut header = ResponseHeader::build(answer.status(), Some(answer.headers().len() + 1))?;
         for (name, value) in answer.headers() {
             header.append_header(name.clone(), value.clone())?;
         }
+        // Trailers-only is one HEADERS frame that ends the stream. The proxy session's
+        // writer drops its end-of-stream flag on HTTP/2 (the stream would end with an empty
+        // DATA frame after headers that a strict gRPC client takes for initial metadata), so
+        // HTTP/2 is written through the stream's own. Over HTTP/1.1 an empty body.
+        if let HttpSession::H2(stream) = &mut *session.downstream_session {
+            return stream.write_response_header(Box::new(header), true);
+        }
+        header.set_content_length(0)?;
         return session.write_response_header(Box::new(header), true).await;
     }
     let body = Bytes::from(refusal.problem_json());

@@ -168,6 +168,7 @@ async fn a_refused_grpc_request_gets_a_grpc_status() {
     assert!(refused.header("ratelimit").is_some());
     let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();
     assert!(retry >= 1);
+    assert_eq!(refused.header("content-length"), Some("0"));
     assert_eq!(refused.body, "");
     // ordering: read after the responses arrived.
     assert_eq!(
@@ -175,4 +176,33 @@ async fn a_refused_grpc_request_gets_a_grpc_status() {
         1,
         "the refusal went no further"
     );
+}
+
+/// Delay mode: a client whose side of the connection closes while its request waits is
+/// gone, as Pingora's own proxy loop takes it: the request leaves, and no error answer (a
+/// 500) is written for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_request_whose_client_closed_gets_no_error_answer() {
+    use tokio::io::AsyncReadExt;
+
+    let (up, served) = upstream().await;
+    let limit = ProxyLimit::new(Quota::per_second(1).allow_burst(1), peer_only())
+        .delay(Duration::from_secs(30));
+    let addr = proxy(Arc::new(limit), up).await;
+    assert_eq!(get(addr, None).await.status, 200);
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+        .await
+        .unwrap();
+    stream.shutdown().await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut raw))
+        .await
+        .expect("the proxy closes the connection")
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(!text.contains(" 500 "), "{text}");
+    // ordering: read after the connection closed.
+    assert_eq!(served.load(Ordering::Relaxed), 1);
 }
