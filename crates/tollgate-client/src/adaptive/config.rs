@@ -409,9 +409,12 @@ impl AdaptiveConfig {
 
     /// The most keys whose state is kept; a new key beyond it evicts the least recently
     /// used one (which starts over at the initial rate if it comes back). A server's hold
-    /// (`Retry-After`, a spent quota) is part of that state: a key evicted while held
-    /// forgets its hold with its rate, so a crawl that may have more hosts held at once than
-    /// this (each saying `Retry-After: 3600`, say) needs a capacity above that count.
+    /// (`Retry-After`, a spent quota) is part of that state: the pacing limiter keeps its
+    /// push as long as it keeps the key (a table of its own, as large), but a key evicted
+    /// while held no longer keeps back the requests that had queued for their turn before the
+    /// hold came. Keys are kept per shard (a sixteenth each), so a crawl that may have many
+    /// hosts held at once (each saying `Retry-After: 3600`, say) needs a capacity well above
+    /// that count.
     ///
     /// # Panics
     ///
