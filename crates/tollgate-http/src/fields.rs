@@ -704,55 +704,45 @@ fn put_back(buf: &mut [u8], end: usize, bytes: &[u8]) -> usize {
 /// left at the default name, an upstream's policy of that name): that one stands, as the
 /// one nearer the answer, and its two items keep describing one policy.
 fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValue) {
-    // The usual response has neither field: two entry lookups, as two inserts take.
-    let policy_was_absent = match headers.entry(RATELIMIT_POLICY) {
-        Entry::Vacant(absent) => {
-            absent.insert(policy.clone());
-            true
-        }
-        Entry::Occupied(_) => false,
-    };
-    if policy_was_absent {
-        if let Entry::Vacant(absent) = headers.entry(RATELIMIT) {
-            absent.insert(ratelimit);
-            return;
-        }
+    // The usual response has neither field: two appends, as two inserts take (the entry
+    // API takes about twice that). Appended, each of ours is its field's last line.
+    let policy_was_there = headers.append(RATELIMIT_POLICY, policy);
+    let ratelimit_was_there = headers.append(RATELIMIT, ratelimit);
+    if !policy_was_there && !ratelimit_was_there {
+        return;
     }
-    // A field was there: its items, as items (empty ones and stray commas dropped).
-    let present = |headers: &HeaderMap, name: &HeaderName| -> Vec<Vec<u8>> {
-        headers
-            .get_all(name)
+    // A field was there: its items as items (empty ones and stray commas dropped), and ours.
+    let split = |name: &HeaderName| -> (Vec<Vec<u8>>, Vec<u8>) {
+        let lines: Vec<&HeaderValue> = headers.get_all(name).iter().collect();
+        let (ours, present) = lines.split_last().expect("ours was appended");
+        let present = present
             .iter()
             .flat_map(|value| list_items(value.as_bytes()))
             .map(<[u8]>::to_vec)
-            .collect()
+            .collect();
+        (present, ours.as_bytes().to_vec())
     };
-    let policies = if policy_was_absent {
-        Vec::new()
-    } else {
-        present(headers, &RATELIMIT_POLICY)
-    };
-    let states = present(headers, &RATELIMIT);
+    let (policies, our_policies) = split(&RATELIMIT_POLICY);
+    let (states, our_states) = split(&RATELIMIT);
     let taken: Vec<&[u8]> = policies
         .iter()
         .chain(&states)
         .map(|item| item_name(item))
         .collect();
     for (name, present, ours) in [
-        (RATELIMIT_POLICY, &policies, &policy),
-        (RATELIMIT, &states, &ratelimit),
+        (RATELIMIT_POLICY, &policies, &our_policies),
+        (RATELIMIT, &states, &our_states),
     ] {
-        let added = list_items(ours.as_bytes()).filter(|item| !taken.contains(&item_name(item)));
+        let added = list_items(ours).filter(|item| !taken.contains(&item_name(item)));
         let all: Vec<&[u8]> = present.iter().map(Vec::as_slice).chain(added).collect();
         if all.is_empty() {
-            // Nothing to say in it (every policy of ours named already): the policy field
-            // this put in above goes; a present one of empty lines stays as it came.
-            if name == RATELIMIT_POLICY && policy_was_absent {
-                headers.remove(name);
-            }
+            // Nothing to say in it (every policy of ours named already, in a field that
+            // was not there): our line goes.
+            headers.remove(name);
             continue;
         }
-        // Items of header values and printable ASCII make a header value.
+        // Items of header values and printable ASCII make a header value; were it not one,
+        // the field would keep its lines, ours last.
         if let Ok(value) = HeaderValue::from_bytes(&all.join(&b", "[..])) {
             headers.insert(name, value);
         }
