@@ -159,7 +159,9 @@ fn a_policy_name_is_one_limits_only() {
 
     let limiter = || Limiter::keyed(Quota::per_second(5));
     let taken = |result: Result<_, PolicyNameError>| {
-        let err = result.err().expect("a name taken");
+        let Err(err) = result else {
+            panic!("a name taken, accepted");
+        };
         assert!(err.to_string().contains("taken"), "{err}");
     };
     taken(RateLimitLayer::builder(limiter(), Global).stack("default", limiter(), Global));
