@@ -736,8 +736,8 @@ fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValu
         let added = list_items(ours).filter(|item| !taken.contains(&item_name(item)));
         let all: Vec<&[u8]> = present.iter().map(Vec::as_slice).chain(added).collect();
         if all.is_empty() {
-            // Nothing to say in it (every policy of ours named already, in a field that
-            // was not there): our line goes.
+            // Nothing to say in it (every policy of ours named already, and no item
+            // present): the field goes, ours with any empty lines it had.
             headers.remove(name);
             continue;
         }

@@ -38,11 +38,12 @@ impl ProxyLimit {
     ///
     /// A wait in delay mode that is dropped leaves no cell spent. Pingora does not drop this
     /// future when the client hangs up, so the wait itself watches the connection of a
-    /// request without a body and gives up (Pingora's connection-closed error, a downstream
-    /// one: no answer is written) when it closes, as Pingora's own proxy loop treats a
-    /// closed client. As there, a client that half-closes its side after its request, or
-    /// sends a pipelined request in a later packet, counts as gone. A request with a body
-    /// waits its turn whatever its client does.
+    /// request without a body and gives up when it closes, with Pingora's error for it made
+    /// a downstream one, as Pingora's own proxy loop makes it (a closed connection is
+    /// answered nothing). As there, a client that half-closes its side after its request
+    /// counts as gone, and one that sends a pipelined request in a later packet while the
+    /// first waits gets Pingora's error answer (400) for it. A request with a body waits its
+    /// turn whatever its client does.
     ///
     /// # Examples
     ///
@@ -242,9 +243,18 @@ async fn write_refusal(session: &mut Session, refusal: Refusal) -> pingora_core:
         // Trailers-only is one HEADERS frame that ends the stream. The proxy session's
         // writer drops its end-of-stream flag on HTTP/2 (the stream would end with an empty
         // DATA frame after headers that a strict gRPC client takes for initial metadata), so
-        // HTTP/2 is written through the stream's own. Over HTTP/1.1 an empty body.
-        if let HttpSession::H2(stream) = &mut *session.downstream_session {
-            return stream.write_response_header(Box::new(header), true);
+        // HTTP/2 is written to the stream itself, after the modules. Over HTTP/1.1 an
+        // empty body.
+        if session.downstream_session.is_http2() {
+            // The proxy session's own writer, with the flag kept: its modules (a gRPC-web
+            // bridge, compression) see the header first.
+            session
+                .downstream_modules_ctx
+                .response_header_filter(&mut header, true)
+                .await?;
+            if let HttpSession::H2(stream) = &mut *session.downstream_session {
+                return stream.write_response_header(Box::new(header), true);
+            }
         }
         header.set_content_length(0)?;
         return session.write_response_header(Box::new(header), true).await;

@@ -146,7 +146,7 @@ async fn main() -> ExitCode {
             Limiter::keyed(Quota::per_second(10)),
             PeerIp::new(),
         )
-        .expect("policy names are printable ASCII")
+        .expect("policy names are printable ASCII, one a limit")
         .on_refusal(json_refusal)
         .build();
 

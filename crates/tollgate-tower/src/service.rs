@@ -270,14 +270,23 @@ where
                     self.config.format,
                 )
             }
-            decision => self.config.run(
-                &mut self.inner,
-                parts,
-                body,
-                decision,
-                false,
-                &*self.respond,
-            ),
+            decision => {
+                if let Decision::Respond(_) = decision {
+                    // Answered without the inner service: what `poll_ready` reserved is given
+                    // back as for a wait, or a service kept across calls would pin it while
+                    // requests waiting on clones need it.
+                    let unready = self.inner.clone();
+                    drop(std::mem::replace(&mut self.inner, unready));
+                }
+                self.config.run(
+                    &mut self.inner,
+                    parts,
+                    body,
+                    decision,
+                    false,
+                    &*self.respond,
+                )
+            }
         }
     }
 }

@@ -350,3 +350,45 @@ async fn a_service_kept_across_calls_in_delay_mode_goes_on_serving() {
         assert_eq!(response.status(), 200, "call {call}");
     }
 }
+
+/// Delay mode, one service kept across calls behind a `ConcurrencyLimit` of one: a request
+/// answered without the inner service (a missing key's 400) gives back what its
+/// `poll_ready` reserved, so a request waiting on a clone gets the permit when its turn
+/// comes.
+#[tokio::test]
+async fn a_refusal_in_delay_mode_pins_no_capacity_a_waiting_request_needs() {
+    use tower::{Layer, Service, ServiceExt};
+
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Quota::per_second(1).allow_burst(1))
+        .clock(clock.clone())
+        .build();
+    let key = HeaderKey::new(http::HeaderName::from_static("x-client"));
+    let layer = RateLimitLayer::builder(limiter, key)
+        .delay(Duration::from_secs(10))
+        .build();
+    let inner = tower::limit::ConcurrencyLimit::new(
+        service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) }),
+        1,
+    );
+    let mut svc = layer.layer(inner);
+    let keyed = || Request::get("/").header("x-client", "a").body(()).unwrap();
+    let first = svc.ready().await.unwrap().call(keyed()).await.unwrap();
+    assert_eq!(first.status(), 200);
+    let waiting = tokio::spawn(svc.ready().await.unwrap().call(keyed()));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let keyless = tokio::time::timeout(Duration::from_secs(5), async {
+        svc.ready().await.unwrap().call(Request::new(())).await
+    })
+    .await
+    .expect("the kept service readies")
+    .unwrap();
+    assert_eq!(keyless.status(), StatusCode::BAD_REQUEST);
+    clock.advance(Duration::from_secs(1));
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("served once its turn comes")
+        .unwrap()
+        .unwrap();
+    assert_eq!(waited.status(), 200);
+}
