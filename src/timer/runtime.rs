@@ -49,6 +49,10 @@ use crate::time::instant_at;
 /// Turns in a row that found new registrations before the task yields to its runtime.
 const TURNS_BEFORE_YIELD: usize = 8;
 
+/// Runtime sleeps in a row that end before their instant after which [`Drive`] detaches:
+/// more than one, so that a sleep that ends a hair early once costs nothing.
+const EARLY_SLEEPS: u8 = 2;
+
 /// Drives tollgate's global timer from a task on an async runtime, while polled.
 ///
 /// `sleep_until` is the runtime's timer: given an instant, it returns a future that completes
@@ -70,6 +74,10 @@ const TURNS_BEFORE_YIELD: usize = 8;
 /// (tokio's is 1 ms). The timer thread stays as a backstop: while a driver is attached it
 /// fires only what the driver is 10 ms late for, so a stalled or blocked runtime, or a
 /// forgotten `Drive`, delays sleeps by at most that much, never forever.
+///
+/// A runtime whose sleeps end before their instants on the real clock (tokio's paused clock,
+/// a simulated one) cannot drive the timer: the `Drive` detaches and completes as soon as
+/// two in a row do, and the thread drives alone, as without it.
 ///
 /// At most one driver is attached at a time: the first poll of a `Drive` claims the timer,
 /// and a `Drive` that finds it claimed completes at once (so spawning one per runtime, or one
@@ -129,6 +137,8 @@ where
         sleep: None,
         at: 0,
         armed: false,
+        fired: false,
+        early: 0,
         state: State::Idle,
     }
 }
@@ -177,6 +187,11 @@ pub struct Drive<F, S> {
     at: u64,
     /// `sleep` is for the current wake-up and has not completed.
     armed: bool,
+    /// `sleep` completed for `at`: if a turn then finds `at` still not due, the runtime's
+    /// sleep ended before its instant.
+    fired: bool,
+    /// Sleeps in a row that ended before their instant.
+    early: u8,
     state: State,
 }
 
@@ -223,6 +238,20 @@ where
                 this.armed = false;
                 return Poll::Pending; // Nothing pending: a registration wakes us.
             }
+            if this.fired && this.at == next {
+                // The runtime's sleep ended, and the wake-up it was for is not due: its clock
+                // is not real time (tokio's paused clock, a simulated one), and re-arming it
+                // would spin. Such a runtime cannot drive the timer: give the claim up, as a
+                // drop does, and complete; the thread drives alone again at once.
+                this.early += 1;
+                if this.early >= EARLY_SLEEPS {
+                    timer.detach();
+                    this.state = State::Refused;
+                    return Poll::Ready(());
+                }
+            } else {
+                this.early = 0;
+            }
             if !this.armed || this.at != next {
                 let sleep = (this.sleep_until)(instant_at(next));
                 match &mut this.sleep {
@@ -231,6 +260,7 @@ where
                 }
                 this.at = next;
                 this.armed = true;
+                this.fired = false;
             }
             let Some(sleep) = &mut this.sleep else {
                 unreachable!("armed above")
@@ -241,7 +271,10 @@ where
             {
                 Poll::Pending => return Poll::Pending,
                 // The wake-up came: turn again.
-                Poll::Ready(_) => this.armed = false,
+                Poll::Ready(_) => {
+                    this.armed = false;
+                    this.fired = true;
+                }
             }
         }
         // Busy: let the runtime run other tasks, and come back.
