@@ -11,13 +11,19 @@ use crate::quota::Quota;
 use crate::seq::SeqCount;
 use crate::sync::{AtomicU64, Mutex, Ordering, lock, spin_hint};
 
-#[derive(Debug)]
 pub(crate) struct QuotaCell {
     /// The seqlock over `interval` and `burst`.
     seq: SeqCount,
     interval: AtomicU64,
     burst: AtomicU64,
     writer: Mutex<()>,
+}
+
+/// The quota it holds, as a `Quota` shows it (not the seqlock around it).
+impl std::fmt::Debug for QuotaCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.quota().fmt(f)
+    }
 }
 
 impl QuotaCell {

@@ -1570,5 +1570,9 @@ fn a_waiting_futures_debug_is_short_and_leaves_the_seed_out() {
         assert!(text.len() < 2_000, "{} bytes: {text}", text.len());
         assert!(!text.to_lowercase().contains("seed"), "{text}");
         assert!(text.contains("quota"), "{text}");
+        // Neither the key's hashes (made with that seed) nor the quota's seqlock.
+        for inside in ["route", "fp:", "SeqCount", "writer"] {
+            assert!(!text.contains(inside), "{inside}: {text}");
+        }
     }
 }

@@ -22,8 +22,10 @@ use crate::wait::{Bound, Cells, Throttled, WaitShard, Waiter, block_on};
 ///
 /// # Cancel safety
 ///
-/// Dropping it before it completes costs nothing: the other waiters are admitted as if it had
-/// never asked (see [`UntilReady`](crate::UntilReady), whose engine it shares).
+/// Dropping it before its turn comes costs nothing: the other waiters are admitted as if it
+/// had never asked (see [`UntilReady`](crate::UntilReady), whose engine it shares). Dropping
+/// it after its instant came, but before it was polled again, counts as an admission (its
+/// cells were used).
 ///
 /// # Examples
 ///

@@ -730,11 +730,21 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
 /// One key of a keyed limiter: the state word the engine works on. `P` is `&Arc<Shared>` for
 /// the methods and futures that borrow their limiter, `OwnedShared<Shared>` for the timer's
 /// hand-over waker, which may outlive them.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct KeyState<P> {
     pub(crate) shared: P,
     pub(crate) route: u64,
     pub(crate) fp: u64,
+}
+
+/// The limiter it belongs to; not the key's hashes (made with the identity hasher's secret
+/// seed, they are no business of a log line).
+impl<P: fmt::Debug> fmt::Debug for KeyState<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyState")
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<P, S> Word for KeyState<P>
