@@ -822,6 +822,10 @@ impl FromStr for Cidr {
         let max = if raw.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => max,
+            // Decimal digits only, as written in CIDR notation (`u8`'s parser would take
+            // `+8` and `08`).
+            Some(p) if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) => return Err(err()),
+            Some(p) if p.len() > 1 && p.starts_with('0') => return Err(err()),
             Some(p) => p.parse::<u8>().ok().filter(|&p| p <= max).ok_or_else(err)?,
         };
         let addr = raw.to_canonical();
@@ -912,6 +916,9 @@ mod tests {
             "::/129",
             "x",
             "10.0.0.0/-1",
+            "10.0.0.0/+8",
+            "10.0.0.0/08",
+            "10.0.0.0/ 8",
             "1.2.3/8",
         ] {
             assert!(bad.parse::<Cidr>().is_err(), "{bad}");

@@ -323,7 +323,11 @@ fn problem_json(reason: RefusalReason, policy: Option<&str>, retry_after: Option
     }
     let mut json = format!(
         "{{\"type\":\"about:blank\",\"title\":\"{}\",\"status\":{},\"detail\":\"{detail}",
-        status.canonical_reason().unwrap_or(""),
+        // RFC 9110's names: `http` still calls 413 by RFC 7231's ("Payload Too Large").
+        match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "Content Too Large",
+            status => status.canonical_reason().unwrap_or(""),
+        },
         status.as_u16(),
     );
     if let Some(secs) = retry_after {
@@ -372,6 +376,13 @@ mod tests {
         assert_eq!(
             problem_json(RefusalReason::MissingKey, None, None),
             r#"{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request carries no rate-limit key"}"#
+        );
+        // RFC 9110's name for 413.
+        let too_costly = problem_json(RefusalReason::TooCostly, None, None);
+        assert!(
+            too_costly
+                .starts_with(r#"{"type":"about:blank","title":"Content Too Large","status":413,"#),
+            "{too_costly}"
         );
     }
 }

@@ -12,7 +12,8 @@
 //! * **Refused**: `429 Too Many Requests` with `Retry-After` in whole seconds rounded *up*
 //!   (at least 1), so a client that obeys it is admitted.
 //! * **The IETF fields** (draft-ietf-httpapi-ratelimit-headers-10) on every limited
-//!   response, admitted or refused, unless switched off ([`Builder::headers`]):
+//!   response, admitted or refused (not a `413`: a request costing more than the burst is
+//!   about no state of its key), unless switched off ([`Builder::headers`]):
 //!   `RateLimit-Policy: "default";q=10;w=1` (the burst, and the seconds it takes to refill;
 //!   never looser than enforced: when those are not whole seconds, the closest `q` per `w`
 //!   whole seconds with `q` at most the burst and `q / w` at most the rate, so 30/s is
