@@ -349,7 +349,9 @@
 //! notifies an idle worker once for all the tasks it woke; wakes from a task's poll would
 //! notify once per task. The thread stays as a backstop 10 ms behind (`BACKSTOP`): a blocked
 //! runtime or a forgotten driver delays sleeps by at most that. One driver at a time: a
-//! second `drive` completes at once.
+//! second `drive` completes at once. A runtime whose sleeps end before their instants on the
+//! real clock (tokio's paused clock) would make the driver re-arm and spin: after two such
+//! sleeps in a row it detaches and completes, and the thread drives (`tests/drive_early.rs`).
 //!
 //! *Both drivers' wake-ups cover the whole heap after every turn and registration* (the
 //! two-driver argument in `src/timer/driver.rs`). Loom:
@@ -435,7 +437,7 @@
 //! | the runtime driver | `src/timer/runtime.rs` (its protocol with the thread: `driver.rs`) |
 //! | per-key concurrency limits | `src/inflight/table.rs` (the public types: `src/inflight/mod.rs`) |
 //! | the crate's docs and re-exports; this record | `src/lib.rs`; `src/design.rs` |
-//! | a test of a promise | `tests/`, one file a topic (`semantics.rs`, `window.rs`, `quotas.rs`, `table.rs`, `threads.rs`, `wait.rs`, `wait_memory.rs`, `batch.rs`, `runtimes.rs`, `drive.rs`, `drive_forgotten.rs`, `inflight.rs`, `recipes.rs` (the README's quota recipes, nginx's `limit_req` modelled)), or an integration crate's `tests/` |
+//! | a test of a promise | `tests/`, one file a topic (`semantics.rs`, `window.rs`, `quotas.rs`, `table.rs`, `threads.rs`, `wait.rs`, `wait_memory.rs`, `batch.rs`, `runtimes.rs`, `drive.rs`, `drive_forgotten.rs`, `drive_early.rs`, `inflight.rs`, `recipes.rs` (the README's quota recipes, nginx's `limit_req` modelled)), or an integration crate's `tests/` |
 //! | a loom model | `loom-tests/` (§6), with the fault it fails on; `race.rs` is the two-thread harness |
 //! | a figure | `benches/` (`check.rs`: A–F; `wait.rs`: F1, F2, G, lockout, lateness; `churn.rs`, `curve.rs`, `inflight.rs`; shared code in `common/`; `ab/`, an A/B of two commits in one process, outside the workspace and CI), or an integration crate's `benches/`; then `BENCHMARKS.md` |
 //! | a demo | `examples/` (`hosts.rs`, `api_server.rs`, `stacked.rs`), or an integration crate's `examples/` |
