@@ -773,6 +773,22 @@ impl<T, E> Future for ResponseFuture<T, E> {
     }
 }
 
+/// Waits for `turn`, for at most `max` if given: `Held` if the turn is further off than that.
+/// Any other error is only a full limiter table: the attempt goes on at the rate alone.
+async fn take_turn<E>(
+    turn: tollgate::UntilReady<'_>,
+    max: Option<Duration>,
+) -> Result<(), PoliteError<E>> {
+    let Some(max) = max else {
+        let _ = turn.await;
+        return Ok(());
+    };
+    match turn.within(max).await.map_err(|e| e.retry_after()) {
+        Err(Some(wait)) => Err(PoliteError::held(wait)),
+        _ => Ok(()),
+    }
+}
+
 async fn send<S, ReqB, ResB>(
     mut svc: S,
     parts: Parts,
@@ -824,57 +840,34 @@ where
                         let permit = shared.inflight.acquire(&key).await;
                         // `max_wait` bounds the waits for the rate, not for the permit.
                         let turns = Instant::now();
+                        // What is left of `max_wait` (if any) for the next wait.
+                        let left = || {
+                            shared
+                                .max_wait
+                                .map(|max| max.saturating_sub(turns.elapsed()))
+                        };
                         loop {
-                            let turn = shared.rates.until_ready(&key);
-                            match shared.max_wait {
-                                Some(max) => {
-                                    let left = max.saturating_sub(turns.elapsed());
-                                    if let Err(e) = turn.within(left).await {
-                                        if let Some(wait) = e.retry_after() {
-                                            return Err(PoliteError::held(wait));
-                                        }
-                                    }
-                                }
-                                // An error here is only a full limiter table: go on at the
-                                // rate alone.
-                                None => {
-                                    let _ = turn.await;
-                                }
-                            }
+                            take_turn(shared.rates.until_ready(&key), left()).await?;
                             // A turn reserved before a hold came (an answer to an attempt
                             // ahead of this one) is not moved by it: the hold is renewed in
                             // the rates (it may also have left a full limiter table) and the
                             // attempt takes a turn after it. A table that cannot hold it:
                             // the attempt sleeps it out instead, on the real clock.
-                            let Some(left) = shared.rates.held_after_now(&key) else {
+                            let Some(held) = shared.rates.held_after_now(&key) else {
                                 break;
                             };
-                            if let Some(max) = shared.max_wait {
-                                if left > max.saturating_sub(turns.elapsed()) {
-                                    return Err(PoliteError::held(left));
-                                }
+                            if left().is_some_and(|left| held > left) {
+                                return Err(PoliteError::held(held));
                             }
-                            if shared.rates.limiter().penalize(&key, left).is_err() {
-                                RetryPolicy::sleep(left).await;
+                            if shared.rates.limiter().penalize(&key, held).is_err() {
+                                RetryPolicy::sleep(held).await;
                                 break;
                             }
                         }
                         // A content-bytes policy: the attempt's bytes too (see `byte_cost`).
                         let cost = shared.byte_cost(&key, &parts);
                         if let Some(turn) = shared.rates.until_bytes_ready(&key, cost) {
-                            match shared.max_wait {
-                                Some(max) => {
-                                    let left = max.saturating_sub(turns.elapsed());
-                                    if let Err(e) = turn.within(left).await {
-                                        if let Some(wait) = e.retry_after() {
-                                            return Err(PoliteError::held(wait));
-                                        }
-                                    }
-                                }
-                                None => {
-                                    let _ = turn.await;
-                                }
-                            }
+                            take_turn(turn, left()).await?;
                         }
                         Ok(permit)
                     };
