@@ -260,26 +260,61 @@ async fn a_request_costs_what_cost_for_says() {
     assert_eq!(ratelimit(&h).1, 0, "all ten cells at once");
 }
 
+/// Delay mode keyed by `key` (1 cell a second, bursts of `burst`, waits up to 10 s, on the
+/// manual clock returned) in front of a handler that serves one request at a time (a
+/// `ConcurrencyLimit` of one): what the delay-mode capacity tests below share.
+fn delayed_behind_one_permit<E: tollgate_tower::KeyExtractor>(
+    burst: u32,
+    key: E,
+) -> (
+    ManualClock,
+    tollgate_tower::RateLimit<
+        tower::limit::ConcurrencyLimit<HelloString>,
+        E,
+        tollgate_tower::Delay,
+    >,
+)
+where
+    E::Key: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+{
+    use tower::Layer;
+
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder(Quota::per_second(1).allow_burst(burst))
+        .clock(clock.clone())
+        .build();
+    let layer = RateLimitLayer::builder(limiter, key)
+        .delay(Duration::from_secs(10))
+        .build();
+    let hello: HelloString = service_fn(hello_string);
+    (
+        clock,
+        layer.layer(tower::limit::ConcurrencyLimit::new(hello, 1)),
+    )
+}
+
+/// The handler behind [`delayed_behind_one_permit`].
+type HelloString = tower::util::ServiceFn<
+    fn(Request<()>) -> std::future::Ready<Result<Response<String>, Infallible>>,
+>;
+
+fn hello_string(_req: Request<()>) -> std::future::Ready<Result<Response<String>, Infallible>> {
+    std::future::ready(Ok(Response::new(String::new())))
+}
+
+/// The delay-mode tests' key: the `x-client` header.
+fn client_key() -> HeaderKey {
+    HeaderKey::new(http::HeaderName::from_static("x-client"))
+}
+
 /// Delay mode: a request asleep holds none of the inner service's capacity. Behind a
 /// `ConcurrencyLimit` of one, client A's two delayed requests leave the permit to client B,
 /// which is served at once, and get it in turn when their waits end.
 #[tokio::test]
 async fn a_delayed_request_holds_none_of_the_inner_services_capacity() {
-    use tower::{Layer, ServiceExt};
+    use tower::ServiceExt;
 
-    let clock = ManualClock::new();
-    let limiter = Limiter::builder(Quota::per_second(1).allow_burst(1))
-        .clock(clock.clone())
-        .build();
-    let key = HeaderKey::new(http::HeaderName::from_static("x-client"));
-    let layer = RateLimitLayer::builder(limiter, key)
-        .delay(Duration::from_secs(10))
-        .build();
-    let inner = tower::limit::ConcurrencyLimit::new(
-        service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) }),
-        1,
-    );
-    let svc = layer.layer(inner);
+    let (clock, svc) = delayed_behind_one_permit(1, client_key());
     let request = |client: &str| {
         Request::get("/")
             .header("x-client", client)
@@ -316,20 +351,9 @@ async fn a_delayed_request_holds_none_of_the_inner_services_capacity() {
 /// capacity readied for a call that waits is not pinned by the service kept.
 #[tokio::test]
 async fn a_service_kept_across_calls_in_delay_mode_goes_on_serving() {
-    use tower::{Layer, Service, ServiceExt};
+    use tower::{Service, ServiceExt};
 
-    let clock = ManualClock::new();
-    let limiter: Limiter<()> = Limiter::builder(Quota::per_second(1).allow_burst(2))
-        .clock(clock.clone())
-        .build();
-    let layer = RateLimitLayer::builder(limiter, Global)
-        .delay(Duration::from_secs(10))
-        .build();
-    let inner = tower::limit::ConcurrencyLimit::new(
-        service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) }),
-        1,
-    );
-    let mut svc = layer.layer(inner);
+    let (clock, mut svc) = delayed_behind_one_permit(2, Global);
     for call in 0..4 {
         let ready = tokio::time::timeout(Duration::from_secs(5), svc.ready())
             .await
@@ -357,21 +381,9 @@ async fn a_service_kept_across_calls_in_delay_mode_goes_on_serving() {
 /// comes.
 #[tokio::test]
 async fn a_refusal_in_delay_mode_pins_no_capacity_a_waiting_request_needs() {
-    use tower::{Layer, Service, ServiceExt};
+    use tower::{Service, ServiceExt};
 
-    let clock = ManualClock::new();
-    let limiter = Limiter::builder(Quota::per_second(1).allow_burst(1))
-        .clock(clock.clone())
-        .build();
-    let key = HeaderKey::new(http::HeaderName::from_static("x-client"));
-    let layer = RateLimitLayer::builder(limiter, key)
-        .delay(Duration::from_secs(10))
-        .build();
-    let inner = tower::limit::ConcurrencyLimit::new(
-        service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) }),
-        1,
-    );
-    let mut svc = layer.layer(inner);
+    let (clock, mut svc) = delayed_behind_one_permit(1, client_key());
     let keyed = || Request::get("/").header("x-client", "a").body(()).unwrap();
     let first = svc.ready().await.unwrap().call(keyed()).await.unwrap();
     assert_eq!(first.status(), 200);
