@@ -104,6 +104,18 @@ fn held_for(layer: &PoliteLayer, key: &str) -> Option<Duration> {
         .and_then(|e| e.retry_after())
 }
 
+/// The answer to a request spawned while its host was held, once the hold is over (the
+/// 30 s bound is a hang guard, not a time the test asserts).
+async fn sent_after_the_hold<R, E: std::fmt::Debug>(
+    request: tokio::task::JoinHandle<Result<R, E>>,
+) -> R {
+    tokio::time::timeout(Duration::from_secs(30), request)
+        .await
+        .expect("sent after the hold")
+        .unwrap()
+        .expect("answers")
+}
+
 /// Sends one request, then a second one that the server's hold must keep unsent until the
 /// clock passes `hold`; returns the first answer's status.
 async fn first_holds_the_second(first: Answer, hold: Duration) -> StatusCode {
@@ -135,11 +147,7 @@ async fn first_holds_the_second(first: Answer, hold: Duration) -> StatusCode {
     assert!(!second.is_finished());
     // ... and goes out once it is past.
     clock.advance(Duration::from_secs(6));
-    let res = tokio::time::timeout(Duration::from_secs(30), second)
-        .await
-        .expect("sent after the hold")
-        .unwrap()
-        .expect("answers");
+    let res = sent_after_the_hold(second).await;
     assert_eq!(res.status(), 200);
     assert_eq!(seen.load(Ordering::SeqCst), 2);
     status
@@ -285,11 +293,7 @@ async fn past_max_wait_a_held_host_fails_at_once_with_the_instant_it_opens() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(seen.load(Ordering::SeqCst), 1, "{first}: sent while held");
         clock.advance(Duration::from_secs(8));
-        let res = tokio::time::timeout(Duration::from_secs(30), third)
-            .await
-            .expect("sent after the hold")
-            .unwrap()
-            .expect("answers");
+        let res = sent_after_the_hold(third).await;
         assert_eq!(res.status(), 200);
         assert_eq!(seen.load(Ordering::SeqCst), 2);
     }
@@ -409,11 +413,7 @@ async fn a_hold_keeps_back_a_request_queued_before_it() {
         assert_eq!(seen.load(Ordering::SeqCst), 1, "sent inside the hold");
         // Past the hold it goes out.
         clock.advance(Duration::from_secs(2));
-        let res = tokio::time::timeout(Duration::from_secs(30), second)
-            .await
-            .expect("sent after the hold")
-            .unwrap()
-            .expect("answers");
+        let res = sent_after_the_hold(second).await;
         assert_eq!(res.status(), 200);
         assert_eq!(seen.load(Ordering::SeqCst), 2);
     }
