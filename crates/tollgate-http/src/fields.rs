@@ -450,8 +450,10 @@ impl Fields {
     ///
     /// Fields already in `headers` are kept, as from a limiting layer nested inside this
     /// one or an upstream that answered with its own: these policies' items are appended to
-    /// the IETF lists (but not over an item of the same policy name, which stands: give
-    /// nested limits names of their own), the legacy fields describe whichever policy has
+    /// the IETF lists, and where a policy of the same name is there already (two nested
+    /// layers both left at the default name), the one with fewer cells left is kept, both
+    /// of its items (the one present on a tie; give nested limits names of their own to
+    /// announce both), the legacy fields describe whichever policy has
     /// fewer cells left (the ones present, if they are a whole set and their
     /// `X-RateLimit-Remaining` is not above this one's), and `Retry-After` is the later of
     /// the two (a present value that is not in seconds, an HTTP date, stays).
@@ -700,9 +702,11 @@ fn put_back(buf: &mut [u8], end: usize, bytes: &[u8]) -> usize {
 }
 
 /// The IETF fields with these policies' items added: after the items a response has
-/// already, but not for a policy whose name is in either field already (nested layers both
-/// left at the default name, an upstream's policy of that name): that one stands, as the
-/// one nearer the answer, and its two items keep describing one policy.
+/// already. A name in either field already (nested layers both left at the default name,
+/// an upstream's policy of that name) keeps one policy of that name, both of its items
+/// together: the one with fewer cells left (`r`), which is the one that decides the client's
+/// next request, or the one present on a tie (nearer the answer). A present name with no
+/// `r` to compare (a `RateLimit-Policy` item alone) gives way to ours.
 fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValue) {
     // The usual response has neither field: two appends, as two inserts take (the entry
     // API takes about twice that). Appended, each of ours is its field's last line.
@@ -724,17 +728,32 @@ fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValu
     };
     let (policies, our_policies) = split(&RATELIMIT_POLICY);
     let (states, our_states) = split(&RATELIMIT);
-    let taken: Vec<&[u8]> = policies
-        .iter()
-        .chain(&states)
-        .map(|item| item_name(item))
+    // Per name of ours: whether its items go in, over any present ones of that name.
+    let ours_win: Vec<(&[u8], bool)> = list_items(&our_states)
+        .map(|ours| {
+            let name = item_name(ours);
+            let named = |item: &&Vec<u8>| item_name(item) == name;
+            let taken = policies.iter().chain(&states).any(|item| named(&item));
+            let present_left = states
+                .iter()
+                .filter(named)
+                .filter_map(|item| remaining(item))
+                .min();
+            let win = !taken || present_left.is_none_or(|left| remaining(ours) < Some(left));
+            (name, win)
+        })
         .collect();
+    let wins = |name: &[u8]| ours_win.iter().any(|&(n, win)| n == name && win);
     for (name, present, ours) in [
         (RATELIMIT_POLICY, &policies, &our_policies),
         (RATELIMIT, &states, &our_states),
     ] {
-        let added = list_items(ours).filter(|item| !taken.contains(&item_name(item)));
-        let all: Vec<&[u8]> = present.iter().map(Vec::as_slice).chain(added).collect();
+        let kept = present
+            .iter()
+            .map(Vec::as_slice)
+            .filter(|item| !wins(item_name(item)));
+        let added = list_items(ours).filter(|item| wins(item_name(item)));
+        let all: Vec<&[u8]> = kept.chain(added).collect();
         if all.is_empty() {
             // Nothing to say in it (every policy of ours named already, and no item
             // present): the field goes, ours with any empty lines it had.
@@ -785,6 +804,25 @@ fn item_name(item: &[u8]) -> &[u8] {
         }
     }
     item
+}
+
+/// A `RateLimit` item's remaining cells, its `r` parameter (`None` if it has none that is
+/// an integer).
+fn remaining(item: &[u8]) -> Option<u64> {
+    let params = &item[item_name(item).len()..];
+    params.split(|&b| b == b';').find_map(|param| {
+        let digits = param.trim_ascii().strip_prefix(b"r=")?;
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        // More digits than a `u64` holds: more left than any quota of ours.
+        Some(
+            std::str::from_utf8(digits)
+                .ok()?
+                .parse()
+                .unwrap_or(u64::MAX),
+        )
+    })
 }
 
 /// A field value that is a whole number of seconds (`Retry-After`'s delay-seconds, a legacy
@@ -1006,7 +1044,8 @@ mod tests {
             let got = [X_LIMIT, X_REMAINING, X_RESET].map(|n| all(&h, &n).join("|"));
             assert_eq!(got, want, "present remaining {remaining}");
         }
-        // A policy of the same name present stands; the others are added.
+        // A policy of the same name present: the one with fewer left stays, both of its
+        // items (the present one on a tie); the others are added.
         let mut stacked = admitted();
         stacked.append(Fields::admitted(
             &Policy::new("a,b;c"),
@@ -1020,21 +1059,48 @@ mod tests {
             all(&h, &RATELIMIT),
             ["\"x\";r=1;t=1, \"outer\";r=0;t=50, \"a,b;c\";r=0;t=1"]
         );
-        let mut h = present(&[(&RATELIMIT, "\"outer\";r=0;t=50, \"a,b;c\";r=5;t=5")]);
+        assert_eq!(all(&h, &RATELIMIT_POLICY), ["\"a,b;c\";q=1;w=1"]);
+        let mut h = present(&[
+            (&RATELIMIT, "\"outer\";r=0;t=50, \"a,b;c\";r=5;t=5"),
+            (&RATELIMIT_POLICY, "\"a,b;c\";q=9;w=9"),
+        ]);
         stacked.insert_into(&mut h, IETF);
         assert_eq!(
             all(&h, &RATELIMIT),
-            ["\"outer\";r=0;t=50, \"a,b;c\";r=5;t=5"]
+            ["\"outer\";r=0;t=50, \"a,b;c\";r=0;t=1"]
         );
-        // A name in either field is taken in both: the two items of a policy stay paired.
+        assert_eq!(all(&h, &RATELIMIT_POLICY), ["\"a,b;c\";q=1;w=1"]);
+        for (present_items, kept) in [
+            ("\"outer\";r=7;t=9", true),
+            ("\"outer\";r=6;t=9", true),
+            ("\"outer\";r=8;t=9", false),
+            ("\"outer\";r=99999999999999999999999;t=9", false),
+            ("\"outer\";t=9", false),
+            ("\"outer\";r=x;t=9", false),
+        ] {
+            let mut h = present(&[
+                (&RATELIMIT_POLICY, "\"outer\";q=10;w=10"),
+                (&RATELIMIT, present_items),
+            ]);
+            admitted().insert_into(&mut h, IETF);
+            let (policy, state) = if kept {
+                ("\"outer\";q=10;w=10", present_items)
+            } else {
+                ("\"outer\";q=100;w=60", "\"outer\";r=7;t=3")
+            };
+            assert_eq!(all(&h, &RATELIMIT_POLICY), [policy], "{present_items}");
+            assert_eq!(all(&h, &RATELIMIT), [state], "{present_items}");
+        }
+        // A name in either field is the policy's: its two items stay paired. A present
+        // policy item with no state to compare gives way to ours.
         let mut h = present(&[(&RATELIMIT_POLICY, "\"outer\";q=100;w=60")]);
         admitted().insert_into(&mut h, IETF);
         assert_eq!(all(&h, &RATELIMIT_POLICY), ["\"outer\";q=100;w=60"]);
-        assert!(h.get(RATELIMIT).is_none(), "{h:?}");
-        let mut h = present(&[(&RATELIMIT, "\"outer\";r=50;t=30")]);
+        assert_eq!(all(&h, &RATELIMIT), ["\"outer\";r=7;t=3"]);
+        let mut h = present(&[(&RATELIMIT, "\"outer\";r=5;t=30")]);
         admitted().insert_into(&mut h, IETF);
         assert!(h.get(RATELIMIT_POLICY).is_none(), "{h:?}");
-        assert_eq!(all(&h, &RATELIMIT), ["\"outer\";r=50;t=30"]);
+        assert_eq!(all(&h, &RATELIMIT), ["\"outer\";r=5;t=30"]);
         // Empty lines and stray commas present make no empty items.
         let mut h = present(&[(&RATELIMIT, ""), (&RATELIMIT, " \"x\";r=1;t=1 ,, ")]);
         admitted().insert_into(&mut h, IETF);

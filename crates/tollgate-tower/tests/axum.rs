@@ -245,3 +245,42 @@ async fn nested_layers_and_an_upstreams_fields_all_reach_the_client() {
     );
     assert_eq!(retry_after(&h), 120);
 }
+
+/// Two nested layers both left at the default policy name (a global limit on the app, a
+/// per-IP one on a route): the fields name one `"default"` policy, and it is the one with
+/// fewer cells left, the one that decides the client's next request, with both of its items.
+#[tokio::test]
+async fn nested_layers_of_one_name_announce_the_stricter_policy() {
+    let clock = ManualClock::new();
+    let global = Limiter::builder(Quota::per_minute(1))
+        .clock(clock.clone())
+        .build();
+    let global = RateLimitLayer::builder(global, Global).build();
+    let per_ip = Limiter::builder(Quota::per_minute(100))
+        .clock(clock)
+        .build();
+    let per_ip = RateLimitLayer::builder(per_ip, PeerIp::new()).build();
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }).route_layer(per_ip))
+        .layer(global);
+    let addr = serve(app).await;
+
+    let items = |h: &http::HeaderMap, field: &str, [a, b]: [&str; 2]| -> Vec<(Bare, i64, i64)> {
+        parse_list(h, field)
+            .iter()
+            .map(|i| (i.value.clone(), i.int(a), i.int(b)))
+            .collect()
+    };
+    let default = || Bare::Str("default".into());
+    let (status, h) = get_path(addr, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        items(&h, "ratelimit-policy", ["q", "w"]),
+        [(default(), 1, 60)]
+    );
+    assert_eq!(items(&h, "ratelimit", ["r", "t"]), [(default(), 0, 60)]);
+    // As announced: the next request is refused (by the global limit, outside the route).
+    let (status, h) = get_path(addr, "/").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(items(&h, "ratelimit", ["r", "t"]), [(default(), 0, 60)]);
+}
