@@ -60,6 +60,13 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// peer address, is `HeaderKey::new(name).or(PeerIp::new())`. A request that neither
     /// source finds a key in gets the layer's `MissingKey` (tollgate-tower) policy.
     ///
+    /// The first source must be one a client cannot make up: a header's value is the
+    /// client's to choose, so with a bare `HeaderKey` first, a client that sends a new
+    /// made-up API key with each request gets a fresh limit each time and never meets the
+    /// peer address's. Reject unknown keys before the limit sees them (an authentication
+    /// layer outside it, then key by the identity it verified,
+    /// [`ExtensionKey`](crate::ExtensionKey)), as [`HeaderKey`](crate::HeaderKey) says.
+    ///
     /// # Examples
     ///
     /// ```

@@ -569,6 +569,13 @@ impl KeyExtractor for ClientIp {
 /// Keys requests by the value of a header (an API key, a token). A request without it, or
 /// with an empty value, has no key. With several fields of that name, the first counts.
 ///
+/// The value is the client's to choose: keyed by it alone, a client that sends a new value
+/// with each request gets a fresh limit each time (the table holds each such key until it
+/// expires, within its cap). So limit by a header only where unknown values are refused
+/// before the limit is checked (an authentication layer outside the rate limit), or key by
+/// the identity that layer verified ([`ExtensionKey`]), or put a limit keyed by the peer
+/// ([`PeerIp`], [`ClientIp`]) around this one.
+///
 /// # Examples
 ///
 /// ```

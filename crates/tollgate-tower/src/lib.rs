@@ -22,7 +22,9 @@
 //! * **No key** (no API key header, a forwarding walk that reached an element naming no
 //!   address, no peer address: [`NoKey`]): `400 Bad Request` by default, or let through
 //!   ([`MissingKey`]), or limited by another key source instead ([`KeyExtractor::or`]: an
-//!   API key, else the peer address); never a 500, and never keyed as the proxy. A server
+//!   API key, else the peer address, where unknown API keys are refused before the limit:
+//!   a header's value is the client's to make up, [`HeaderKey`]); never a 500, and never
+//!   keyed as the proxy. A server
 //!   that records no peer address logs a `tracing` warning once; both set-up signals are
 //!   counted apart ([`Counts::unattributable`], [`Counts::no_peer_address`]).
 //! * **Skipped requests**: [`Builder::skip_if`] lets health checks or `OPTIONS` through
