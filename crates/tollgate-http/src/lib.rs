@@ -72,4 +72,4 @@ pub use key::{
     Cidr, CidrError, ClientIp, ExtensionKey, Global, HeaderKey, HeaderKeyName, PeerIp, ip_key,
     peer_addr,
 };
-pub use refusal::{Refusal, RefusalReason, is_grpc};
+pub use refusal::{Refusal, RefusalReason, grpc_content_type, is_grpc};

@@ -251,10 +251,34 @@ impl Refusal {
     /// assert_eq!(response.headers()["grpc-status"], "8");
     /// ```
     pub fn into_grpc_response<B: Default>(self) -> Response<B> {
+        self.into_grpc_response_as(HeaderValue::from_static("application/grpc"))
+    }
+
+    /// [`into_grpc_response`](Refusal::into_grpc_response) with `content_type`: the
+    /// request's own, from [`grpc_content_type`], so that a gRPC-Web client (whose answers
+    /// are `application/grpc-web...`) reads the status too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_http::{Refusal, RefusalReason, grpc_content_type};
+    ///
+    /// let (request, ()) = http::Request::post("/svc/M")
+    ///     .header("content-type", "application/grpc-web+proto")
+    ///     .body(())
+    ///     .unwrap()
+    ///     .into_parts();
+    /// let content_type = grpc_content_type(&request).expect("a gRPC-Web request");
+    /// let refusal = Refusal::new(RefusalReason::RateLimited, http::HeaderMap::new(), None, Some(2));
+    /// let response = refusal.into_grpc_response_as::<()>(content_type);
+    /// assert_eq!(response.headers()["content-type"], "application/grpc-web+proto");
+    /// assert_eq!(response.headers()["grpc-status"], "8");
+    /// ```
+    pub fn into_grpc_response_as<B: Default>(self, content_type: HeaderValue) -> Response<B> {
         let mut response = Response::new(B::default());
         let headers = response.headers_mut();
         *headers = self.headers;
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(CONTENT_TYPE, content_type);
         headers.insert(
             GRPC_STATUS,
             HeaderValue::from_static(self.reason.grpc_status()),
@@ -281,8 +305,9 @@ impl Refusal {
     }
 }
 
-/// Whether a request is gRPC (`content-type: application/grpc`, `application/grpc+proto`,
-/// ...).
+/// Whether a request is gRPC or gRPC-Web: its `content-type` is `application/grpc`,
+/// `application/grpc-web` or `application/grpc-web-text`, each alone or with a `+codec`
+/// (`application/grpc+proto`) or parameters.
 ///
 /// # Examples
 ///
@@ -294,16 +319,34 @@ impl Refusal {
 /// assert!(!tollgate_http::is_grpc(&plain));
 /// ```
 pub fn is_grpc(parts: &Parts) -> bool {
-    parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| {
-            let ct = ct.trim_start();
-            ct.get(..16)
-                .is_some_and(|p| p.eq_ignore_ascii_case("application/grpc"))
-                && matches!(ct.as_bytes().get(16), None | Some(b'+' | b';'))
-        })
+    grpc_type(parts).is_some()
+}
+
+/// A gRPC or gRPC-Web request's `content-type` ([`is_grpc`]), which its refusal carries
+/// back ([`Refusal::into_grpc_response_as`]); `None` for any other request.
+///
+/// # Examples
+///
+/// See [`Refusal::into_grpc_response_as`].
+pub fn grpc_content_type(parts: &Parts) -> Option<HeaderValue> {
+    grpc_type(parts).cloned()
+}
+
+fn grpc_type(parts: &Parts) -> Option<&HeaderValue> {
+    let value = parts.headers.get(CONTENT_TYPE)?;
+    let ct = value.to_str().ok()?.trim_start().as_bytes();
+    let rest = strip(ct, b"application/grpc")?;
+    // After the type: the end, a `+codec` or parameters; gRPC-Web's `-web` and
+    // `-web-text` first.
+    fn strip<'a>(rest: &'a [u8], suffix: &[u8]) -> Option<&'a [u8]> {
+        rest.get(..suffix.len())
+            .filter(|p| p.eq_ignore_ascii_case(suffix))
+            .map(|_| &rest[suffix.len()..])
+    }
+    let rest = strip(rest, b"-web")
+        .map(|web| strip(web, b"-text").unwrap_or(web))
+        .unwrap_or(rest);
+    matches!(rest.first(), None | Some(b'+' | b';')).then_some(value)
 }
 
 /// The RFC 9457 problem details of a refusal ([`Refusal::problem_json`]); `policy` is the
@@ -359,11 +402,25 @@ mod tests {
             "application/grpc",
             "application/grpc+proto",
             "Application/GRPC;x=1",
+            "application/grpc-web",
+            "application/grpc-web+proto",
+            "application/grpc-web-text",
+            "application/grpc-Web-Text+json",
         ] {
             assert!(is_grpc(&parts(ct)), "{ct}");
+            assert_eq!(grpc_content_type(&parts(ct)).unwrap(), ct);
         }
-        for ct in ["application/grpcx", "application/json", "text/grpc", ""] {
+        for ct in [
+            "application/grpcx",
+            "application/grpc-webx",
+            "application/grpc-web-textx",
+            "application/grpc-text",
+            "application/json",
+            "text/grpc",
+            "",
+        ] {
             assert!(!is_grpc(&parts(ct)), "{ct}");
+            assert_eq!(grpc_content_type(&parts(ct)), None, "{ct}");
         }
     }
 

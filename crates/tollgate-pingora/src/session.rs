@@ -14,7 +14,7 @@ use http::header::CONTENT_TYPE;
 use pingora_core::protocols::http::server::Session as HttpSession;
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
-use tollgate_http::{Fields, Refusal, RefusalReason, is_grpc};
+use tollgate_http::{Fields, Refusal, RefusalReason, grpc_content_type};
 
 use crate::limit::{Checked, ProxyLimit};
 
@@ -234,8 +234,8 @@ impl ProxyLimit {
 /// header block carries `grpc-status`, the stream ended), which a gRPC client reads as its
 /// status (`RESOURCE_EXHAUSTED` for a rate limit) rather than as a malformed message.
 async fn write_refusal(session: &mut Session, refusal: Refusal) -> pingora_core::Result<()> {
-    if is_grpc(session.req_header()) {
-        let answer = refusal.into_grpc_response::<()>();
+    if let Some(content_type) = grpc_content_type(session.req_header()) {
+        let answer = refusal.into_grpc_response_as::<()>(content_type);
         let mut header = ResponseHeader::build(answer.status(), Some(answer.headers().len() + 1))?;
         for (name, value) in answer.headers() {
             header.append_header(name.clone(), value.clone())?;

@@ -163,7 +163,10 @@ async fn a_refused_grpc_request_gets_a_grpc_status() {
     let refused = send(addr, call).await;
     assert_eq!(refused.status, 200);
     assert_eq!(refused.header("grpc-status"), Some("8"));
-    assert_eq!(refused.header("content-type"), Some("application/grpc"));
+    assert_eq!(
+        refused.header("content-type"),
+        Some("application/grpc+proto")
+    );
     assert!(refused.header("grpc-message").is_some());
     assert!(refused.header("ratelimit").is_some());
     let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();

@@ -15,7 +15,7 @@ use crate::dry_run::DryRunRefusal;
 use crate::extract::{KeyExtractor, NoKey};
 use crate::fields::{Fields, Policy};
 use crate::future::ResponseFuture;
-use crate::refusal::{Refusal, RefusalReason, is_grpc};
+use crate::refusal::{Refusal, RefusalReason, grpc_content_type};
 use crate::respond::{RefusalResponse, answer};
 use crate::stack::{Checked, Undo};
 
@@ -294,7 +294,7 @@ impl<E: KeyExtractor> Config<E> {
                 self.log_refusal(&refusal, false);
                 // Made here, where `respond` is at hand, so that the response future needs
                 // no handle on it (nor a reference count bumped per refusal to hold one).
-                ResponseFuture::respond(answer(refusal, is_grpc(&parts), respond))
+                ResponseFuture::respond(answer(refusal, grpc_content_type(&parts), respond))
             }
             Decision::Call(fields, outcome) => {
                 self.counters.count(outcome);

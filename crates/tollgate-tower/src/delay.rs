@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use http::Response;
+use http::{HeaderValue, Response};
 use tollgate::Quota;
 use tracing::Instrument;
 
@@ -31,7 +31,7 @@ pub(crate) fn delayed<E, R, B>(
     (quota, cost): (Option<Quota>, u32),
     max: Duration,
     (extra_fields, undos): (Option<Fields>, Vec<Undo>),
-    grpc: bool,
+    grpc: Option<HeaderValue>,
 ) -> BoxWait<Response<B>>
 where
     E: KeyExtractor,

@@ -53,9 +53,9 @@
 //!   ([`Builder::on_refusal`]: it gets a [`Refusal`], why and when to retry, and returns
 //!   the response), or with RFC 9457 problem+json bodies ([`Builder::problem_json`]). The
 //!   hook's body type is checked at compile time: one that is not the wrapped service's
-//!   response body type does not compile. A gRPC request (`content-type:
+//!   response body type does not compile. A gRPC or gRPC-Web request (`content-type:
 //!   application/grpc*`) is refused as gRPC, never through the hook: HTTP 200,
-//!   trailers-only, `grpc-status: 8` (RESOURCE_EXHAUSTED; 3 for a missing key, 14 for a
+//!   trailers-only, in the request's own content type, `grpc-status: 8` (RESOURCE_EXHAUSTED; 3 for a missing key, 14 for a
 //!   full table, 11 for a request that costs more than the burst) and a `grpc-message`.
 //! * **Observability**: [`RateLimitLayer::counts`] (requests per decision, over every
 //!   clone, and the admissions near the limit: [`Builder::near_limit`]) and

@@ -184,14 +184,18 @@ impl<F> std::fmt::Debug for ProblemJson<F> {
 /// every gRPC client, and a hook cannot tell from its body type whether the request was
 /// gRPC. So the layer answers them itself, with `B::default()` (axum's, tonic's, `Full`
 /// and `String` bodies all have one, and the layer required it before hooks too).
-pub(crate) fn answer<B, R>(refusal: Refusal, grpc: bool, respond: &R) -> Response<B>
+///
+/// `grpc` is a gRPC request's `content-type` ([`grpc_content_type`]), which the answer
+/// carries back (a gRPC-Web client reads only answers of its own type).
+///
+/// [`grpc_content_type`]: tollgate_http::grpc_content_type
+pub(crate) fn answer<B, R>(refusal: Refusal, grpc: Option<HeaderValue>, respond: &R) -> Response<B>
 where
     B: Default,
     R: RefusalResponse<B>,
 {
-    if grpc {
-        refusal.into_grpc_response()
-    } else {
-        respond.respond(refusal)
+    match grpc {
+        Some(content_type) => refusal.into_grpc_response_as(content_type),
+        None => respond.respond(refusal),
     }
 }

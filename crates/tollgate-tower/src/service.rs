@@ -16,7 +16,7 @@ use crate::delay::delayed;
 use crate::extract::KeyExtractor;
 use crate::future::ResponseFuture;
 use crate::mode::{Delay, Immediate, Reject};
-use crate::refusal::is_grpc;
+use crate::refusal::grpc_content_type;
 use crate::respond::{EmptyBody, RefusalResponse};
 
 /// The rate-limiting [`Service`] made by [`RateLimitLayer`](crate::RateLimitLayer): decides in `call`, passes
@@ -245,7 +245,7 @@ where
         let (parts, body) = req.into_parts();
         match self.config.decide(&parts, true) {
             Decision::Wait(key, quota, cost, extra_fields, undos) => {
-                let grpc = is_grpc(&parts);
+                let grpc = grpc_content_type(&parts);
                 // The capacity `poll_ready` reserved (a `ConcurrencyLimit` permit, a
                 // `Buffer` slot) is given back at once, by dropping the readied service: a
                 // request asleep holds none of it, and a service kept across calls pins

@@ -243,6 +243,40 @@ async fn dry_run_never_calls_the_hook() {
     assert_eq!(calls.load(Ordering::Relaxed), 0);
 }
 
+/// A gRPC-Web request (a browser's, over HTTP/1.1) is refused as gRPC too, in its own
+/// content type, which is the only one a gRPC-Web client reads a status from; the hook is
+/// not asked.
+#[tokio::test]
+async fn grpc_web_refusals_answer_in_the_requests_content_type() {
+    let (_clock, limiter) = manual(Quota::per_minute(1));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+        .on_refusal(move |refusal| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            json_refusal(refusal)
+        })
+        .build();
+    let mut conn = connect(serve(layer).await).await;
+    let (status, _, body) = fetch(&mut conn, &[]).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"hello"[..]));
+    for content_type in [
+        "application/grpc-web-text+proto",
+        "application/grpc-web",
+        "application/grpc-web+proto",
+    ] {
+        let (status, h, body) =
+            fetch(&mut conn, &[("content-type", content_type.as_bytes())]).await;
+        assert_eq!(status, StatusCode::OK, "{content_type}");
+        assert_eq!(h["content-type"], content_type);
+        assert_eq!(h["grpc-status"], "8");
+        assert_eq!(h["grpc-message"], "rate limit exceeded");
+        assert_eq!(retry_after(&h), 60);
+        assert!(body.is_empty(), "{content_type}: {body:?}");
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 0);
+}
+
 /// A gRPC request is refused trailers-only (HTTP 200, `grpc-status: 8`, the fields, an
 /// empty body that ends the stream), without the hook; a plain request on the same
 /// HTTP/2 connection gets the hook's answer.
@@ -266,7 +300,7 @@ async fn grpc_refusals_are_trailers_only_and_skip_the_hook() {
     let refused = grpc_call(&mut client, &[]).await;
     assert_eq!(refused.status(), StatusCode::OK);
     let h = refused.headers();
-    assert_eq!(h["content-type"], "application/grpc");
+    assert_eq!(h["content-type"], "application/grpc+proto");
     assert_eq!(h["grpc-status"], "8");
     assert_eq!(h["grpc-message"], "rate limit exceeded");
     assert_eq!(retry_after(h), 60);

@@ -188,7 +188,7 @@ async fn grpc_requests_are_refused_as_grpc() {
     assert_eq!(refused.status(), StatusCode::OK);
     assert_eq!(refused.version(), http::Version::HTTP_2);
     let h = refused.headers();
-    assert_eq!(h["content-type"], "application/grpc");
+    assert_eq!(h["content-type"], "application/grpc+proto");
     assert_eq!(h["grpc-status"], "8");
     assert_eq!(h["grpc-message"], "rate limit exceeded");
     assert_eq!(retry_after(h), 60);
@@ -251,7 +251,7 @@ async fn a_full_table_refuses_new_clients_with_503() {
     let refused = grpc_call(&mut client, &[("x-forwarded-for", b"198.51.100.3")]).await;
     assert_eq!(refused.status(), StatusCode::OK);
     let h = refused.headers();
-    assert_eq!(h["content-type"], "application/grpc");
+    assert_eq!(h["content-type"], "application/grpc+proto");
     let grpc_status: u32 = h["grpc-status"].to_str().unwrap().parse().unwrap();
     assert_eq!(grpc_status, 14);
     assert_eq!(retry_after(h), 1);
