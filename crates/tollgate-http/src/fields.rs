@@ -184,9 +184,10 @@ const SEARCH: u128 = 8;
 /// See [`Fields`].
 pub struct Policy {
     name: SfString,
-    /// The items of the quotas seen so far, first come first served: a quota that finds
-    /// every slot taken by others (more than [`POLICY_SLOTS`] tiers) is rendered afresh.
-    rendered: [OnceLock<(Quota, HeaderValue)>; POLICY_SLOTS],
+    /// The items of the quotas seen so far, with their `q`, first come first served: a
+    /// quota that finds every slot taken by others (more than [`POLICY_SLOTS`] tiers) is
+    /// rendered afresh.
+    rendered: [OnceLock<(Quota, HeaderValue, u32)>; POLICY_SLOTS],
 }
 
 /// How many quotas a [`Policy`] keeps its items for (tiers of one policy).
@@ -229,14 +230,16 @@ impl Policy {
         })
     }
 
-    /// The `RateLimit-Policy` item under `quota`.
-    fn item(&self, quota: Quota) -> HeaderValue {
+    /// The `RateLimit-Policy` item under `quota`, and its `q`.
+    fn item(&self, quota: Quota) -> (HeaderValue, u32) {
         for slot in &self.rendered {
             // ordering: `OnceLock` publishes its value with release/acquire itself.
-            let (q, item) =
-                slot.get_or_init(|| (quota, static_value(policy_item(&self.name, quota))));
-            if *q == quota {
-                return item.clone();
+            let (of, item, q) = slot.get_or_init(|| {
+                let (item, q) = policy_item(&self.name, quota);
+                (quota, static_value(item), q)
+            });
+            if *of == quota {
+                return (item.clone(), *q);
             }
         }
         policy_item(&self.name, quota)
@@ -355,13 +358,20 @@ pub struct Fields {
 impl Fields {
     /// After an admission: `remaining` cells left, the burst back in full after `reset`.
     ///
+    /// `RateLimit`'s `r` is at most the policy's `q`: where the quota's refill time is not
+    /// whole seconds, `RateLimit-Policy` announces fewer than the burst (never looser than
+    /// enforced), and a client is not told more are left than its policy grants (30 in 7.8 s
+    /// is `q=23;w=6`, so a fresh key's first admission says `r=23`, not 29). The legacy
+    /// `X-RateLimit-Remaining` counts the burst, as its `X-RateLimit-Limit` does.
+    ///
     /// # Examples
     ///
     /// See [`Fields`].
     pub fn admitted(policy: &Policy, quota: Quota, remaining: u32, reset: Duration) -> Fields {
+        let (item, q) = policy.item(quota);
         Fields {
-            policy: policy.item(quota),
-            ratelimit: ratelimit_item(&policy.name, remaining, ceil_secs(reset)),
+            policy: item,
+            ratelimit: ratelimit_item(&policy.name, remaining.min(q), ceil_secs(reset)),
             retry_after: None,
             legacy: (quota.burst(), remaining, ceil_secs(reset)),
         }
@@ -425,7 +435,7 @@ impl Fields {
         let reset = ceil_secs(wait.saturating_add(tolerance));
         let retry = retry_after_secs(wait);
         Fields {
-            policy: policy.item(quota),
+            policy: policy.item(quota).0,
             ratelimit: ratelimit_item(&policy.name, 0, reset.max(retry)),
             retry_after: NonZeroU64::new(retry).or(Some(NonZeroU64::MIN)),
             legacy: (quota.burst(), 0, reset.max(retry)),
@@ -597,9 +607,9 @@ fn template(format: Format) -> &'static HeaderMap {
     })
 }
 
-fn policy_item(name: &SfString, quota: Quota) -> HeaderValue {
+fn policy_item(name: &SfString, quota: Quota) -> (HeaderValue, u32) {
     let (q, w) = policy_window(quota);
-    item(name, Params::Policy, u64::from(q), w)
+    (item(name, Params::Policy, u64::from(q), w), q)
 }
 
 fn ratelimit_item(name: &SfString, remaining: u32, reset_secs: u64) -> HeaderValue {
@@ -901,6 +911,35 @@ mod tests {
         assert_safe(Quota::new(999_999_999, Duration::from_secs(1)));
     }
 
+    /// `r` never says more are left than the announced `q` grants; the legacy fields count
+    /// the burst, as their limit does.
+    #[test]
+    fn remaining_is_at_most_the_policys_quota() {
+        let policy = Policy::new("p");
+        let odd = Quota::new(30, Duration::from_millis(7800)); // q=23;w=6 (above)
+        let mut h = HeaderMap::new();
+        Fields::admitted(&policy, odd, 29, Duration::from_secs(1)).insert_into(&mut h, BOTH);
+        assert_eq!(h[RATELIMIT_POLICY], "\"p\";q=23;w=6");
+        assert_eq!(h[RATELIMIT], "\"p\";r=23;t=1");
+        assert_eq!(
+            (h[X_LIMIT].as_bytes(), h[X_REMAINING].as_bytes()),
+            (&b"30"[..], &b"29"[..])
+        );
+        let mut h = HeaderMap::new();
+        Fields::admitted(&policy, odd, 5, Duration::from_secs(7)).insert_into(&mut h, IETF);
+        assert_eq!(h[RATELIMIT], "\"p\";r=5;t=7");
+        // Whole seconds: q is the burst, and r as it is.
+        let mut h = HeaderMap::new();
+        Fields::admitted(
+            &policy,
+            Quota::per_second(10),
+            9,
+            Duration::from_millis(100),
+        )
+        .insert_into(&mut h, IETF);
+        assert_eq!(h[RATELIMIT], "\"p\";r=9;t=1");
+    }
+
     #[test]
     fn names_are_sf_strings() {
         assert_eq!(sf_string("default").as_str(), "\"default\"");
@@ -988,7 +1027,7 @@ mod tests {
                 let q = Quota::per_second(n).allow_burst(n * 3);
                 let (cells, w) = policy_window(q);
                 let expected = format!("\"tiers\";q={cells};w={w}");
-                assert_eq!(policy.item(q), expected.as_str(), "round {round}");
+                assert_eq!(policy.item(q).0, expected.as_str(), "round {round}");
             }
         }
     }
@@ -1189,13 +1228,13 @@ mod tests {
     fn policy_items_are_static() {
         let quota = Quota::per_second(10).allow_burst(30);
         let (a, b) = (Policy::new("static-test"), Policy::new("static-test"));
-        let (x, y) = (a.item(quota), b.item(quota));
+        let (x, y) = (a.item(quota).0, b.item(quota).0);
         assert_eq!(x, "\"static-test\";q=30;w=3");
         // Two policies, each rendering its own item: one set of bytes, the interned one.
         assert_eq!(x.as_bytes().as_ptr(), y.as_bytes().as_ptr());
-        assert_eq!(a.item(quota).as_bytes().as_ptr(), x.as_bytes().as_ptr());
+        assert_eq!(a.item(quota).0.as_bytes().as_ptr(), x.as_bytes().as_ptr());
         // Another item is other bytes.
-        let other = a.item(Quota::per_second(8));
+        let other = a.item(Quota::per_second(8)).0;
         assert_ne!(other.as_bytes().as_ptr(), x.as_bytes().as_ptr());
     }
 
