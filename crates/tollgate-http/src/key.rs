@@ -84,10 +84,14 @@ pub fn peer_addr(extensions: &http::Extensions) -> Option<IpAddr> {
     extensions.get::<IpAddr>().copied()
 }
 
-/// The key of a client address: IPv4-mapped IPv6 addresses as the IPv4 address they map,
-/// IPv4 addresses masked to `v4_prefix` bits and IPv6 addresses to `v6_prefix` bits (a
-/// host usually holds a whole IPv6 /64, so keying by full address would give it 2^64
-/// limits).
+/// The key of a client address: an IPv6 address that stands for an IPv4 one as the IPv4
+/// address (IPv4-mapped `::ffff:a.b.c.d`; NAT64's well-known prefix `64:ff9b::/96`, RFC
+/// 6052, where a translator in front of an IPv6-only server shows every IPv4 client; the
+/// deprecated IPv4-compatible `::a.b.c.d`, but not `::` or `::1`), IPv4 addresses masked to
+/// `v4_prefix` bits and IPv6 addresses to `v6_prefix` bits (a host usually holds a whole
+/// IPv6 /64, so keying by full address would give it 2^64 limits). A translator's
+/// network-specific prefix is not known here: its clients share the keys of that prefix's
+/// `/64`s.
 ///
 /// # Examples
 ///
@@ -101,9 +105,34 @@ pub fn peer_addr(extensions: &http::Extensions) -> Option<IpAddr> {
 /// assert_eq!(ip_key(a, 32, 64), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
 /// let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
 /// assert_eq!(ip_key(mapped, 32, 64), "192.0.2.7".parse::<IpAddr>().unwrap());
+/// let nat64: IpAddr = "64:ff9b::192.0.2.7".parse().unwrap();
+/// assert_eq!(ip_key(nat64, 32, 64), "192.0.2.7".parse::<IpAddr>().unwrap());
 /// ```
 pub fn ip_key(ip: IpAddr, v4_prefix: u8, v6_prefix: u8) -> IpAddr {
-    match ip.to_canonical() {
+    let ip = match ip.to_canonical() {
+        IpAddr::V6(v6) => embedded_v4(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    masked(ip, v4_prefix, v6_prefix)
+}
+
+/// The IPv4 address that an IPv6 address embeds by a fixed rule, not by a network's
+/// choice: NAT64's well-known prefix, and IPv4-compatible addresses (whose IPv4 part is
+/// outside `0.0.0.0/8`, which no client has: so `::` and `::1` stay IPv6).
+fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    const WELL_KNOWN_NAT64: u128 = 0x0064_ff9b_0000_0000_0000_0000;
+    let bits = u128::from(v6);
+    let v4 = Ipv4Addr::from(bits as u32);
+    match bits >> 32 {
+        WELL_KNOWN_NAT64 => Some(v4),
+        0 if v4.octets()[0] != 0 => Some(v4),
+        _ => None,
+    }
+}
+
+/// `ip` with its host bits cleared past the prefix of its family.
+fn masked(ip: IpAddr, v4_prefix: u8, v6_prefix: u8) -> IpAddr {
+    match ip {
         IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(mask_u32(v4.into(), v4_prefix))),
         IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(mask_u128(v6.into(), v6_prefix))),
     }
@@ -842,7 +871,7 @@ impl FromStr for Cidr {
         } else {
             prefix
         };
-        let addr = ip_key(addr, prefix, prefix);
+        let addr = masked(addr, prefix, prefix);
         Ok(Cidr { addr, prefix })
     }
 }
@@ -942,6 +971,25 @@ mod tests {
         assert_eq!(ip_key(a, 32, 48), ip_key(c, 32, 48));
         assert_ne!(ip_key(a, 32, 128), ip_key(b, 32, 128));
         assert_eq!(ip_key(ip("::ffff:1.2.3.4"), 32, 64), ip("1.2.3.4"));
+        // Addresses that stand for an IPv4 client: keyed as it, each its own.
+        assert_eq!(ip_key(ip("64:ff9b::1.2.3.4"), 32, 64), ip("1.2.3.4"));
+        assert_eq!(ip_key(ip("64:ff9b::1.2.3.4"), 24, 64), ip("1.2.3.0"));
+        assert_eq!(ip_key(ip("::1.2.3.4"), 32, 64), ip("1.2.3.4"));
+        assert_ne!(
+            ip_key(ip("64:ff9b::1.2.3.4"), 32, 64),
+            ip_key(ip("64:ff9b::1.2.3.5"), 32, 64)
+        );
+        // Not those: loopback, unspecified, a neighbour of the NAT64 prefix.
+        assert_eq!(ip_key(ip("::1"), 32, 128), ip("::1"));
+        assert_eq!(ip_key(ip("::"), 32, 128), ip("::"));
+        assert_eq!(
+            ip_key(ip("64:ff9b:0:1::1.2.3.4"), 32, 64),
+            ip("64:ff9b:0:1::")
+        );
+        assert_eq!(
+            "64:ff9b::/96".parse::<Cidr>().unwrap().to_string(),
+            "64:ff9b::/96"
+        );
         assert_eq!(ip_key(ip("1.2.3.4"), 24, 64), ip("1.2.3.0"));
 
         let peer = PeerIp::new();
