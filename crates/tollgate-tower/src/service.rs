@@ -42,6 +42,19 @@ use crate::respond::{EmptyBody, RefusalResponse};
 ///
 /// A delay-mode service at work is shown on [`Delay`].
 ///
+/// # Readiness
+///
+/// `poll_ready` readies the inner service, which may reserve capacity for the call to come
+/// (a [`ConcurrencyLimit`](https://docs.rs/tower/latest/tower/limit/struct.ConcurrencyLimit.html)
+/// permit, a `Buffer` slot). In reject and dry-run mode a request refused here never
+/// reaches the inner service, so what it reserved stays with this service value until its
+/// next call or its drop, as with tower's `Filter`: servers that call a clone per request
+/// (hyper, axum, tonic) drop it with the clone, but a caller that keeps one readied service
+/// between calls holds one reservation while it is idle, which other clones wait for. Put
+/// such limits outside this layer (a refusal then takes none of their capacity), or drop
+/// the service after a refusal. Delay mode gives the reservation back itself (it needs a
+/// `Clone` inner service, and drops the readied one when a request waits or is refused).
+///
 /// It is a [`Service`] only if `R`, what answers a refused request, makes the inner
 /// service's response body type ([`RefusalResponse`]): a refusal hook of another body type
 /// is a compile error (see [`Builder::on_refusal`](crate::Builder::on_refusal)).
