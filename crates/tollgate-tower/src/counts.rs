@@ -114,6 +114,10 @@ pub struct Counts {
     pub rejected: u64,
     /// Delay mode: passed to the service after waiting their turn.
     pub delayed: u64,
+    /// Delay mode: dropped while they waited their turn (the client hung up, a timeout
+    /// around the service gave up), so neither passed on nor answered; the stacked limits
+    /// got their cells back, and the turn went to the next in line.
+    pub abandoned: u64,
     /// Dry-run mode: would have been refused (`429`, `400`, `503` or `413`), passed to the
     /// service, marked with [`DryRunRefusal`](crate::DryRunRefusal).
     pub dry_run_refused: u64,
@@ -162,6 +166,7 @@ pub(crate) enum Outcome {
     Delayed,
     DryRunRefused,
     Allowlisted,
+    Abandoned,
     MissingKeyRejected,
     MissingKeyAllowed,
     Unavailable,
@@ -177,7 +182,7 @@ pub(crate) enum Outcome {
 type Stripe = [AtomicU64; OUTCOMES];
 
 /// How many outcomes there are.
-pub(crate) const OUTCOMES: usize = 12;
+pub(crate) const OUTCOMES: usize = 13;
 
 /// The shared counters behind [`Counts`], striped (see the module docs).
 pub(crate) struct Counters {
@@ -249,6 +254,7 @@ impl Counters {
             admitted: read(Outcome::Admitted),
             rejected: read(Outcome::Rejected),
             delayed: read(Outcome::Delayed),
+            abandoned: read(Outcome::Abandoned),
             dry_run_refused: read(Outcome::DryRunRefused),
             allowlisted: read(Outcome::Allowlisted),
             skipped: read(Outcome::Skipped),

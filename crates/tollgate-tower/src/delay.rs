@@ -41,6 +41,8 @@ where
     // If the wait fails, or its future is dropped (the client hung up), the stacked limits
     // get their cells back.
     let undos = UndoOnDrop(undos);
+    // Dropped before it is over (even before its first poll): counted as abandoned.
+    let abandoned = AbandonedOnDrop(Some(Arc::clone(&config)));
     // The wait's span: a subscriber sees each queued request's wait, with its policy and
     // bound, and the events inside it (a refusal after waiting). Disabled, and nearly free,
     // when no subscriber wants debug spans.
@@ -69,6 +71,7 @@ where
                     poll_fn(|cx| note_pending(wait.as_mut().poll(cx), &mut pended)).await
                 }
             };
+            abandoned.disarm();
             if let Err(error) = waited {
                 drop(undos);
                 let refusal = config.refusal(quota, error);
@@ -124,6 +127,23 @@ fn fields_after<E: KeyExtractor, T>(
 fn note_pending<T>(poll: Poll<T>, pended: &mut bool) -> Poll<T> {
     *pended |= poll.is_pending();
     poll
+}
+
+/// Counts its request as abandoned when dropped, unless disarmed.
+struct AbandonedOnDrop<E: KeyExtractor>(Option<Arc<Config<E>>>);
+
+impl<E: KeyExtractor> AbandonedOnDrop<E> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl<E: KeyExtractor> Drop for AbandonedOnDrop<E> {
+    fn drop(&mut self) {
+        if let Some(config) = &self.0 {
+            config.counters.count(Outcome::Abandoned);
+        }
+    }
 }
 
 /// Runs its undos (latest first) when dropped, unless disarmed.

@@ -22,6 +22,7 @@ const ALL: [Outcome; OUTCOMES] = [
     Outcome::Delayed,
     Outcome::DryRunRefused,
     Outcome::Allowlisted,
+    Outcome::Abandoned,
     Outcome::MissingKeyRejected,
     Outcome::MissingKeyAllowed,
     Outcome::Unavailable,
@@ -53,6 +54,10 @@ fn describe(outcome: Outcome) -> (&'static str, &'static str) {
         Outcome::Allowlisted => (
             "tollgate_allowlisted_total",
             "Requests passed on unlimited: their key is allowlisted",
+        ),
+        Outcome::Abandoned => (
+            "tollgate_abandoned_total",
+            "Delay mode: requests dropped while they waited their turn (client gone, timeout)",
         ),
         Outcome::MissingKeyRejected => (
             "tollgate_keyless_refused_total",

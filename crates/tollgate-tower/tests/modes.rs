@@ -18,6 +18,17 @@ use tower::service_fn;
 
 use crate::common::*;
 
+/// Returns once a request waits at the head of the queue of a 1/s key (burst 1) whose
+/// cell was taken at time 0: the head reserves its cell, so a peek sees the key 2 s out.
+async fn queued_at_the_head(limiter: &Limiter<()>) {
+    let mut polls = 0;
+    while limiter.peek(&()).unwrap_err().retry_after() != Some(Duration::from_secs(2)) {
+        polls += 1;
+        assert!(polls < 2000, "the request never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delay_mode_waits_up_to_its_bound_then_refuses() {
     let clock = ManualClock::new();
@@ -36,12 +47,7 @@ async fn delay_mode_waits_up_to_its_bound_then_refuses() {
     // The next one waits 1 s (within the bound) at the head of the queue, which reserves its
     // cell: a peek then sees the key 2 s out.
     let waiting = tokio::spawn(get_once(addr, &[]));
-    let mut polls = 0;
-    while limiter.peek(&()).unwrap_err().retry_after() != Some(Duration::from_secs(2)) {
-        polls += 1;
-        assert!(polls < 2000, "the request never queued");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    queued_at_the_head(&limiter).await;
     // Its turn would come 2 s out, past the bound: refused at once.
     let (status, h) = get_once(addr, &[]).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
@@ -57,6 +63,60 @@ async fn delay_mode_waits_up_to_its_bound_then_refuses() {
     assert_eq!(
         (counts.admitted, counts.delayed, counts.rejected),
         (1, 1, 1)
+    );
+}
+
+/// Delay mode: a request dropped while it waits (its client hung up; or its future dropped
+/// before it was ever polled) is counted as abandoned, so every request counts once, and
+/// its turn goes to the next in line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_dropped_while_it_waits_counts_as_abandoned() {
+    use tower::{Layer, Service, ServiceExt};
+
+    let clock = ManualClock::new();
+    let limiter: Limiter<()> = Limiter::builder(Quota::per_second(1).allow_burst(1))
+        .clock(clock.clone())
+        .build();
+    let layer = RateLimitLayer::builder(limiter.clone(), Global)
+        .delay(Duration::from_secs(10))
+        .build();
+    let addr = serve(layer.clone()).await;
+    assert_eq!(get_once(addr, &[]).await.0, StatusCode::OK);
+
+    // A client that hangs up while its request waits for its turn (1 s out).
+    let hung_up = tokio::spawn(get_once(addr, &[]));
+    queued_at_the_head(&limiter).await;
+    hung_up.abort();
+    let mut polls = 0;
+    while layer.counts().abandoned == 0 {
+        polls += 1;
+        assert!(polls < 2000, "the hang-up was never counted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // A future dropped before its first poll.
+    let mut svc = layer.layer(tower::service_fn(hello_string));
+    svc.ready().await.unwrap();
+    drop(svc.call(Request::new(())));
+
+    // The turn the hung-up request left goes to the next in line: 1 s out, not 2.
+    let next = tokio::spawn(get_once(addr, &[]));
+    queued_at_the_head(&limiter).await;
+    clock.advance(Duration::from_secs(1));
+    let (status, _) = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("served at the turn the abandoned request left")
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let counts = layer.counts();
+    assert_eq!(
+        (
+            counts.admitted,
+            counts.delayed,
+            counts.abandoned,
+            counts.rejected
+        ),
+        (1, 1, 2, 0)
     );
 }
 
