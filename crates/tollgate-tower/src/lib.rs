@@ -172,6 +172,7 @@
 //! | `tollgate_admitted_total` | `admitted` | admitted at once by every limit |
 //! | `tollgate_refused_total` | `rejected` | refused with a `429` (or a `413`: costlier than the burst); `policy`: the limit that refused |
 //! | `tollgate_delayed_total` | `delayed` | delay mode: passed on after waiting its turn |
+//! | `tollgate_abandoned_total` | `abandoned` | delay mode: dropped while it waited its turn (the client gone, a timeout) |
 //! | `tollgate_dry_run_refused_total` | `dry_run_refused` | dry-run mode: would have been refused, passed on; `policy`: the limit that would have refused (the layer's for a `400` or `503`) |
 //! | `tollgate_allowlisted_total` | `allowlisted` | passed on unlimited, its key allowlisted |
 //! | `tollgate_skipped_total` | `skipped` | passed on by [`Builder::skip_if`] |

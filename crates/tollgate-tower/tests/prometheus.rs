@@ -34,11 +34,12 @@ fn value(text: &str, name: &str, policy: &str) -> Option<f64> {
 }
 
 /// Each counter and the `Counts` field it mirrors.
-fn counters(counts: &Counts) -> [(&'static str, u64); 12] {
+fn counters(counts: &Counts) -> [(&'static str, u64); 13] {
     [
         ("tollgate_admitted_total", counts.admitted),
         ("tollgate_refused_total", counts.rejected),
         ("tollgate_delayed_total", counts.delayed),
+        ("tollgate_abandoned_total", counts.abandoned),
         ("tollgate_dry_run_refused_total", counts.dry_run_refused),
         ("tollgate_allowlisted_total", counts.allowlisted),
         ("tollgate_skipped_total", counts.skipped),
