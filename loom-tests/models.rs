@@ -1028,6 +1028,47 @@ fn direct_two_checks_one_passes() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Undo vs reclaim.
+
+/// An undo racing the reclaim of another key of its shard as expired, which moves no
+/// removal epoch. Key A (burst 2, one cell used: live) is checked again and that admission
+/// undone, while new key B takes the slot of expired key C (B's home is C's) in a table of
+/// capacity 2. A was never removed, so its undo is exact in every order: A is back at the
+/// TAT of its one cell, and B's state is B's own. (With every reclaim moving the epoch, as
+/// it once did, the undo was refused when the reclaim came between the check and the undo.)
+fn undo_vs_reclaim_of_another_key(roles: Roles) {
+    const NOW: u64 = GRACE + 5_000;
+    let (c, b) = key_pair(true);
+    let a = key_pair(false).1;
+    let l = limiter(2, 2, FullPolicy::RefuseNewKeys);
+    // A first: C's insert at 0 then forgets nothing (a later one, at NOW, would drop C).
+    assert!(l.check_at(&a, at(NOW)).is_ok()); // live
+    assert!(l.check_at(&c, at(0)).is_ok()); // expired long before NOW
+    assert_eq!(l.stats().expired_reclaimed, 0);
+    let (l1, l2) = (l.clone(), l.clone());
+    let (undone, rb) = race(
+        roles,
+        move || l1.check_at(&a, at(NOW)).is_ok_and(|ok| l1.undo(&a, ok)),
+        move || seen(l2.check_n_at(&b, 2, at(NOW)), NOW),
+    );
+    let stats = l.stats();
+    let ctx = format!("A's undo {undone}, B: {rb:?} {stats:?}");
+    assert!(undone, "{ctx}");
+    assert_eq!(tat(&l, a), NOW + T, "{ctx}");
+    assert_eq!(rb, Seen::Admitted(NOW + 2 * T), "{ctx}");
+    assert_eq!(tat(&l, b), NOW + 2 * T, "{ctx}");
+    assert_eq!(stats.expired_reclaimed, 1, "{ctx}");
+}
+
+#[test]
+fn undo_vs_reclaim_of_another_key_keyed() {
+    model(
+        "undo_vs_reclaim_of_another_key",
+        undo_vs_reclaim_of_another_key,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Undo vs reset.
 
 /// One thread checks a held key while the other resets it; then the key is checked back up to

@@ -128,15 +128,25 @@
 //!   overlapped it is distrusted. Loom: `evict_shift_vs_reset` fails if the shift is taken
 //!   out of the `moves` write section; `evict_shift_vs_update` fails if the moved key's word
 //!   is read before its freeze rather than taken from the freeze.
-//! * *An undo never lands on a later incarnation*: every removal bumps the shard's removal
-//!   epoch around its writes, with plain stores by the lock holder, its only writer
-//!   (`seq::EpochWriter`), rather than two locked RMWs per removal (§6).
+//! * *An undo never gives a later incarnation a cell*: every removal of a key that may be
+//!   live (a reset, a forced eviction) bumps the shard's removal epoch around its writes,
+//!   with plain stores by the lock holder, its only writer (`seq::EpochWriter`), rather than
+//!   two locked RMWs per removal (§6). Forgetting an expired key moves no epoch: the key's
+//!   next incarnation starts from the shard's horizon, at or above every TAT it stored, and
+//!   every write adds a cell, so it holds an old write's TAT only when undone to the horizon
+//!   that write left, where giving that write's cells back is the undo's meaning; an undo
+//!   never inserts (`Shard::update_held`). Epochs moved by every reclaim made undos and
+//!   waiters' refunds no-ops under any churn of other keys (a third of `check_all`'s
+//!   give-backs to new clients lost, a dropped head's cell lost). Tests:
+//!   `undo_stays_exact_while_expired_keys_of_its_shard_are_forgotten`,
+//!   `a_stale_undo_never_gives_a_new_incarnation_a_cell`,
+//!   `a_global_refusal_costs_new_clients_nothing_while_expired_clients_are_forgotten`,
+//!   `a_dropped_head_costs_nothing_while_expired_keys_of_its_shard_are_forgotten`.
 //! * *No held key expires before its shard's `next_sweep_at`*: TATs only grow outside the
 //!   lock; an undo, the one write that lowers a TAT, runs under the shard lock
 //!   (`Word::update_lowering`) and lowers the bound with it, opening the full gate. Skipping
-//!   a sweep, the locked probe that reads fingerprints alone, the gate's "full until" and a
-//!   growth that is no removal (it forgets nothing, so the removal epoch stays and the check
-//!   that caused it can be undone) rely on it. Tests:
+//!   a sweep, the locked probe that reads fingerprints alone and the gate's "full until"
+//!   rely on it. Tests:
 //!   `a_key_undone_to_expired_is_reclaimed_by_a_full_table` (refused, or a live key evicted,
 //!   when the undo is lock-free), `an_undo_across_a_growth_that_forgot_nothing_gives_the_cell_back`.
 //!

@@ -9,10 +9,15 @@
 //! An admission or a reservation can be given back ([`undo`]): the word goes back to the
 //! state it replaced, but only while it still holds exactly the state the write stored, and
 //! only in the same incarnation of the key. The TAT alone does not identify a write: after a
-//! `reset` (or the key being forgotten) the key can be checked back up to exactly the same
-//! TAT, and undoing then would hand back a cell someone else used. So every removal bumps an
+//! `reset` (or a forced eviction) the key can be checked back up to exactly the same TAT,
+//! and undoing then would hand back a cell someone else used. So each such removal bumps an
 //! *epoch* (per table shard, or per direct limiter) twice, before and after it removes: odd
-//! while a removal is under way. The write records the epoch, read *before* its CAS; the undo
+//! while a removal is under way. A key forgotten as expired moves no epoch: its next
+//! incarnation starts from the shard's horizon, at or above every TAT it stored, so it never
+//! holds a state an old write stored but the one that write left (`Shard::removals`), and
+//! an undo never inserts a key the table no longer holds. So the churn of other keys (new
+//! clients taking the slots of expired ones) leaves undos, `check_all`'s give-backs and the
+//! refunds of dropped waiters exact. The write records the epoch, read *before* its CAS; the undo
 //! reads it again *after* the state load that found the write's TAT, which is what makes a
 //! newer epoch visible (the argument is written once, on `seq::Epoch`; its users are
 //! `Shard::removals` and `direct::Shared::resets`). A write that read an
@@ -45,12 +50,14 @@ pub(crate) trait Word {
     /// `now` is the caller's time; a keyed table may reclaim keys expired well before it. An
     /// absent key is inserted only if `f` writes.
     fn update<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full>;
-    /// [`update`](Word::update) for a write that may lower the TAT (an undo). A keyed table
-    /// makes it under the shard lock, which keeps its bound on the earliest expiry true
-    /// (`Shard::update_locked`): a lock-free write could lower a TAT under a sweep.
+    /// [`update`](Word::update) for a write that may lower the TAT (an undo), of a word
+    /// that exists: `None` (nothing run or written) for a key its table does not hold, which
+    /// an undo never inserts. A keyed table makes it under the shard lock, which keeps its
+    /// bound on the earliest expiry true (`Shard::update_held`): a lock-free write could lower
+    /// a TAT under a sweep.
     #[inline]
-    fn update_lowering<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full> {
-        self.update(now, f)
+    fn update_lowering<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Option<R> {
+        self.update(now, f).ok()
     }
     /// [`update`](Word::update) with the removal epoch read before it, returned beside its
     /// result: what a write that may be undone records. Called after
@@ -263,8 +270,8 @@ pub(crate) fn undo(word: &impl Word, written: Written) -> bool {
         let exact = tat == written.tat && word.epoch() == written.epoch;
         (exact.then_some(written.prev), exact)
     };
-    // A forgotten key moved the epoch, so the step writes nothing and this never inserts.
-    // The only write that lowers a TAT: `update_lowering` (a keyed table's locked path).
+    // The only write that lowers a TAT: `update_lowering` (a keyed table's locked path),
+    // which never inserts a key the table no longer holds.
     word.update_lowering(word.now(), step).unwrap_or(false)
 }
 

@@ -181,6 +181,104 @@ fn undo_never_lands_on_a_reset_key_checked_back_to_the_same_state() {
     assert!(l.undo("k", after_reset));
 }
 
+/// Keys of the shard forgotten as expired, by this very check's insert or by other keys'
+/// inserts (as under any churn of clients), leave an undo exact: a forgotten key's next
+/// incarnation starts from the shard's horizon, so it never reaches a state an old write
+/// stored. One shard of 4 keys at 1/min, burst 1.
+#[test]
+fn undo_stays_exact_while_expired_keys_of_its_shard_are_forgotten() {
+    let clock = ManualClock::new();
+    let l: Limiter<u64> = Limiter::builder(Quota::per_minute(1))
+        .shards(1)
+        .capacity(4)
+        .clock(clock.clone())
+        .build();
+    for k in 0..4 {
+        assert!(l.check(&k).is_ok());
+    }
+    clock.advance(ms(70_000)); // all four expired
+    // The check's own insert, at the cap, reclaims an expired key (or all four): a full
+    // table never evicts while an expired key holds a slot.
+    let own = l.check(&100).unwrap();
+    assert!(l.stats().expired_reclaimed >= 1);
+    assert!(l.undo(&100, own), "refused after its own insert's reclaim");
+    assert!(l.peek(&100).is_ok(), "its cell is back");
+    // Alice's check, then a key that expires long before her, then new keys until one of
+    // them reclaims an expired key: her undo comes after that.
+    let alice = l.check(&200).unwrap(); // live for a minute
+    assert!(l.check_n_with(&250, 1, Quota::per_second(1)).is_ok()); // expired in 1 s
+    clock.advance(ms(2_000));
+    let before = l.stats().expired_reclaimed;
+    for k in 300..310 {
+        if l.stats().expired_reclaimed > before {
+            break;
+        }
+        assert!(l.check(&k).is_ok());
+    }
+    assert!(l.stats().expired_reclaimed > before, "no key was reclaimed");
+    assert_eq!(l.stats().forced_evictions, 0);
+    assert!(l.undo(&200, alice), "refused after another key's reclaim");
+    assert!(l.peek(&200).is_ok(), "alice's cell is back");
+}
+
+/// A key forgotten as expired and checked again is a new incarnation: an undo of the old
+/// one's write never gives it a cell, though the new one starts where the old one ended.
+#[test]
+fn a_stale_undo_never_gives_a_new_incarnation_a_cell() {
+    let clock = ManualClock::new();
+    let l: Limiter<u64> = Limiter::builder(Quota::per_second(1))
+        .shards(1)
+        .keep_expired(Duration::ZERO)
+        .clock(clock.clone())
+        .build();
+    let old = l.check(&1).unwrap(); // TAT 1 s
+    assert!(l.check(&2).is_ok());
+    clock.advance(ms(1_500)); // both expired
+    // New keys, until keys 1 and 2 are forgotten (reclaimed, or dropped by a growth).
+    for k in 3..10_000 {
+        assert!(l.check(&k).is_ok());
+        if l.stats().expired_reclaimed == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        l.stats().expired_reclaimed,
+        2,
+        "keys 1 and 2 were not forgotten"
+    );
+    assert!(l.peek(&1).is_ok() && l.stats().keys_held >= 2);
+    // Key 1 again, checked at 1 s (behind the clock, at its old TAT): it starts at the
+    // horizon, 1 s, and takes its one cell.
+    let behind = l.now() - ms(500);
+    let again = l.check_at(&1, behind).unwrap();
+    assert!(!l.undo(&1, old), "the old incarnation's write is gone");
+    assert!(l.check_at(&1, behind).is_err(), "and gave no extra cell");
+    // Undone to the horizon, the new incarnation holds the very state the old write left:
+    // the old undo then gives back what that write took, and no more.
+    assert!(l.undo(&1, again));
+    assert!(l.undo(&1, old));
+    assert!(l.check_at(&1, behind).is_ok());
+    assert!(l.check_at(&1, behind).is_err());
+    assert_eq!(l.stats().forced_evictions, 0);
+
+    // An undo of a key the table no longer holds inserts nothing, though the shard's
+    // horizon is the TAT it wrote.
+    let clock = ManualClock::new();
+    let l: Limiter<u64> = Limiter::builder(Quota::per_second(1))
+        .shards(1)
+        .capacity(2)
+        .clock(clock.clone())
+        .build();
+    let gone = l.check(&5).unwrap();
+    clock.advance(ms(1_500));
+    assert!(l.check(&6).is_ok());
+    assert!(l.check(&7).is_ok()); // at the cap: forgets key 5
+    assert_eq!(l.stats().expired_reclaimed, 1);
+    assert!(!l.undo(&5, gone));
+    assert_eq!(l.stats().keys_held, 2);
+    assert_eq!(l.stats().forced_evictions, 0);
+}
+
 #[test]
 fn undoing_zero_cells_or_an_undone_admission_does_nothing() {
     let (l, _clock) = keyed::<str>(Quota::per_second(2));
@@ -211,6 +309,38 @@ fn direct_undo_is_exact_and_then_a_no_op() {
 // ---------------------------------------------------------------------------------------------
 // Stacked checks
 // ---------------------------------------------------------------------------------------------
+
+/// New clients whose per-client keys take the slots of expired ones (a proxy's churn), each
+/// refused by an exhausted global budget: their per-client limits keep every cell, though
+/// each insert forgot an expired key on its way.
+#[test]
+fn a_global_refusal_costs_new_clients_nothing_while_expired_clients_are_forgotten() {
+    let clock = ManualClock::new();
+    let per_ip: Limiter<u64> = Limiter::builder(Quota::per_second(1).allow_burst(2))
+        .shards(1)
+        .capacity(16)
+        .clock(clock.clone())
+        .build();
+    let global = DirectLimiter::with_clock(Quota::per_hour(1), clock.clone());
+    assert!(global.check().is_ok()); // the budget is spent
+    for round in 0..4u64 {
+        // Sixteen clients the table holds, expired by the next round.
+        for ip in round * 1_000..round * 1_000 + 16 {
+            assert!(per_ip.check(&ip).is_ok());
+        }
+        clock.advance(ms(5_000));
+        for ip in round * 1_000 + 500..round * 1_000 + 532 {
+            let refused = tollgate::check_all([per_ip.gate(&ip), global.gate()]).unwrap_err();
+            assert_eq!(refused.index, 1);
+            assert_eq!(
+                per_ip.peek(&ip).map(|a| a.remaining()),
+                Ok(1),
+                "client {ip} lost its cell (round {round})"
+            );
+        }
+    }
+    assert!(per_ip.stats().expired_reclaimed >= 16 * 4);
+}
 
 #[test]
 fn a_refusal_by_a_later_limit_costs_the_earlier_ones_nothing() {

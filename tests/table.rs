@@ -376,10 +376,9 @@ fn a_key_undone_to_expired_is_reclaimed_by_a_full_table() {
     }
 }
 
-/// A growth forgets the keys expired by then, and an undo across a removal is refused (the
-/// cells may belong to a later incarnation of the key); a growth that finds nothing expired
-/// is no removal, so the check that caused it can be undone. Each growth on a limiter of its
-/// own: an undone first check leaves its key expired, and forgetting it later is a removal.
+/// A growth moves keys and forgets the expired ones, but neither is a removal of a key that
+/// may be live (a reset, an eviction): the check that caused it can be undone. Each growth
+/// on a limiter of its own.
 #[test]
 fn an_undo_across_a_growth_that_forgot_nothing_gives_the_cell_back() {
     for growth in 1..=6 {

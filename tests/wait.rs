@@ -450,6 +450,42 @@ fn dropping_the_first_a_middle_the_last_or_every_waiter_costs_nothing() {
     }
 }
 
+/// A head dropped while other keys of its shard come and go (new clients taking the slots of
+/// expired ones, as under any churn) still costs nothing: its refund is exact, and the next
+/// waiter is admitted at the head's instant, 100 ms, not a cell later.
+#[test]
+fn a_dropped_head_costs_nothing_while_expired_keys_of_its_shard_are_forgotten() {
+    let clock = ManualClock::new();
+    let l: Limiter<str> = Limiter::builder(Quota::per_second(10).allow_burst(1))
+        .shards(1)
+        .capacity(4)
+        .clock(clock.clone())
+        .build();
+    assert!(l.check("k").is_ok()); // the next cell at 100 ms
+    for other in ["a", "b", "c"] {
+        // Other clients, at a quota of their own: expired after 1 ms.
+        assert!(l.check_n_with(other, 1, Quota::per_second(1_000)).is_ok());
+    }
+    let mut head = Probe::new(l.until_ready("k")); // reserves 100 ms
+    let mut next = Probe::new(l.until_ready("k"));
+    assert!(head.poll().is_pending() && next.poll().is_pending());
+    clock.set(Timestamp::from_nanos(10_000_000));
+    // A new client at the cap takes an expired client's slot.
+    assert!(l.check_n_with("d", 1, Quota::per_second(1_000)).is_ok());
+    assert!(l.stats().expired_reclaimed >= 1);
+    assert_eq!(l.stats().forced_evictions, 0);
+    drop(head);
+    clock.set(Timestamp::from_nanos(100_000_000 - 1));
+    assert!(next.poll().is_pending());
+    clock.advance(NS);
+    assert_eq!(
+        next.wakes(),
+        1,
+        "the next waiter was not admitted at 100 ms"
+    );
+    assert_eq!(next.poll(), Poll::Ready(Ok(())));
+}
+
 #[test]
 fn a_dropped_queue_leaves_no_lockout() {
     let (l, clock) = limiter();

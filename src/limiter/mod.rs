@@ -500,7 +500,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// [`check_all`](crate::check_all)). Exact when nothing else wrote `key`'s state since:
     /// the key is as if the check had never happened. Otherwise (another admission stacked
     /// on it, a penalty, a reset) it writes nothing and returns `false`: the cells count as
-    /// used, never as an extra cell. The statistics still count the admission.
+    /// used, never as an extra cell. Other keys coming and going meanwhile change nothing,
+    /// except a reset or a forced eviction of a key that shares `key`'s table shard, after
+    /// which an undo is refused the same way. The statistics still count the admission.
     ///
     /// `admitted` must come from this limiter and `key` (an admission of another key or
     /// limiter is almost always a no-op, but not provably so), and be given back once.
@@ -772,9 +774,8 @@ where
         self.shared.update_key(self.route, self.fp, now, f)
     }
 
-    fn update_lowering<R>(&self, now: u64, f: impl FnMut(u64) -> Step<R>) -> Result<R, Full> {
-        let expired_by = now.saturating_sub(RECLAIM_GRACE);
-        (self.shared.table).update_locked(self.route, self.fp, expired_by, f)
+    fn update_lowering<R>(&self, _now: u64, f: impl FnMut(u64) -> Step<R>) -> Option<R> {
+        (self.shared.table).update_held(self.route, self.fp, f)
     }
 
     #[inline]

@@ -202,16 +202,16 @@ impl Table {
         self.update_in(self.shard(route), fp, expired_by, f)
     }
 
-    /// [`update`](Table::update) on the locked path alone: for a write that may lower the
-    /// key's TAT (`Shard::update_locked` keeps the shard's bound on its earliest expiry).
-    pub(crate) fn update_locked<R>(
+    /// [`update`](Table::update) on the locked path alone, of a key the table holds (`None`
+    /// if it does not: never inserted): for a write that may lower the key's TAT, an undo
+    /// (`Shard::update_held` keeps the shard's bound on its earliest expiry).
+    pub(crate) fn update_held<R>(
         &self,
         route: u64,
         fp: u64,
-        expired_by: u64,
-        f: impl FnMut(u64) -> Step<R>,
-    ) -> Result<R, Full> {
-        self.locked(self.shard(route), fp, expired_by, f)
+        mut f: impl FnMut(u64) -> Step<R>,
+    ) -> Option<R> {
+        self.shard(route).update_held(fp, &mut f)
     }
 
     /// [`update`](Table::update) for a caller whose lock-free attempt

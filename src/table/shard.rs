@@ -143,9 +143,10 @@ pub(crate) struct Shard {
     /// the shard (`array.rs`).
     slots: Segments,
     /// The removal epoch: `begin_serial`/`end_serial` (under the lock, which makes the lock
-    /// holder its only writer: plain stores, no RMW) around every forgetting of keys of this
-    /// shard: reset, eviction, reclaim, or dropped by growth. An undo applies only if this has
-    /// not moved since its write (see `removals`).
+    /// holder its only writer: plain stores, no RMW) around every forgetting of a key of
+    /// this shard that may still be live: a reset, a forced eviction. An undo applies only if
+    /// this has not moved since its write (see `removals`). Forgetting an expired key (a
+    /// reclaim, a sweep, a growth dropping it) does not move it: see `removals`.
     removals: Epoch,
     /// A sequence count around each rebuild (compaction or growth) and each backward shift
     /// that moves a key (`close_hole`), which move keys within the slots so that a lock-free probe can miss a key the shard holds (see
@@ -218,6 +219,16 @@ impl Shard {
     /// `end_removal`; a new incarnation of a forgotten key is written after it under the same
     /// lock, with a Release store (`Slot::hand_over`), and every later state of it comes from
     /// RMWs continuing that store's release sequence (Acquire loads in `Slot::update`).
+    ///
+    /// Only a reset and a forced eviction are removals here. A key forgotten as expired
+    /// had a TAT at most the forgetting threshold, and the shard's `horizon` is raised to at
+    /// least that TAT; its next incarnation starts from the horizon and every write adds a
+    /// cell, so no state of it equals a TAT the old incarnation stored, except the horizon
+    /// itself restored by an undo of its first write: the very state the old write left, so
+    /// an undo of the old write that finds it gives back what that write took, which is its
+    /// meaning. (An undo never inserts the key: `update_held`.) Not moving the epoch there
+    /// keeps undos, `check_all`'s give-backs and dropped waiters' refunds exact while other
+    /// keys of the shard come and go, as they always do under churn.
     #[inline]
     pub(crate) fn removals(&self) -> u64 {
         self.removals.read()
@@ -269,28 +280,7 @@ impl Shard {
         } else {
             array.probe_locked(fp, forget_by)
         } {
-            Probe::Found(i) => {
-                // What the last run of `f` wrote (the CAS loop may run it more than once).
-                let mut wrote = None;
-                let attempt = array.slot(i).update(fp, &mut |tat| {
-                    let (write, out) = f(tat);
-                    wrote = write;
-                    (write, out)
-                });
-                let Attempt::Done(out) = attempt else {
-                    // Only lock holders freeze slots or change fingerprints.
-                    unreachable!("slot changed under the lock")
-                };
-                // Outside the lock TATs only grow; a write here may lower one (an undo, the
-                // only such write: `Word::update_lowering`). `next_sweep_at` stays a lower
-                // bound of every held TAT, which the sweep, the plain probe and the gate's
-                // "full until" rely on.
-                if let Some(tat) = wrote.filter(|&tat| tat < inner.counts.next_sweep_at) {
-                    inner.counts.next_sweep_at = tat;
-                    self.open_gate(&mut inner);
-                }
-                return Ok(out);
-            }
+            Probe::Found(i) => return Ok(self.update_found(&mut inner, array.slot(i), fp, f)),
             Probe::Absent(free, least) => (free, least),
         };
         let (write, out) = f(inner.counts.horizon);
@@ -298,6 +288,48 @@ impl Shard {
             self.insert(&mut inner, fp, tat, now, policy, probed)?;
         }
         Ok(out)
+    }
+
+    /// [`update_locked`](Shard::update_locked) for a key the shard holds, never inserting
+    /// it: `None` if it is absent. For the one write that lowers a TAT, an undo: giving back
+    /// cells to a key the shard no longer holds would only add an expired key (`removals`).
+    pub(crate) fn update_held<R>(&self, fp: u64, f: &mut impl FnMut(u64) -> Step<R>) -> Option<R> {
+        let mut inner = lock(&self.inner);
+        let array = self.array();
+        match array.probe_locked_plain(fp) {
+            Probe::Found(i) => Some(self.update_found(&mut inner, array.slot(i), fp, f)),
+            Probe::Absent(..) => None,
+        }
+    }
+
+    /// Runs `f` on the TAT of held key `fp` in `slot`, under the lock (`inner` is its
+    /// guard's), and keeps the shard's bound on its earliest expiry.
+    fn update_found<R>(
+        &self,
+        inner: &mut Inner,
+        slot: &Slot,
+        fp: u64,
+        f: &mut impl FnMut(u64) -> Step<R>,
+    ) -> R {
+        // What the last run of `f` wrote (the CAS loop may run it more than once).
+        let mut wrote = None;
+        let attempt = slot.update(fp, &mut |tat| {
+            let (write, out) = f(tat);
+            wrote = write;
+            (write, out)
+        });
+        let Attempt::Done(out) = attempt else {
+            // Only lock holders freeze slots or change fingerprints.
+            unreachable!("slot changed under the lock")
+        };
+        // Outside the lock TATs only grow; a write here may lower one (an undo, the only
+        // such write: `Word::update_lowering`). `next_sweep_at` stays a lower bound of every
+        // held TAT, which the sweep, the plain probe and the gate's "full until" rely on.
+        if let Some(tat) = wrote.filter(|&tat| tat < inner.counts.next_sweep_at) {
+            inner.counts.next_sweep_at = tat;
+            self.open_gate(inner);
+        }
+        out
     }
 
     /// The lock-free refusal (`gate.rs`): if the gate is closed, `now` is below its `until`,
@@ -442,7 +474,7 @@ impl Shard {
             // A shard at its largest never grows, so nothing else clears its tombstones; past
             // an eighth of its slots they would make every miss probe a long way.
             if len == self.max_len && inner.counts.tombstones >= compact_room(len) {
-                self.rebuild(&mut inner.counts, &mut inner.removals, len, None);
+                self.rebuild(&mut inner.counts, len, None);
                 probed = None;
             }
             let forget_by = self.forget_by(inner, now);
@@ -461,10 +493,9 @@ impl Shard {
             match free {
                 Some(Free::Expired(i)) => {
                     let slot = array.slot(i);
-                    // Reclaim only if still expired: an updater may have revived it.
-                    self.begin_removal(&mut inner.removals);
+                    // Reclaim only if still expired: an updater may have revived it. No
+                    // removal epoch: the key is expired (`removals`).
                     let frozen = slot.freeze_unless(|t| t > forget_by);
-                    self.end_removal(&mut inner.removals);
                     if let Some(old) = frozen {
                         // ordering: the fingerprint only changes under the lock we hold.
                         inner
@@ -499,21 +530,14 @@ impl Shard {
             // if a rebuild without tombstones would leave an eighth of the slots free, do it
             // (that leaves the most room until the next sweep); grow only if neither helps.
             let swept = forget_by >= counts.next_sweep_at
-                && self.sweep(
-                    array,
-                    counts,
-                    &mut inner.removals,
-                    &mut inner.keep,
-                    forget_by,
-                    now,
-                );
+                && self.sweep(array, counts, &mut inner.keep, forget_by, now);
             let (at_cap, filling) = self.fullness(counts.used, len);
             if !at_cap
                 && !filling
                 && counts.tombstones > 0
                 && (counts.used + 1 + compact_room(len)) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
             {
-                self.rebuild(counts, &mut inner.removals, len, None);
+                self.rebuild(counts, len, None);
                 continue;
             }
             if swept {
@@ -526,7 +550,7 @@ impl Shard {
                     self.slots.grown_len(len, self.max_len)
                 };
                 let dropping = Some((forget_by, &mut inner.keep));
-                self.rebuild(counts, &mut inner.removals, grown, dropping);
+                self.rebuild(counts, grown, dropping);
                 continue;
             }
             match policy {
@@ -564,14 +588,13 @@ impl Shard {
         &self,
         array: SlotArray<'_>,
         counts: &mut ShardCounts,
-        removals: &mut EpochWriter,
         keep: &mut KeepExpired,
         now: u64,
         expired_by: u64,
     ) -> bool {
         let mut reclaimed = 0;
         let mut earliest_live = u64::MAX;
-        self.begin_removal(removals);
+        // No removal epoch: only expired keys go (`removals`).
         for slot in array.iter() {
             let word = slot.word();
             if !is_live(word) {
@@ -591,7 +614,6 @@ impl Shard {
                 keep.held(slot.fp.load(Ordering::Relaxed), tat, expired_by);
             }
         }
-        self.end_removal(removals);
         counts.used -= reclaimed;
         counts.tombstones += reclaimed;
         counts.reclaimed += reclaimed as u64;
@@ -604,8 +626,8 @@ impl Shard {
     /// Rebuilds the shard in place over `len` slots (its current length, or a larger one
     /// for growth): freezes every key and empties every slot in one walk, then places every
     /// key again with its TAT, without tombstones. `dropping`: a growth also drops the keys
-    /// expired by then (a removal: the epoch moves), telling the shard's keep (`keep.rs`),
-    /// unless none can be (then it is no removal); a compaction (`None`) forgets nothing.
+    /// expired by then, telling the shard's keep (`keep.rs`); the removal epoch stays, as for
+    /// any key forgotten as expired (`removals`); a compaction (`None`) forgets nothing.
     ///
     /// A key placed back in the slot it was frozen in gets its very word back, generation
     /// included: an updater that loaded that word before the freeze may still CAS it, and the
@@ -619,7 +641,6 @@ impl Shard {
     fn rebuild(
         &self,
         counts: &mut ShardCounts,
-        removals: &mut EpochWriter,
         len: usize,
         mut dropping: Option<(u64, &mut KeepExpired)>,
     ) {
@@ -637,16 +658,11 @@ impl Shard {
         let mut held = 0;
         // A live key with a TAT below this is expired: forgotten, not moved (0: none is).
         // None is when a growth's `now` comes before `next_sweep_at` (no held key expires
-        // before it), and then the removal epoch does not move: an undo across a growth that
-        // forgot nothing, as across a compaction, is not refused.
+        // before it).
         let forget_below = match &dropping {
             Some((now, _)) if *now >= counts.next_sweep_at => now.saturating_add(1),
             _ => 0,
         };
-        let removing = forget_below > 0;
-        if removing {
-            self.begin_removal(removals);
-        }
         // The keys go back nearly in order of their homes on the new length, which the
         // placer is fast for: walked from the start of a probe run (the slot after the first
         // `EMPTY` one), the old slots hold them in that order but within each cluster (a
@@ -680,9 +696,6 @@ impl Shard {
         // SAFETY: each of the first `held` entries was written: `held` grows by one only after
         // a write at its current value.
         unsafe { keys.set_len(held) };
-        if removing {
-            self.end_removal(removals);
-        }
         let mut placer = new.placer();
         let mut earliest_live = u64::MAX;
         for &(home, fp, word, was) in &keys {
