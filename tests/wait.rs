@@ -1564,11 +1564,13 @@ fn a_key_evicted_while_its_waiters_queue_is_forgotten_as_by_a_reset() {
 fn a_hand_over_that_finds_no_room_for_its_key_fails_its_waiters_with_table_full() {
     let (l, clock) = full_table(FullPolicy::RefuseNewKeys);
     let full = Error::TableFull { capacity: 16 };
-    // A new key cannot wait: it is refused at its first poll.
+    // A new key cannot wait: it is refused at its first poll, and counted once.
+    let refused = l.stats().refused_keys;
     assert_eq!(
         Probe::new(l.until_ready(&99)).poll(),
         Poll::Ready(Err(full))
     );
+    assert_eq!(l.stats().refused_keys, refused + 1);
     let mut waiters: Vec<_> = (0..3).map(|_| Probe::new(l.until_ready(&0))).collect();
     for w in &mut waiters {
         assert!(w.poll().is_pending());
@@ -1611,4 +1613,58 @@ fn a_waiting_futures_debug_is_short_and_leaves_the_seed_out() {
             assert!(!text.contains(inside), "{inside}: {text}");
         }
     }
+}
+
+/// A clock of the caller's, set by hand: waits on it sleep on tollgate's real-time timer.
+#[derive(Debug, Clone, Default)]
+struct HandClock(Arc<std::sync::atomic::AtomicU64>);
+
+impl tollgate::Clock for HandClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// Waits until `probe` has been woken more than `wakes` times (by tollgate's real-time
+/// timer), failing after 10 s.
+fn woken_after<F: Future>(probe: &Probe<F>, wakes: usize) {
+    let start = std::time::Instant::now();
+    while probe.wakes() <= wakes {
+        assert!(start.elapsed() < Duration::from_secs(10), "never woken");
+        std::thread::sleep(MS);
+    }
+}
+
+/// A bounded waiter behind the head, on a clock that runs slower than real time (here: not
+/// at all): its bound is on the limiter's clock, so the timer's deadline passing in real time
+/// does not end it (it was refused there, with its turn inside the bound); its turn comes
+/// on the limiter's clock, within the bound, and it is admitted.
+#[test]
+fn a_bound_is_kept_on_the_limiters_clock_even_when_it_runs_slow() {
+    let clock = HandClock::default();
+    let l: Limiter<str> = Limiter::builder(Quota::per_second(100).allow_burst(1))
+        .clock(clock.clone())
+        .build();
+    assert!(l.check("k").is_ok()); // the next cell at 10 ms
+    let mut head = Probe::new(l.until_ready("k")); // reserves 10 ms
+    let mut bounded = Probe::new(l.until_ready("k").within(25 * MS)); // its turn: 20 ms
+    assert!(head.poll().is_pending() && bounded.poll().is_pending());
+    // 25 ms of real time pass, none on the limiter's clock.
+    woken_after(&bounded, 0);
+    assert!(
+        bounded.poll().is_pending(),
+        "ended by real time, not its clock"
+    );
+    assert!(head.poll().is_pending());
+    // The limiter's clock reaches its turn, inside the bound.
+    clock.0.store(20_000_000, Ordering::SeqCst);
+    let admitted = loop {
+        let wakes = bounded.wakes();
+        match bounded.poll() {
+            Poll::Ready(result) => break result,
+            Poll::Pending => woken_after(&bounded, wakes),
+        }
+    };
+    assert_eq!(admitted, Ok(()));
+    assert_eq!(head.poll(), Poll::Ready(Ok(())));
 }

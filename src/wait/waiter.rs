@@ -89,10 +89,21 @@ impl<C: Cells> Waiter<C> {
                 // No queue in the shard: try the cells lock-free, as a check would. If a
                 // queue appeared meanwhile, its head's reservation is in the key's state and a
                 // check cannot take the head's cell, so FIFO holds either way (queue.rs).
-                if shard.is_idle() && engine::reserve(&self.cells, self.n, gcra, now, now).is_ok() {
-                    self.cells.count(true);
-                    self.state = State::Done;
-                    return Poll::Ready(Ok(()));
+                if shard.is_idle() {
+                    match engine::reserve(&self.cells, self.n, gcra, now, now) {
+                        Ok(_) => {
+                            self.cells.count(true);
+                            self.state = State::Done;
+                            return Poll::Ready(Ok(()));
+                        }
+                        // A new key the full table refused (and counted): queued, it would be
+                        // refused and counted again.
+                        Err(Failure::TableFull) => {
+                            self.state = State::Done;
+                            return Poll::Ready(self.result(Outcome::Failed(Failure::TableFull)));
+                        }
+                        Err(_) => {}
+                    }
                 }
                 let cost = u64::from(self.n) * gcra.interval;
                 let node = Arc::new(Node::new(self.n, latest, now, self.quota, cost));
@@ -113,8 +124,18 @@ impl<C: Cells> Waiter<C> {
                         return Poll::Pending;
                     }
                     let sleep = deadline.get_or_insert_with(|| self.cells.sleep_until(node.latest));
-                    if Pin::new(sleep).poll(cx).is_pending() {
-                        return Poll::Pending;
+                    loop {
+                        if Pin::new(&mut *sleep).poll(cx).is_pending() {
+                            return Poll::Pending;
+                        }
+                        // The timer's deadline passed. The limiter's clock agrees for
+                        // tollgate's own clocks; a custom clock may be behind real time: the
+                        // bound is on the limiter's clock, so sleep for what it says is left
+                        // (as the queue's head does).
+                        if node.latest <= self.cells.now() {
+                            break;
+                        }
+                        *sleep = self.cells.sleep_until(node.latest);
                     }
                     let (shard, key) = self.cells.waitlist();
                     shard.expire(&self.cells, key, node)
