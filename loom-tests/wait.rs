@@ -822,3 +822,51 @@ fn stale_refund_after_reset_direct_model() {
         stale_refund_after_reset_direct,
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 8. Penalty vs hand-over.
+
+/// W1 is the head (`NOW + T`; the key's TAT is `NOW + 2T`). One thread penalizes the key by
+/// `10T` (from the clock it reads: `NOW`, or `NOW + T` once the other thread moved it) while
+/// the other moves the clock to `NOW + T`, which runs W1's hand-over. The outcome is `(the
+/// instant W1 is admitted at, the instant a new waiter would get)`:
+///
+/// * hand-over first: W1 is admitted at `NOW + T`, and the penalty then pushes the key to
+///   `NOW + 11T` (read at `NOW + T`) or `NOW + 10T` (read at `NOW`);
+/// * penalty first: W1's reservation is older than the penalty, so W1 reserves again after
+///   it and is admitted where the penalty ends, `NOW + 10T` (read at `NOW`) or `NOW + 11T`
+///   (read at `NOW + T`, the clock moved but its hand-over not yet run), the key next free
+///   an interval later.
+///
+/// Never both: W1 admitted inside a penalty that came before its hand-over (it was, until
+/// a penalty made the head reserve again), nor a lost wake (W1 never admitted).
+fn penalty_vs_hand_over(roles: Roles) -> (u64, u64) {
+    let (_, clock) = &*KEYED;
+    let mut w1 = head();
+    let ((), ()) = race(
+        roles,
+        move || {
+            KEYED
+                .0
+                .penalize(&KEY, Duration::from_nanos(10 * T))
+                .unwrap();
+        },
+        move || KEYED.1.set(at(NOW + T)),
+    );
+    let w1_at = admitted_at(clock, &mut w1, &[NOW + T, NOW + 10 * T, NOW + 11 * T]);
+    (w1_at, next_free_keyed())
+}
+
+#[test]
+fn penalty_vs_hand_over_model() {
+    model(
+        "penalty_vs_hand_over",
+        &[
+            (NOW + T, NOW + 10 * T),
+            (NOW + T, NOW + 11 * T),
+            (NOW + 10 * T, NOW + 11 * T),
+            (NOW + 11 * T, NOW + 12 * T),
+        ],
+        penalty_vs_hand_over,
+    );
+}

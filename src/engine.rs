@@ -248,14 +248,16 @@ pub(crate) fn check_now(
     check_located(word, spot, n, gcra, now, write)
 }
 
-/// Pushes the next admission at least `delay` past `now`, keeping any later one.
-pub(crate) fn penalize(word: &impl Word, gcra: Gcra, now: u64, delay: u64) -> Result<(), Full> {
+/// Pushes the next admission at least `delay` past `now`, keeping any later one. Returns
+/// whether it moved the state (a later one was not there already).
+pub(crate) fn penalize(word: &impl Word, gcra: Gcra, now: u64, delay: u64) -> Result<bool, Full> {
     if delay == 0 {
-        return Ok(());
+        return Ok(false);
     }
     word.update(now, |tat| {
         let target = gcra.penalized(tat, now, delay);
-        ((target > tat).then_some(target), ())
+        let moved = target > tat;
+        (moved.then_some(target), moved)
     })
 }
 

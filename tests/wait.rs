@@ -599,10 +599,12 @@ fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing()
     for w in [&mut head, &mut unbounded, &mut bounded] {
         assert!(w.poll().is_pending());
     }
-    // A penalty pushes the key out to 1 s: the unbounded waiter will reserve after it.
+    // A penalty pushes the key's next admission out to 1 s: the head, which reserved 100 ms
+    // before it, reserves again after it, and the others follow.
     l.penalize("k", Duration::from_secs(1)).unwrap();
     clock.set(Timestamp::from_nanos(100_000_000));
-    assert_eq!(head.poll(), Poll::Ready(Ok(())));
+    assert_eq!(head.wakes(), 0);
+    assert!(head.poll().is_pending(), "admitted inside the penalty");
     clock.set(Timestamp::from_nanos(350_000_000 - 1));
     assert_eq!(bounded.wakes(), 0);
     assert!(bounded.poll().is_pending());
@@ -613,15 +615,17 @@ fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing()
     assert_eq!(
         bounded.poll(),
         Poll::Ready(Err(Error::RateLimited {
-            earliest: Timestamp::from_nanos(1_100_000_000),
-            wait: 750 * MS,
+            earliest: Timestamp::from_nanos(1_200_000_000),
+            wait: 850 * MS,
             limit: 1,
         }))
     );
     clock.set(Timestamp::from_nanos(1_000_000_000));
-    assert_eq!(unbounded.poll(), Poll::Ready(Ok(())));
-    // The next cell is 1.1 s: the bounded waiter's would-be cell, free.
+    assert_eq!(head.poll(), Poll::Ready(Ok(())));
     clock.set(Timestamp::from_nanos(1_100_000_000));
+    assert_eq!(unbounded.poll(), Poll::Ready(Ok(())));
+    // The next cell is 1.2 s: the bounded waiter's would-be cell, free.
+    clock.set(Timestamp::from_nanos(1_200_000_000));
     assert!(l.check("k").is_ok());
 
     // The other way an upset prediction shows: the hand-over finds the bound cannot be met
@@ -632,7 +636,12 @@ fn a_bounded_wait_whose_prediction_is_upset_fails_by_its_bound_holding_nothing()
     let mut bounded = Probe::new(l.until_ready("k").within(250 * MS)); // predicted 200 ms
     assert!(head.poll().is_pending());
     assert!(bounded.poll().is_pending());
-    l.penalize("k", Duration::from_secs(1)).unwrap();
+    // A check under a per-call quota of a larger burst takes a cell behind the head's
+    // reservation: the bounded waiter's turn moves to 300 ms, past its bound.
+    assert!(
+        l.check_with("k", Quota::per_second(10).allow_burst(5))
+            .is_ok()
+    );
     clock.set(Timestamp::from_nanos(100_000_000));
     assert_eq!(bounded.wakes(), 1);
     assert!(matches!(
@@ -1667,4 +1676,65 @@ fn a_bound_is_kept_on_the_limiters_clock_even_when_it_runs_slow() {
     };
     assert_eq!(admitted, Ok(()));
     assert_eq!(head.poll(), Poll::Ready(Ok(())));
+}
+
+/// `penalize` pushes the next admission at least its delay out, the head of the queue's
+/// too: the head, whose cell was reserved before, reserves again after the penalty (and a
+/// bounded one whose bound that passes fails). A penalty that moves nothing (the state is
+/// later already) leaves the head its instant. Keyed and direct.
+#[test]
+fn a_penalty_holds_back_the_waiter_at_the_head_of_the_queue() {
+    let s = |ms: u64| Timestamp::from_nanos(ms * 1_000_000);
+    for direct in [false, true] {
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(1).allow_burst(1);
+        let l: Limiter<str> = Limiter::builder(quota).clock(clock.clone()).build();
+        let d = DirectLimiter::with_clock(quota, clock.clone());
+        type Wait<'a> = Pin<Box<dyn Future<Output = Result<(), Error>> + 'a>>;
+        let wait = |max: Option<Duration>| -> Wait<'_> {
+            match (direct, max) {
+                (false, None) => Box::pin(l.until_ready("k")),
+                (false, Some(max)) => Box::pin(l.until_ready("k").within(max)),
+                (true, None) => Box::pin(d.until_ready()),
+                (true, Some(max)) => Box::pin(d.until_ready().within(max)),
+            }
+        };
+        let penalize = |delay: Duration| {
+            if direct {
+                d.penalize(delay);
+            } else {
+                l.penalize("k", delay).unwrap();
+            }
+        };
+        assert_eq!(Probe::new(wait(None)).poll(), Poll::Ready(Ok(()))); // at 0
+        let mut head = Probe::new(wait(None)); // its cell at 1 s
+        assert!(head.poll().is_pending());
+        clock.set(s(500));
+        penalize(Duration::from_millis(100)); // the state (2 s) is later: nothing moves
+        penalize(Duration::from_secs(30));
+        clock.set(s(1_000));
+        assert_eq!(head.wakes(), 0, "direct {direct}");
+        assert!(
+            head.poll().is_pending(),
+            "admitted inside the penalty (direct {direct})"
+        );
+        clock.set(s(30_500 - 1));
+        assert!(head.poll().is_pending());
+        clock.set(s(30_500));
+        assert_eq!(head.poll(), Poll::Ready(Ok(())), "direct {direct}");
+        // A bounded head whose bound the penalty passes fails, with its new instant.
+        let mut bounded = Probe::new(wait(Some(Duration::from_secs(5)))); // its cell at 31.5 s
+        assert!(bounded.poll().is_pending());
+        penalize(Duration::from_secs(60));
+        assert_eq!(bounded.wakes(), 1, "direct {direct}");
+        assert_eq!(
+            bounded.poll(),
+            Poll::Ready(Err(Error::RateLimited {
+                earliest: s(90_500),
+                wait: Duration::from_secs(60),
+                limit: 1,
+            })),
+            "direct {direct}"
+        );
+    }
 }

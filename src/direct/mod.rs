@@ -25,7 +25,7 @@ use crate::stats::{Counters, Stats};
 use crate::sync::{Arc, AtomicU64, Ordering, cas_retry_hint};
 use crate::table::{Full, Step};
 use crate::time::{Clock, MonotonicClock, Timestamp, saturating_nanos};
-use crate::wait::Waitlists;
+use crate::wait::{Cells, Waitlists};
 
 /// The TAT's bits in the direct word; the generation is above them.
 const TAT_BITS: u32 = 60;
@@ -318,7 +318,9 @@ impl DirectLimiter {
         old & TAT_MASK > now
     }
 
-    /// Pushes the next admission at least `delay` from now (keeping any later one). Unlike
+    /// Pushes the next admission at least `delay` from now (keeping any later one), a
+    /// waiter's too: the head of the queue, whose cell was reserved before, reserves again
+    /// after the penalty (and fails, if bounded past it). Unlike
     /// [`Limiter::penalize`](crate::Limiter::penalize) it cannot fail: there is no table
     /// to fill.
     ///
@@ -337,7 +339,12 @@ impl DirectLimiter {
         let state = self.state();
         let now = state.now();
         // A direct limiter has no table to fill.
-        let _ = engine::penalize(&state, state.quota(), now, saturating_nanos(delay));
+        let moved = engine::penalize(&state, state.quota(), now, saturating_nanos(delay));
+        if moved == Ok(true) {
+            // A waiter at the head of the queue reserved before: it reserves again.
+            let (shard, key) = state.waitlist();
+            shard.penalized(&state, key);
+        }
     }
 
     /// The current quota.

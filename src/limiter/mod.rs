@@ -28,7 +28,7 @@ use crate::stats::{Counters, Stats};
 use crate::sync::Arc;
 use crate::table::{Full, Spot, Step, Table, fingerprint};
 use crate::time::{Timestamp, saturating_nanos};
-use crate::wait::{KEYED_SHARDS, Waitlists};
+use crate::wait::{Cells, KEYED_SHARDS, Waitlists};
 
 /// A keyed rate limiter: every key gets its own [`Quota`], enforced with GCRA.
 ///
@@ -559,7 +559,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
 
     /// Pushes `key`'s next admission at least `delay` from now, keeping any later one: for
     /// escalating against abuse, or honouring a server's `Retry-After`. Durations too long
-    /// to represent saturate (about 36 years).
+    /// to represent saturate (about 36 years). Waiters too: the head of the key's queue,
+    /// whose cell was reserved before the penalty, reserves again after it (a bounded one
+    /// whose bound that passes fails with [`Error::RateLimited`]), and the others follow.
     ///
     /// The push is measured under the limiter's own quota. A check under a per-call quota
     /// ([`check_with`](Limiter::check_with), [`until_ready_with`](Limiter::until_ready_with))
@@ -603,14 +605,21 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     pub fn penalize(&self, key: &K, delay: Duration) -> Result<(), Error>
     where
         K: Hash,
+        S: Send + Sync,
     {
         let state = self.state(key);
         let now = state.now();
-        engine::penalize(&state, state.quota(), now, saturating_nanos(delay)).map_err(|Full| {
-            Error::TableFull {
+        let moved = engine::penalize(&state, state.quota(), now, saturating_nanos(delay)).map_err(
+            |Full| Error::TableFull {
                 capacity: self.capacity(),
-            }
-        })
+            },
+        )?;
+        if moved {
+            // A waiter at the head of the key's queue reserved before: it reserves again.
+            let (shard, key) = state.waitlist();
+            shard.penalized(&state, key);
+        }
+        Ok(())
     }
 
     /// The current quota.

@@ -210,6 +210,21 @@ impl Queue {
         self.advance(cells, now, woken);
     }
 
+    /// The key's state was pushed later than it was (a penalty) after the head reserved: the
+    /// head reserves again, on the state as it is now, so that it too is admitted no sooner
+    /// than the penalty allows (or fails, if that is past its bound). Its first reservation
+    /// is not given back: the penalty's later state covers it.
+    pub(crate) fn penalized(&mut self, cells: &impl Cells, now: u64, woken: &mut Woken) {
+        let Some(head) = self.head.take() else {
+            return;
+        };
+        self.spare = head.sleep.into_spare();
+        // `advance` makes the front the head again, and takes its cost off the waiting.
+        self.waiting_cost += self.nodes.front().map_or(0, |front| front.cost);
+        self.chain = head.reserved.now;
+        self.advance(cells, now, woken);
+    }
+
     /// `node`'s bound has passed (its own deadline sleep fired): admit everything due, then
     /// cancel `node` if it is still queued, returning what it would have been told.
     pub(crate) fn expire(

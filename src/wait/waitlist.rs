@@ -87,6 +87,13 @@ impl WaitShard {
         .unwrap_or_else(|| node.outcome())
     }
 
+    /// `key` was penalized (see [`Queue::penalized`]).
+    pub(crate) fn penalized(&self, cells: &impl Cells, key: u64) {
+        let _ = self.with_queue(cells, key, None, |queue, now, woken| {
+            queue.penalized(cells, now, woken)
+        });
+    }
+
     /// The timer fired `key`'s queue (see [`Queue::advance`]). A queue that emptied since it
     /// registered its sleep is gone, and a newer queue of the same key just re-checks its
     /// head: a stale wake is harmless.
