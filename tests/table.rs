@@ -120,6 +120,22 @@ fn zero_capacity_panics() {
     let _ = Limiter::<u64>::builder(Quota::per_second(1)).capacity(0);
 }
 
+/// An absurd shard count is refused at the builder, not found out deep inside (a
+/// capacity overflow) or paid for in memory (half a gigabyte for a million shards).
+#[test]
+#[should_panic(expected = "at most 65536 shards")]
+fn too_many_shards_panics_at_the_builder() {
+    let _ = Limiter::<u64>::builder(Quota::per_second(1)).shards(usize::MAX);
+}
+
+#[test]
+fn the_most_shards_build() {
+    let l = Limiter::<u64>::builder(Quota::per_second(1))
+        .shards(1 << 16)
+        .build();
+    assert!(l.check(&1).is_ok());
+}
+
 #[test]
 #[should_panic(expected = "shards(0)")]
 fn zero_shards_panics() {

@@ -194,7 +194,8 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     ///
     /// # Panics
     ///
-    /// If `shards` is zero.
+    /// If `shards` is zero, or more than 65,536 (each shard takes a few hundred bytes
+    /// before it holds a key; more shards than that would lock no less).
     ///
     /// # Examples
     ///
@@ -207,9 +208,15 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// ```
     #[track_caller]
     pub fn shards(mut self, shards: usize) -> Self {
+        /// More shards would lock no less, and each one takes memory before it holds a key.
+        const MAX_SHARDS: usize = 1 << 16;
         assert!(
             shards > 0,
             "LimiterBuilder::shards(0): a table needs at least one shard"
+        );
+        assert!(
+            shards <= MAX_SHARDS,
+            "LimiterBuilder::shards({shards}): at most {MAX_SHARDS} shards"
         );
         self.config.shards = shards;
         self

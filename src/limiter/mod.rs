@@ -316,9 +316,11 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// whose own times never go backwards, whatever the other keys' callers pass: when a
     /// caller far ahead reclaims an expired key, a caller still behind does not get a fresh
     /// burst for it, because a forgotten key is treated as having the latest state its shard
-    /// forgot. The price is that a *new* key checked at a time behind that horizon is
-    /// treated as if checked at the horizon (at most as late as some caller's `now`); keys
-    /// are reclaimed only a millisecond after they expire, so only a caller more than a
+    /// forgot. The price is that a *new* key checked at a time behind that horizon starts
+    /// from it (at most as late as some caller's `now`), as if its burst had been spent up
+    /// to then: judged at its own earlier time, it has that much less of its burst, and a
+    /// key of burst 1 checked more than a millisecond behind is refused until the horizon.
+    /// Keys are reclaimed only a millisecond after they expire, so only a caller more than a
     /// millisecond behind the others pays it.
     ///
     /// Times must come from this limiter's clock. A time far ahead of the others (from
