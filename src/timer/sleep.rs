@@ -135,6 +135,8 @@ impl Sleep {
     ///
     /// For a sleep on a [`ManualClock`](crate::ManualClock)'s timer this is a nominal
     /// instant: tollgate's real-time origin plus the deadline's nanoseconds on the manual clock.
+    /// A deadline before that origin (tollgate's first use in the process) reads back as the
+    /// origin: the sleep is elapsed either way.
     ///
     /// # Examples
     ///
