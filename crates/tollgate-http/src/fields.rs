@@ -462,8 +462,9 @@ impl Fields {
     /// one or an upstream that answered with its own: these policies' items are appended to
     /// the IETF lists, and where a policy of the same name is there already (two nested
     /// layers both left at the default name), the one with fewer cells left is kept, both
-    /// of its items (the one present on a tie; give nested limits names of their own to
-    /// announce both), the legacy fields describe whichever policy has
+    /// of its items (on a tie the one with the later reset, then the one present; give
+    /// nested limits names of their own to announce both), the legacy fields describe
+    /// whichever policy has
     /// fewer cells left (the ones present, if they are a whole set and their
     /// `X-RateLimit-Remaining` is not above this one's), and `Retry-After` is the later of
     /// the two (a present value that is not in seconds, an HTTP date, stays).
@@ -715,8 +716,9 @@ fn put_back(buf: &mut [u8], end: usize, bytes: &[u8]) -> usize {
 /// already. A name in either field already (nested layers both left at the default name,
 /// an upstream's policy of that name) keeps one policy of that name, both of its items
 /// together: the one with fewer cells left (`r`), which is the one that decides the client's
-/// next request, or the one present on a tie (nearer the answer). A present name with no
-/// `r` to compare (a `RateLimit-Policy` item alone) gives way to ours.
+/// next request, on a tie the one with the later reset (`t`), then the one present (nearer
+/// the answer). A present name with no `r` to compare (a `RateLimit-Policy` item alone)
+/// gives way to ours.
 fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValue) {
     // The usual response has neither field: two appends, as two inserts take (the entry
     // API takes about twice that). Appended, each of ours is its field's last line.
@@ -744,12 +746,13 @@ fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValu
             let name = item_name(ours);
             let named = |item: &&Vec<u8>| item_name(item) == name;
             let taken = policies.iter().chain(&states).any(|item| named(&item));
-            let present_left = states
+            // The strictest present item of the name, if any has a `r` to compare.
+            let present = states
                 .iter()
                 .filter(named)
-                .filter_map(|item| remaining(item))
+                .filter_map(|item| strictness(item))
                 .min();
-            let win = !taken || present_left.is_none_or(|left| remaining(ours) < Some(left));
+            let win = !taken || present.is_none_or(|present| strictness(ours) < Some(present));
             (name, win)
         })
         .collect();
@@ -816,23 +819,55 @@ fn item_name(item: &[u8]) -> &[u8] {
     item
 }
 
-/// A `RateLimit` item's remaining cells, its `r` parameter (`None` if it has none that is
-/// an integer).
-fn remaining(item: &[u8]) -> Option<u64> {
+/// How strict a `RateLimit` item is, least first: fewer cells left (`r`), then a longer
+/// reset (`t`; none counts as the shortest). `None` without an `r`.
+fn strictness(item: &[u8]) -> Option<(u64, std::cmp::Reverse<u64>)> {
+    let reset = param(item, b"t").unwrap_or(0);
+    Some((param(item, b"r")?, std::cmp::Reverse(reset)))
+}
+
+/// An item's integer parameter `key`, read as RFC 9651 does: parameters split at the `;`
+/// outside quoted strings, the last of a repeated key wins; `None` if it is absent or its
+/// value is not an integer. (More digits than a `u64` holds read as `u64::MAX`.)
+fn param(item: &[u8], key: &[u8]) -> Option<u64> {
     let params = &item[item_name(item).len()..];
-    params.split(|&b| b == b';').find_map(|param| {
-        let digits = param.trim_ascii().strip_prefix(b"r=")?;
-        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    let (mut quoted, mut escaped, mut start) = (false, false, 0);
+    let mut value = None;
+    let take = |param: &[u8]| {
+        let (k, v) = param.split_at_checked(param.iter().position(|&b| b == b'=')?)?;
+        if k.trim_ascii() != key {
             return None;
         }
-        // More digits than a `u64` holds: more left than any quota of ours.
-        Some(
-            std::str::from_utf8(digits)
-                .ok()?
-                .parse()
-                .unwrap_or(u64::MAX),
-        )
-    })
+        let digits = v[1..].trim_ascii();
+        let number = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+            .then(|| {
+                std::str::from_utf8(digits)
+                    .ok()?
+                    .parse()
+                    .ok()
+                    .or(Some(u64::MAX))
+            })
+            .flatten();
+        Some(number)
+    };
+    for (i, &b) in params.iter().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b';' if !quoted => {
+                if let Some(found) = take(&params[start..i]) {
+                    value = found;
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if let Some(found) = take(&params[start..]) {
+        value = found;
+    }
+    value
 }
 
 /// A field value that is a whole number of seconds (`Retry-After`'s delay-seconds, a legacy
@@ -1111,8 +1146,15 @@ mod tests {
         assert_eq!(all(&h, &RATELIMIT_POLICY), ["\"a,b;c\";q=1;w=1"]);
         for (present_items, kept) in [
             ("\"outer\";r=7;t=9", true),
+            ("\"outer\";r=7;t=3", true),
+            ("\"outer\";r=7;t=2", false),
+            ("\"outer\";r=7", false),
             ("\"outer\";r=6;t=9", true),
             ("\"outer\";r=8;t=9", false),
+            // RFC 9651: `;` inside a quoted string is no separator; the last key wins.
+            ("\"outer\";x=\"a;r=1;b\";r=50;t=9", false),
+            ("\"outer\";r=0;r=50;t=9", false),
+            ("\"outer\";r=50;r=0;t=9", true),
             ("\"outer\";r=99999999999999999999999;t=9", false),
             ("\"outer\";t=9", false),
             ("\"outer\";r=x;t=9", false),
