@@ -87,7 +87,9 @@ pub fn peer_addr(extensions: &http::Extensions) -> Option<IpAddr> {
 /// The key of a client address: an IPv6 address that stands for an IPv4 one as the IPv4
 /// address (IPv4-mapped `::ffff:a.b.c.d`; NAT64's well-known prefix `64:ff9b::/96`, RFC
 /// 6052, where a translator in front of an IPv6-only server shows every IPv4 client; the
-/// deprecated IPv4-compatible `::a.b.c.d`, but not `::` or `::1`), IPv4 addresses masked to
+/// deprecated IPv4-compatible `::a.b.c.d`, but not `::` or `::1`: so an allowlist of keys
+/// lists IPv4 ranges for them, while a trusted proxy's [`Cidr`] is matched against the
+/// address as it arrives, IPv4-mapped ones as IPv4), IPv4 addresses masked to
 /// `v4_prefix` bits and IPv6 addresses to `v6_prefix` bits (a host usually holds a whole
 /// IPv6 /64, so keying by full address would give it 2^64 limits). A translator's
 /// network-specific prefix is not known here: its clients share the keys of that prefix's

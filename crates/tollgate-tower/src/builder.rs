@@ -475,7 +475,10 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
     /// Lets clients in `cidrs` bypass every limit (see [`allow_if`](Builder::allow_if)),
     /// for key sources keyed by address ([`PeerIp`](crate::PeerIp), [`ClientIp`](crate::ClientIp)). The range is matched
     /// against the *key*, which is masked (IPv6 to its /64 by default): list IPv6 ranges
-    /// of /64 or wider, or key by full addresses (`ipv6_prefix(128)`).
+    /// of /64 or wider, or key by full addresses (`ipv6_prefix(128)`). A client at an IPv6
+    /// address that stands for an IPv4 one (IPv4-mapped, NAT64's `64:ff9b::/96`,
+    /// IPv4-compatible) is keyed as that IPv4 address ([`ip_key`](crate::ip_key)): list
+    /// IPv4 ranges for such clients; an IPv6 range inside `64:ff9b::/96` matches none.
     ///
     /// # Errors
     ///
