@@ -322,14 +322,30 @@ pub fn is_grpc(parts: &Parts) -> bool {
     grpc_type(parts).is_some()
 }
 
-/// A gRPC or gRPC-Web request's `content-type` ([`is_grpc`]), which its refusal carries
-/// back ([`Refusal::into_grpc_response_as`]); `None` for any other request.
+/// A gRPC or gRPC-Web request's `content-type` ([`is_grpc`]) as its refusal carries it back
+/// ([`Refusal::into_grpc_response_as`]): the type and its `+codec`, in lower case, without
+/// parameters (gRPC's response grammar has none, and clients compare it case-sensitively);
+/// `None` for any other request.
 ///
 /// # Examples
 ///
-/// See [`Refusal::into_grpc_response_as`].
+/// ```
+/// let (request, ()) = http::Request::post("/svc/M")
+///     .header("content-type", "Application/GRPC-Web+Proto; charset=utf-8")
+///     .body(())
+///     .unwrap()
+///     .into_parts();
+/// let answer = tollgate_http::grpc_content_type(&request).unwrap();
+/// assert_eq!(answer, "application/grpc-web+proto");
+/// ```
 pub fn grpc_content_type(parts: &Parts) -> Option<HeaderValue> {
-    grpc_type(parts).cloned()
+    let value = grpc_type(parts)?;
+    let text = value.to_str().ok()?;
+    let bare = text.split(';').next().unwrap_or(text).trim();
+    if bare.len() == text.len() && !bare.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Some(value.clone()); // The usual request: as it is.
+    }
+    HeaderValue::from_str(&bare.to_ascii_lowercase()).ok()
 }
 
 fn grpc_type(parts: &Parts) -> Option<&HeaderValue> {
@@ -408,7 +424,8 @@ mod tests {
             "application/grpc-Web-Text+json",
         ] {
             assert!(is_grpc(&parts(ct)), "{ct}");
-            assert_eq!(grpc_content_type(&parts(ct)).unwrap(), ct);
+            let bare = ct.split(';').next().unwrap().to_ascii_lowercase();
+            assert_eq!(grpc_content_type(&parts(ct)).unwrap(), bare.as_str());
         }
         for ct in [
             "application/grpcx",

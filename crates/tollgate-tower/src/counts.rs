@@ -112,7 +112,9 @@ pub struct Counts {
     /// Refused with a `429` (in delay mode, also those whose turn would come too late or
     /// whose wait failed).
     pub rejected: u64,
-    /// Delay mode: passed to the service after waiting their turn.
+    /// Delay mode: their turn came after a wait, and they went on to the service (counted
+    /// when the turn comes: one dropped after it, while the inner service readies, counts
+    /// here too, its cell spent).
     pub delayed: u64,
     /// Delay mode: dropped while they waited their turn (the client hung up, a timeout
     /// around the service gave up), so neither passed on nor answered; the stacked limits
