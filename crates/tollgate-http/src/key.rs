@@ -86,8 +86,8 @@ pub fn peer_addr(extensions: &http::Extensions) -> Option<IpAddr> {
 
 /// The key of a client address: an IPv6 address that stands for an IPv4 one as the IPv4
 /// address (IPv4-mapped `::ffff:a.b.c.d`; NAT64's well-known prefix `64:ff9b::/96`, RFC
-/// 6052, where a translator in front of an IPv6-only server shows every IPv4 client; the
-/// deprecated IPv4-compatible `::a.b.c.d`, but not `::` or `::1`: so an allowlist of keys
+/// 6052, where a translator in front of an IPv6-only server shows every IPv4 client; SIIT's
+/// `::ffff:0:a.b.c.d`; the deprecated IPv4-compatible `::a.b.c.d`, but not `::` or `::1`: so an allowlist of keys
 /// lists IPv4 ranges for them, while a trusted proxy's [`Cidr`] is matched against the
 /// address as it arrives, IPv4-mapped ones as IPv4), IPv4 addresses masked to
 /// `v4_prefix` bits and IPv6 addresses to `v6_prefix` bits (a host usually holds a whole
@@ -119,14 +119,17 @@ pub fn ip_key(ip: IpAddr, v4_prefix: u8, v6_prefix: u8) -> IpAddr {
 }
 
 /// The IPv4 address that an IPv6 address embeds by a fixed rule, not by a network's
-/// choice: NAT64's well-known prefix, and IPv4-compatible addresses (whose IPv4 part is
-/// outside `0.0.0.0/8`, which no client has: so `::` and `::1` stay IPv6).
+/// choice: NAT64's well-known prefix, SIIT's IPv4-translated addresses, and
+/// IPv4-compatible addresses (whose IPv4 part is outside `0.0.0.0/8`, which no client has:
+/// so `::` and `::1` stay IPv6).
 fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     const WELL_KNOWN_NAT64: u128 = 0x0064_ff9b_0000_0000_0000_0000;
+    // SIIT's IPv4-translated addresses, `::ffff:0:a.b.c.d` (RFC 7915).
+    const IPV4_TRANSLATED: u128 = 0xffff_0000;
     let bits = u128::from(v6);
     let v4 = Ipv4Addr::from(bits as u32);
     match bits >> 32 {
-        WELL_KNOWN_NAT64 => Some(v4),
+        WELL_KNOWN_NAT64 | IPV4_TRANSLATED => Some(v4),
         0 if v4.octets()[0] != 0 => Some(v4),
         _ => None,
     }
@@ -977,6 +980,7 @@ mod tests {
         assert_eq!(ip_key(ip("64:ff9b::1.2.3.4"), 32, 64), ip("1.2.3.4"));
         assert_eq!(ip_key(ip("64:ff9b::1.2.3.4"), 24, 64), ip("1.2.3.0"));
         assert_eq!(ip_key(ip("::1.2.3.4"), 32, 64), ip("1.2.3.4"));
+        assert_eq!(ip_key(ip("::ffff:0:1.2.3.4"), 32, 64), ip("1.2.3.4"));
         assert_ne!(
             ip_key(ip("64:ff9b::1.2.3.4"), 32, 64),
             ip_key(ip("64:ff9b::1.2.3.5"), 32, 64)
