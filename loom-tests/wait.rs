@@ -870,3 +870,104 @@ fn penalty_vs_hand_over_model() {
         penalty_vs_hand_over,
     );
 }
+
+/// [`penalty_vs_hand_over`] with W2 queued behind W1. Whatever the order, each waiter is
+/// admitted where the penalty ends or after the one ahead, never an interval later: a head
+/// that reserved on the penalized state (W2, handed over between the penalty's write and its
+/// call on the queue) keeps its reservation, and only a head that reserved before reserves
+/// again (it once reserved again on top of its own reservation, W2 at `NOW + 12T`).
+fn penalty_vs_hand_over_with_one_behind(roles: Roles) -> (u64, u64, u64) {
+    let (_, clock) = &*KEYED;
+    let (mut w1, mut w2) = head_and_one_behind();
+    let ((), ()) = race(
+        roles,
+        move || {
+            KEYED
+                .0
+                .penalize(&KEY, Duration::from_nanos(10 * T))
+                .unwrap();
+        },
+        move || KEYED.1.set(at(NOW + T)),
+    );
+    let candidates = [
+        NOW + T,
+        NOW + 10 * T,
+        NOW + 11 * T,
+        NOW + 12 * T,
+        NOW + 13 * T,
+    ];
+    let w1_at = admitted_at(clock, &mut w1, &candidates);
+    let w2_at = admitted_at(clock, &mut w2, &candidates);
+    (w1_at, w2_at, next_free_keyed())
+}
+
+#[test]
+fn penalty_vs_hand_over_with_one_behind_model() {
+    model(
+        "penalty_vs_hand_over_with_one_behind",
+        &[
+            (NOW + T, NOW + 10 * T, NOW + 11 * T),
+            (NOW + T, NOW + 11 * T, NOW + 12 * T),
+            (NOW + 10 * T, NOW + 11 * T, NOW + 12 * T),
+            (NOW + 11 * T, NOW + 12 * T, NOW + 13 * T),
+        ],
+        penalty_vs_hand_over_with_one_behind,
+    );
+}
+
+/// The key holds cell `NOW` and no queue. One thread penalizes it by `10T` while W arrives:
+/// W becomes the head before the penalty (and reserves again after it) or after (on the
+/// penalized state, keeping its reservation); either way it is admitted at `NOW + 10T`,
+/// where the penalty ends, and the key is next free an interval later.
+fn penalty_vs_arrival(roles: Roles) -> (u64, u64) {
+    let (_, clock) = &*KEYED;
+    assert!(KEYED.0.check_at(&KEY, at(0)).is_ok());
+    let (first, _) = wait_keyed();
+    assert_eq!(first, Poll::Ready(Ok(())));
+    let ((), (polled, mut w)) = race(
+        roles,
+        move || {
+            KEYED
+                .0
+                .penalize(&KEY, Duration::from_nanos(10 * T))
+                .unwrap();
+        },
+        wait_keyed,
+    );
+    assert!(polled.is_pending());
+    let w_at = admitted_at(clock, &mut w, &[NOW + 10 * T, NOW + 11 * T]);
+    (w_at, next_free_keyed())
+}
+
+#[test]
+fn penalty_vs_arrival_model() {
+    model(
+        "penalty_vs_arrival",
+        &[(NOW + 10 * T, NOW + 11 * T)],
+        penalty_vs_arrival,
+    );
+}
+
+/// [`penalty_vs_arrival`] on a direct limiter.
+fn penalty_vs_arrival_direct(roles: Roles) -> (u64, u64) {
+    let (_, clock) = &*DIRECT;
+    let (first, _) = wait_direct();
+    assert_eq!(first, Poll::Ready(Ok(())));
+    let ((), (polled, mut w)) = race(
+        roles,
+        move || DIRECT.0.penalize(Duration::from_nanos(10 * T)),
+        wait_direct,
+    );
+    assert!(polled.is_pending());
+    let w_at = admitted_at(clock, &mut w, &[NOW + 10 * T, NOW + 11 * T]);
+    (w_at, next_free_direct())
+}
+
+#[test]
+fn penalty_vs_arrival_direct_model() {
+    model(
+        "penalty_vs_arrival_direct",
+        &[(NOW + 10 * T, NOW + 11 * T)],
+        penalty_vs_arrival_direct,
+    );
+}

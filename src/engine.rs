@@ -249,15 +249,20 @@ pub(crate) fn check_now(
 }
 
 /// Pushes the next admission at least `delay` past `now`, keeping any later one. Returns
-/// whether it moved the state (a later one was not there already).
-pub(crate) fn penalize(word: &impl Word, gcra: Gcra, now: u64, delay: u64) -> Result<bool, Full> {
+/// the state it stored, if it moved it (a later one was not there already).
+pub(crate) fn penalize(
+    word: &impl Word,
+    gcra: Gcra,
+    now: u64,
+    delay: u64,
+) -> Result<Option<u64>, Full> {
     if delay == 0 {
-        return Ok(false);
+        return Ok(None);
     }
     word.update(now, |tat| {
         let target = gcra.penalized(tat, now, delay);
-        let moved = target > tat;
-        (moved.then_some(target), moved)
+        let moved = (target > tat).then_some(target);
+        (moved, moved)
     })
 }
 

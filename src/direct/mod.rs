@@ -339,11 +339,12 @@ impl DirectLimiter {
         let state = self.state();
         let now = state.now();
         // A direct limiter has no table to fill.
-        let moved = engine::penalize(&state, state.quota(), now, saturating_nanos(delay));
-        if moved == Ok(true) {
-            // A waiter at the head of the queue reserved before: it reserves again.
+        if let Ok(Some(penalized)) =
+            engine::penalize(&state, state.quota(), now, saturating_nanos(delay))
+        {
+            // A waiter at the head of the queue that reserved before reserves again.
             let (shard, key) = state.waitlist();
-            shard.penalized(&state, key);
+            shard.penalized(&state, key, penalized);
         }
     }
 

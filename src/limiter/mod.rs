@@ -611,15 +611,14 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     {
         let state = self.state(key);
         let now = state.now();
-        let moved = engine::penalize(&state, state.quota(), now, saturating_nanos(delay)).map_err(
-            |Full| Error::TableFull {
+        let stored = engine::penalize(&state, state.quota(), now, saturating_nanos(delay))
+            .map_err(|Full| Error::TableFull {
                 capacity: self.capacity(),
-            },
-        )?;
-        if moved {
-            // A waiter at the head of the key's queue reserved before: it reserves again.
+            })?;
+        if let Some(penalized) = stored {
+            // A waiter at the head of the key's queue that reserved before reserves again.
             let (shard, key) = state.waitlist();
-            shard.penalized(&state, key);
+            shard.penalized(&state, key, penalized);
         }
         Ok(())
     }

@@ -210,14 +210,31 @@ impl Queue {
         self.advance(cells, now, woken);
     }
 
-    /// The key's state was pushed later than it was (a penalty) after the head reserved: the
-    /// head reserves again, on the state as it is now, so that it too is admitted no sooner
-    /// than the penalty allows (or fails, if that is past its bound). Its first reservation
-    /// is not given back: the penalty's later state covers it.
-    pub(crate) fn penalized(&mut self, cells: &impl Cells, now: u64, woken: &mut Woken) {
-        let Some(head) = self.head.take() else {
+    /// A penalty stored state `penalized` in the key's word: a head that reserved before it
+    /// reserves again, on the state as it is now, so that it too is admitted no sooner than
+    /// the penalty allows (or fails, if that is past its bound). Its first reservation is not
+    /// given back: the penalty's later state covers it.
+    ///
+    /// A head that reserved after the penalty (one that arrived, or was handed over, between
+    /// the penalty's write and this call, or that a later penalty made reserve again) read a
+    /// state at least `penalized` (the two writes are CASes on one word, and a penalty writes
+    /// only a state later than the one it read): it keeps its reservation, which already
+    /// starts where the penalty ends.
+    pub(crate) fn penalized(
+        &mut self,
+        cells: &impl Cells,
+        penalized: u64,
+        now: u64,
+        woken: &mut Woken,
+    ) {
+        if self
+            .head
+            .as_ref()
+            .is_none_or(|head| head.reserved.written.prev >= penalized)
+        {
             return;
-        };
+        }
+        let head = self.head.take().expect("checked above");
         self.spare = head.sleep.into_spare();
         // `advance` makes the front the head again, and takes its cost off the waiting.
         self.waiting_cost += self.nodes.front().map_or(0, |front| front.cost);

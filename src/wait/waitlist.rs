@@ -87,10 +87,10 @@ impl WaitShard {
         .unwrap_or_else(|| node.outcome())
     }
 
-    /// `key` was penalized (see [`Queue::penalized`]).
-    pub(crate) fn penalized(&self, cells: &impl Cells, key: u64) {
+    /// A penalty stored state `penalized` for `key` (see [`Queue::penalized`]).
+    pub(crate) fn penalized(&self, cells: &impl Cells, key: u64, penalized: u64) {
         let _ = self.with_queue(cells, key, None, |queue, now, woken| {
-            queue.penalized(cells, now, woken)
+            queue.penalized(cells, penalized, now, woken)
         });
     }
 
