@@ -1738,3 +1738,45 @@ fn a_penalty_holds_back_the_waiter_at_the_head_of_the_queue() {
         );
     }
 }
+
+/// A bounded waiter behind the head whose clock stands a hair short of its bound, past its
+/// real-time deadline: its poll sleeps again (at least a little real time) and returns,
+/// rather than spinning on sleeps of the nanoseconds left, each elapsed at once.
+#[test]
+fn a_bound_a_hair_away_on_a_standing_clock_never_spins() {
+    let ms = |n: u64| n * 1_000_000;
+    let clock = HandClock::default();
+    clock.0.store(ms(1_000), Ordering::SeqCst);
+    // Leaked, so that a poll that spins can be left on its own thread when the test fails.
+    let l: &'static Limiter<u64> = Box::leak(Box::new(
+        Limiter::builder(Quota::with_period(100 * MS).allow_burst(3))
+            .clock(clock.clone())
+            .build(),
+    ));
+    assert!(l.check_n(&0, 3).is_ok()); // the next cell at +100 ms, the burst back at +300
+    let mut head = Probe::new(l.until_n_ready(&0, 3)); // at +300 ms
+    assert!(head.poll().is_pending());
+    clock.0.store(ms(1_250), Ordering::SeqCst);
+    // Its turn at +400 ms, its bound at +401 ms (151 ms of real time from here).
+    let mut bounded = Probe::new(l.until_ready(&0).within(151 * MS));
+    assert!(bounded.poll().is_pending());
+    clock.0.store(ms(1_401) - 1, Ordering::SeqCst); // stands 1 ns short of the bound
+    woken_after(&bounded, 0); // the real-time deadline passed
+    let (done, polled) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        loop {
+            let wakes = bounded.wakes();
+            if let Poll::Ready(result) = bounded.poll() {
+                done.send(result).unwrap();
+                return;
+            }
+            // Woken by the hand-over that admits it: its turn has come on its clock.
+            woken_after(&bounded, wakes);
+        }
+    });
+    let result = polled
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the poll spun");
+    assert_eq!(result, Ok(()));
+    assert_eq!(head.poll(), Poll::Ready(Ok(())));
+}

@@ -10,6 +10,10 @@ use super::waitlist::WaitShard;
 use crate::engine::Word;
 use crate::timer::Sleep;
 
+/// How long a wait sleeps before it reads a foreign clock again that stood a hair short of
+/// its instant ([`Cells::sleep_again`]): well under the timer's own lateness.
+pub(crate) const RESLEEP: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// How long a waiter accepts to wait, fixed when it first polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bound {
@@ -43,6 +47,19 @@ pub(crate) trait Cells: Word {
     fn owned(&self) -> Self::Owned;
     /// A sleep that ends when the limiter's clock reaches `at` (never before).
     fn sleep_until(&self, at: u64) -> Sleep;
+    /// [`sleep_until`](Cells::sleep_until) for a wait whose earlier sleep ended with the
+    /// limiter's clock still short of `at`, which only a foreign clock slower than real time
+    /// does (its sleeps are in real time, for what it said was left). One that stands a hair
+    /// short would make sleeps of the nanoseconds left, each ended at once, and the wait would
+    /// spin re-reading it: such a sleep lasts [`RESLEEP`] of real time instead.
+    fn sleep_again(&self, at: u64) -> Sleep {
+        let sleep = self.sleep_until(at);
+        if sleep.is_elapsed() {
+            crate::timer::sleep(RESLEEP)
+        } else {
+            sleep
+        }
+    }
     /// The limiter's clock is the time of the timer its sleeps register with (tollgate's own
     /// clocks), so a reading of one is a reading of the other ([`Sleep::poll_at`]).
     fn clock_is_timer(&self) -> bool;

@@ -374,7 +374,7 @@ impl Queue {
             if head.reserved.admit_at <= cells.now() {
                 return true;
             }
-            head.sleep = cells.sleep_until(head.reserved.admit_at);
+            head.sleep = cells.sleep_again(head.reserved.admit_at);
         }
         head.registered = true;
         false

@@ -135,7 +135,7 @@ impl<C: Cells> Waiter<C> {
                         if node.latest <= self.cells.now() {
                             break;
                         }
-                        *sleep = self.cells.sleep_until(node.latest);
+                        *sleep = self.cells.sleep_again(node.latest);
                     }
                     let (shard, key) = self.cells.waitlist();
                     shard.expire(&self.cells, key, node)
