@@ -51,10 +51,12 @@ pub(crate) trait Cells: Word {
     /// limiter's clock still short of `at`, which only a foreign clock slower than real time
     /// does (its sleeps are in real time, for what it said was left). One that stands a hair
     /// short would make sleeps of the nanoseconds left, each ended at once, and the wait would
-    /// spin re-reading it: such a sleep lasts [`RESLEEP`] of real time instead.
+    /// spin re-reading it: such a sleep lasts [`RESLEEP`] of real time instead. (On
+    /// tollgate's own clocks the timer's time is the clock's: a sleep that has ended means
+    /// the clock has reached `at`, and it is kept as it is.)
     fn sleep_again(&self, at: u64) -> Sleep {
         let sleep = self.sleep_until(at);
-        if sleep.is_elapsed() {
+        if !self.clock_is_timer() && sleep.is_elapsed() {
             crate::timer::sleep(RESLEEP)
         } else {
             sleep
