@@ -526,11 +526,12 @@
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The
 //!   tower layer: with one client met on the Intel host (fields on 98.2 %; fields off level
 //!   with tower_governor, ahead on `TscClock`), missed on the AMD host with the fields off
-//!   (1.28–1.36x with instructions level; `TscClock` 1.12–1.16x: mostly the clock read);
+//!   (1.05–1.37x with instructions level, where the ideal on the same clock is itself
+//!   0.96–1.22x; on `TscClock` 0.77–1.07x: the clock read);
 //!   with 10,000 clients missed with the fields on (97.4 %), and with them off missed on the
 //!   Intel host before the one-pass address read (1.14–1.15x: the grown table's segment
 //!   lookup and the clock; presized and on `TscClock`, 0.97x), met on the AMD host after it
-//!   (0.74–0.79x; fewer instructions than tower_governor, 1,372 against 1,452).
+//!   (0.74–1.03x; fewer instructions than tower_governor, 1,372 against 1,452).
 //!
 //! Decisions that rest on measurements:
 //!
