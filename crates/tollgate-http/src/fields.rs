@@ -784,39 +784,38 @@ fn add_items(headers: &mut HeaderMap, policy: HeaderValue, ratelimit: HeaderValu
 /// The items of a structured-field list: split at the commas outside quoted strings,
 /// whitespace trimmed, empty ones skipped.
 fn list_items(list: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
-    let mut ends = Vec::new();
-    for (i, &b) in list.iter().enumerate() {
-        match b {
-            _ if escaped => escaped = false,
-            b'\\' if quoted => escaped = true,
-            b'"' => quoted = !quoted,
-            b',' if !quoted => {
-                ends.push((start, i));
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    ends.push((start, list.len()));
-    ends.into_iter()
-        .map(move |(a, b)| list[a..b].trim_ascii())
+    split_unquoted(list, b',')
+        .map(<[u8]>::trim_ascii)
         .filter(|item| !item.is_empty())
 }
 
 /// An item's bare value (a policy's name, as a String), without its parameters.
 fn item_name(item: &[u8]) -> &[u8] {
-    let (mut quoted, mut escaped) = (false, false);
-    for (i, &b) in item.iter().enumerate() {
+    split_unquoted(item, b';')
+        .next()
+        .unwrap_or(item)
+        .trim_ascii_end()
+}
+
+/// `bytes` split at each `sep` outside quoted strings (a list's items at `,`, an item's
+/// parameters at `;`), the pieces as they are.
+fn split_unquoted(bytes: &[u8], sep: u8) -> impl Iterator<Item = &[u8]> {
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    let mut pieces = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
         match b {
             _ if escaped => escaped = false,
             b'\\' if quoted => escaped = true,
             b'"' => quoted = !quoted,
-            b';' if !quoted => return item[..i].trim_ascii_end(),
+            _ if b == sep && !quoted => {
+                pieces.push(&bytes[start..i]);
+                start = i + 1;
+            }
             _ => {}
         }
     }
-    item
+    pieces.push(&bytes[start..]);
+    pieces.into_iter()
 }
 
 /// How strict a `RateLimit` item is, least first: fewer cells left (`r`), then a longer
@@ -830,44 +829,24 @@ fn strictness(item: &[u8]) -> Option<(u64, std::cmp::Reverse<u64>)> {
 /// outside quoted strings, the last of a repeated key wins; `None` if it is absent or its
 /// value is not an integer. (More digits than a `u64` holds read as `u64::MAX`.)
 fn param(item: &[u8], key: &[u8]) -> Option<u64> {
-    let params = &item[item_name(item).len()..];
-    let (mut quoted, mut escaped, mut start) = (false, false, 0);
-    let mut value = None;
-    let take = |param: &[u8]| {
-        let (k, v) = param.split_at_checked(param.iter().position(|&b| b == b'=')?)?;
-        if k.trim_ascii() != key {
-            return None;
-        }
-        let digits = v[1..].trim_ascii();
-        let number = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
-            .then(|| {
-                std::str::from_utf8(digits)
-                    .ok()?
-                    .parse()
-                    .ok()
-                    .or(Some(u64::MAX))
-            })
-            .flatten();
-        Some(number)
-    };
-    for (i, &b) in params.iter().enumerate() {
-        match b {
-            _ if escaped => escaped = false,
-            b'\\' if quoted => escaped = true,
-            b'"' => quoted = !quoted,
-            b';' if !quoted => {
-                if let Some(found) = take(&params[start..i]) {
-                    value = found;
-                }
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if let Some(found) = take(&params[start..]) {
-        value = found;
-    }
-    value
+    split_unquoted(item, b';')
+        .skip(1)
+        .filter_map(|param| {
+            let (k, v) = param.split_at_checked(param.iter().position(|&b| b == b'=')?)?;
+            let digits = v[1..].trim_ascii();
+            let number = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+                .then(|| {
+                    std::str::from_utf8(digits)
+                        .ok()?
+                        .parse()
+                        .ok()
+                        .or(Some(u64::MAX))
+                })
+                .flatten();
+            (k.trim_ascii() == key).then_some(number)
+        })
+        .last()
+        .flatten()
 }
 
 /// A field value that is a whole number of seconds (`Retry-After`'s delay-seconds, a legacy
