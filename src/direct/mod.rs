@@ -336,16 +336,8 @@ impl DirectLimiter {
     /// assert_eq!(limiter.check().unwrap_err().retry_after(), Some(Duration::from_secs(30)));
     /// ```
     pub fn penalize(&self, delay: Duration) {
-        let state = self.state();
-        let now = state.now();
         // A direct limiter has no table to fill.
-        if let Ok(Some(penalized)) =
-            engine::penalize(&state, state.quota(), now, saturating_nanos(delay))
-        {
-            // A waiter at the head of the queue that reserved before reserves again.
-            let (shard, key) = state.waitlist();
-            shard.penalized(&state, key, penalized);
-        }
+        let _ = self.state().penalize(saturating_nanos(delay));
     }
 
     /// The current quota.

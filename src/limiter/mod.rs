@@ -609,18 +609,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         K: Hash,
         S: Send + Sync,
     {
-        let state = self.state(key);
-        let now = state.now();
-        let stored = engine::penalize(&state, state.quota(), now, saturating_nanos(delay))
-            .map_err(|Full| Error::TableFull {
-                capacity: self.capacity(),
-            })?;
-        if let Some(penalized) = stored {
-            // A waiter at the head of the key's queue that reserved before reserves again.
-            let (shard, key) = state.waitlist();
-            shard.penalized(&state, key, penalized);
-        }
-        Ok(())
+        (self.state(key).penalize(saturating_nanos(delay))).map_err(|Full| Error::TableFull {
+            capacity: self.capacity(),
+        })
     }
 
     /// The current quota.

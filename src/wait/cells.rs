@@ -7,7 +7,8 @@ use std::task::Waker;
 
 use super::queue::HandOver;
 use super::waitlist::WaitShard;
-use crate::engine::Word;
+use crate::engine::{self, Word};
+use crate::table::Full;
 use crate::timer::Sleep;
 
 /// How long a wait sleeps before it reads a foreign clock again that stood a hair short of
@@ -47,6 +48,21 @@ pub(crate) trait Cells: Word {
     fn owned(&self) -> Self::Owned;
     /// A sleep that ends when the limiter's clock reaches `at` (never before).
     fn sleep_until(&self, at: u64) -> Sleep;
+    /// Pushes the word's next admission at least `delay` nanoseconds past now (the engine's
+    /// `penalize`), the queue's head's too: a head that reserved before the penalty reserves
+    /// again after it (`Queue::penalized`).
+    fn penalize(&self, delay: u64) -> Result<(), Full>
+    where
+        Self: Sized,
+    {
+        let now = self.now();
+        if let Some(penalized) = engine::penalize(self, self.quota(), now, delay)? {
+            let (shard, key) = self.waitlist();
+            shard.penalized(self, key, penalized);
+        }
+        Ok(())
+    }
+
     /// [`sleep_until`](Cells::sleep_until) for a wait whose earlier sleep ended with the
     /// limiter's clock still short of `at`, which only a foreign clock slower than real time
     /// does (its sleeps are in real time, for what it said was left). One that stands a hair
