@@ -920,23 +920,34 @@ fn penalty_vs_hand_over_with_one_behind_model() {
 /// penalized state, keeping its reservation); either way it is admitted at `NOW + 10T`,
 /// where the penalty ends, and the key is next free an interval later.
 fn penalty_vs_arrival(roles: Roles) -> (u64, u64) {
-    let (_, clock) = &*KEYED;
     assert!(KEYED.0.check_at(&KEY, at(0)).is_ok());
-    let (first, _) = wait_keyed();
+    let penalize = || {
+        KEYED
+            .0
+            .penalize(&KEY, Duration::from_nanos(10 * T))
+            .unwrap();
+    };
+    penalty_vs_arrival_on(roles, &KEYED.1, penalize, wait_keyed, next_free_keyed)
+}
+
+/// [`penalty_vs_arrival`] on either limiter: `penalize` it by `10T`, `wait` on it, and the
+/// instant its `next_free` cell is at.
+fn penalty_vs_arrival_on<F>(
+    roles: Roles,
+    clock: &ManualClock,
+    penalize: fn(),
+    wait: fn() -> (Poll<Result<(), Error>>, Probe<F>),
+    next_free: fn() -> u64,
+) -> (u64, u64)
+where
+    F: Future<Output = Result<(), Error>> + Unpin + Send + 'static,
+{
+    let (first, _) = wait();
     assert_eq!(first, Poll::Ready(Ok(())));
-    let ((), (polled, mut w)) = race(
-        roles,
-        move || {
-            KEYED
-                .0
-                .penalize(&KEY, Duration::from_nanos(10 * T))
-                .unwrap();
-        },
-        wait_keyed,
-    );
+    let ((), (polled, mut w)) = race(roles, penalize, wait);
     assert!(polled.is_pending());
     let w_at = admitted_at(clock, &mut w, &[NOW + 10 * T, NOW + 11 * T]);
-    (w_at, next_free_keyed())
+    (w_at, next_free())
 }
 
 #[test]
@@ -950,17 +961,8 @@ fn penalty_vs_arrival_model() {
 
 /// [`penalty_vs_arrival`] on a direct limiter.
 fn penalty_vs_arrival_direct(roles: Roles) -> (u64, u64) {
-    let (_, clock) = &*DIRECT;
-    let (first, _) = wait_direct();
-    assert_eq!(first, Poll::Ready(Ok(())));
-    let ((), (polled, mut w)) = race(
-        roles,
-        move || DIRECT.0.penalize(Duration::from_nanos(10 * T)),
-        wait_direct,
-    );
-    assert!(polled.is_pending());
-    let w_at = admitted_at(clock, &mut w, &[NOW + 10 * T, NOW + 11 * T]);
-    (w_at, next_free_direct())
+    let penalize = || DIRECT.0.penalize(Duration::from_nanos(10 * T));
+    penalty_vs_arrival_on(roles, &DIRECT.1, penalize, wait_direct, next_free_direct)
 }
 
 #[test]

@@ -171,6 +171,14 @@ async fn axum_refusals_answered_by_a_hook_with_an_axum_body() {
     assert!(json["retry_after"].is_null());
 }
 
+/// The items of list field `field`: each one's value and its integer parameters `a`, `b`.
+fn items(h: &http::HeaderMap, field: &str, [a, b]: [&str; 2]) -> Vec<(Bare, i64, i64)> {
+    parse_list(h, field)
+        .iter()
+        .map(|i| (i.value.clone(), i.int(a), i.int(b)))
+        .collect()
+}
+
 /// Layers nested in a `Router` (a global limit on the app, a per-IP one on one route), and a
 /// handler that answers with an upstream's own fields: every policy's items reach the client,
 /// the inner ones first, and the refusing policy's `Retry-After` stands.
@@ -207,12 +215,6 @@ async fn nested_layers_and_an_upstreams_fields_all_reach_the_client() {
         .layer(global);
     let addr = serve(app).await;
 
-    let items = |h: &http::HeaderMap, field: &str, [a, b]: [&str; 2]| -> Vec<(Bare, i64, i64)> {
-        parse_list(h, field)
-            .iter()
-            .map(|i| (i.value.clone(), i.int(a), i.int(b)))
-            .collect()
-    };
     let s = |n: &str| Bare::Str(n.into());
     let (status, h) = get_path(addr, "/login").await;
     assert_eq!(status, StatusCode::OK);
@@ -265,12 +267,6 @@ async fn nested_layers_of_one_name_announce_the_stricter_policy() {
         .layer(global);
     let addr = serve(app).await;
 
-    let items = |h: &http::HeaderMap, field: &str, [a, b]: [&str; 2]| -> Vec<(Bare, i64, i64)> {
-        parse_list(h, field)
-            .iter()
-            .map(|i| (i.value.clone(), i.int(a), i.int(b)))
-            .collect()
-    };
     let default = || Bare::Str("default".into());
     let (status, h) = get_path(addr, "/").await;
     assert_eq!(status, StatusCode::OK);

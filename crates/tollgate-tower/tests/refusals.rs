@@ -243,11 +243,12 @@ async fn dry_run_never_calls_the_hook() {
     assert_eq!(calls.load(Ordering::Relaxed), 0);
 }
 
-/// A gRPC-Web request (a browser's, over HTTP/1.1) is refused as gRPC too, in its own
-/// content type, which is the only one a gRPC-Web client reads a status from; the hook is
-/// not asked.
-#[tokio::test]
-async fn grpc_web_refusals_answer_in_the_requests_content_type() {
+/// A layer of one request a minute per peer whose refusals go through `json_refusal`, and
+/// how many times that hook was called.
+fn one_a_minute_with_a_counted_hook() -> (
+    impl tower::Layer<HelloService, Service: Served>,
+    Arc<AtomicUsize>,
+) {
     let (_clock, limiter) = manual(Quota::per_minute(1));
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
@@ -257,6 +258,15 @@ async fn grpc_web_refusals_answer_in_the_requests_content_type() {
             json_refusal(refusal)
         })
         .build();
+    (layer, calls)
+}
+
+/// A gRPC-Web request (a browser's, over HTTP/1.1) is refused as gRPC too, in its own
+/// content type, which is the only one a gRPC-Web client reads a status from; the hook is
+/// not asked.
+#[tokio::test]
+async fn grpc_web_refusals_answer_in_the_requests_content_type() {
+    let (layer, calls) = one_a_minute_with_a_counted_hook();
     let mut conn = connect(serve(layer).await).await;
     let (status, _, body) = fetch(&mut conn, &[]).await;
     assert_eq!((status, &body[..]), (StatusCode::OK, &b"hello"[..]));
@@ -282,15 +292,7 @@ async fn grpc_web_refusals_answer_in_the_requests_content_type() {
 /// HTTP/2 connection gets the hook's answer.
 #[tokio::test]
 async fn grpc_refusals_are_trailers_only_and_skip_the_hook() {
-    let (_clock, limiter) = manual(Quota::per_minute(1));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&calls);
-    let layer = RateLimitLayer::builder(limiter, PeerIp::new())
-        .on_refusal(move |refusal| {
-            counted.fetch_add(1, Ordering::Relaxed);
-            json_refusal(refusal)
-        })
-        .build();
+    let (layer, calls) = one_a_minute_with_a_counted_hook();
     let mut client = connect_h2(serve_h2(layer).await).await;
     let admitted = grpc_call(&mut client, &[]).await;
     assert_eq!(admitted.status(), StatusCode::OK);
