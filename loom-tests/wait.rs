@@ -930,13 +930,16 @@ fn penalty_vs_arrival(roles: Roles) -> (u64, u64) {
     penalty_vs_arrival_on(roles, &KEYED.1, penalize, wait_keyed, next_free_keyed)
 }
 
+/// A new wait, polled once, and the wait.
+type FirstPoll<F> = (Poll<Result<(), Error>>, Probe<F>);
+
 /// [`penalty_vs_arrival`] on either limiter: `penalize` it by `10T`, `wait` on it, and the
 /// instant its `next_free` cell is at.
 fn penalty_vs_arrival_on<F>(
     roles: Roles,
     clock: &ManualClock,
     penalize: fn(),
-    wait: fn() -> (Poll<Result<(), Error>>, Probe<F>),
+    wait: fn() -> FirstPoll<F>,
     next_free: fn() -> u64,
 ) -> (u64, u64)
 where
