@@ -14,7 +14,7 @@ use tollgate::{Limiter, MonotonicClock, Quota};
 use crate::breaker::Breaker;
 use crate::cache::LocalCache;
 use crate::conn::Conn;
-use crate::engine::{Engine, Leasing};
+use crate::engine::{Engine, Leasing, internal_key};
 use crate::fault::FaultPolicy;
 use crate::lease::LeaseStore;
 use crate::limiter::FleetLimiter;
@@ -22,6 +22,11 @@ use crate::memory::MemoryPolicy;
 use crate::presence::Presence;
 use crate::server::Server;
 use crate::stats::Counters;
+
+/// The longest timeout, heartbeat and circuit breaker cool-down a builder takes: longer ones
+/// (`Duration::MAX` for "never") are taken as this, a year. Deadlines are `Instant`s and
+/// nanosecond counts, which a longer one would overflow.
+const LONGEST: Duration = Duration::from_secs(365 * 86_400);
 
 /// Builds a [`FleetLimiter`].
 ///
@@ -123,7 +128,7 @@ impl FleetBuilder {
     /// `cool_down`. Without it, while Redis does not answer every check waits out the timeout
     /// first. Counted in [`Stats::circuit_opened`](crate::Stats::circuit_opened) and
     /// [`Stats::short_circuited`](crate::Stats::short_circuited); a `tracing` warning when it
-    /// opens. `failures = 0` turns it off.
+    /// opens. `failures = 0` turns it off. A `cool_down` over a year is taken as a year.
     ///
     /// # Examples
     ///
@@ -149,7 +154,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub fn circuit_breaker(mut self, failures: u32, cool_down: Duration) -> Self {
-        self.breaker = (failures, cool_down);
+        self.breaker = (failures, cool_down.min(LONGEST));
         self
     }
 
@@ -157,7 +162,8 @@ impl FleetBuilder {
     /// A call that times out is a fault; it may still have run on the server. A check of a
     /// key the fast path holds may first wait up to this long for another task's call on the
     /// same key (single flight), so while Redis does not answer, such a check can take up to
-    /// twice the timeout before its fault policy decides.
+    /// twice the timeout before its fault policy decides. A timeout over a year
+    /// (`Duration::MAX`: none) is taken as a year.
     ///
     /// # Examples
     ///
@@ -182,7 +188,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.timeout = timeout.min(LONGEST);
         self
     }
 
@@ -190,6 +196,7 @@ impl FleetBuilder {
     /// [`FaultPolicy::LocalShare`] (default 1 s): a node counts the entries younger than three
     /// of these, so a stopped node drops out of the count within three heartbeats. Each
     /// heartbeat is one small call (a sorted set's `ZADD`, trim and count), in the background.
+    /// A heartbeat over a year is taken as a year.
     ///
     /// # Examples
     ///
@@ -208,7 +215,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub fn heartbeat(mut self, every: Duration) -> Self {
-        self.heartbeat = every;
+        self.heartbeat = every.min(LONGEST);
         self
     }
 
@@ -384,12 +391,10 @@ impl FleetBuilder {
     /// starts the background tasks.
     pub(crate) fn finish(self, conn: Conn) -> FleetLimiter {
         let presence = (self.policy == FaultPolicy::LocalShare).then(|| {
-            let mut key = self.prefix.clone();
-            key.extend_from_slice(b"{fleet}");
             Arc::new(Presence::new(
                 self.heartbeat,
                 conn.clone(),
-                key,
+                internal_key(&self.prefix, b"{fleet}"),
                 self.timeout,
             ))
         });

@@ -633,7 +633,7 @@ impl Engine {
                 let mut shares = Vec::with_capacity(N);
                 for (index, p) in plans.iter().enumerate() {
                     let (limiter, share) = self
-                        .fallback_share(p.quota)
+                        .fallback_share(p.quota, p.n)
                         .map_err(|error| Refused::new(index, error))?;
                     fallback = Some(limiter);
                     shares.push(share);

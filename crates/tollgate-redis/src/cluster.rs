@@ -9,7 +9,7 @@
 //! their slots, as Redis hashes them. A hash tag in the key (`{tenant7}:ip:10.0.0.1`) puts
 //! keys that share it in one slot, which lets [`FleetLimiter::check_all`] check them in one
 //! script; a hash tag in the *prefix* puts every key in one slot (one master does all the
-//! work: don't). The presence set ([`FaultPolicy::LocalShare`]) is `prefix + "{fleet}"`: its
+//! work: don't). The presence set ([`FaultPolicy::LocalShare`]) is `prefix + "\0{fleet}"`: its
 //! own slot, one small call a second per node.
 //!
 //! # What the cluster changes

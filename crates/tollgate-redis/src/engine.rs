@@ -68,11 +68,36 @@ pub(crate) enum Op {
     Peek,
 }
 
+/// The Redis key of the limiter's own `name` (the presence set: `prefix + "\0{fleet}"`),
+/// which no client's key can name.
+///
+/// Every byte string is some client's key, and a client's key is stored at `prefix + key`,
+/// so an internal key at `prefix + name` would be a client's key too: a client named
+/// `{fleet}` (any header a proxy keys on can say so) would run the GCRA script on the
+/// presence set (a type error on every check, each logged as an outage) and a reset of it
+/// would delete the fleet's count. Internal keys start with one NUL byte after the prefix,
+/// and a client's key that starts with a NUL byte gets a second one before it
+/// ([`Engine::redis_key`]): the mapping stays one-to-one, and no client's key starts with a
+/// single NUL byte followed by anything else.
+pub(crate) fn internal_key(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    debug_assert!(name.first() != Some(&0));
+    let mut k = Vec::with_capacity(prefix.len() + 1 + name.len());
+    k.extend_from_slice(prefix);
+    k.push(0);
+    k.extend_from_slice(name);
+    k
+}
+
 impl Engine {
-    /// The Redis key that holds `key`'s state: the prefix, then `key`'s bytes.
+    /// The Redis key that holds `key`'s state: the prefix, then `key`'s bytes, with a NUL
+    /// byte put before a key that starts with one ([`internal_key`]).
     pub(crate) fn redis_key(&self, key: &[u8]) -> Vec<u8> {
-        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        let escape = key.first() == Some(&0);
+        let mut k = Vec::with_capacity(self.prefix.len() + usize::from(escape) + key.len());
         k.extend_from_slice(&self.prefix);
+        if escape {
+            k.push(0);
+        }
         k.extend_from_slice(key);
         k
     }
@@ -327,7 +352,7 @@ impl Engine {
                 Err(self.limited(retry_after, quota.burst()))
             }
             FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
-                let (fallback, share) = self.fallback_share(quota)?;
+                let (fallback, share) = self.fallback_share(quota, n)?;
                 let r = match op {
                     Op::Check => fallback.check_n_with(key, n, share),
                     Op::Peek => fallback.peek_with(key, share),
@@ -344,8 +369,18 @@ impl Engine {
 
     /// The local fallback and this node's share of `quota`, under [`FaultPolicy::Local`] and
     /// [`FaultPolicy::LocalShare`], counted as fallen back; or the refusal when there is no
-    /// share to take. A check and a wait take their share here.
-    pub(crate) fn fallback_share(&self, quota: Quota) -> Result<(&Limiter<[u8]>, Quota), Error> {
+    /// share to take. A check and a wait of `n` cells take their share here.
+    ///
+    /// A call for more cells than the share's burst (but no more than the quota's: callers
+    /// refuse those first) is refused as rate limited, for as long as the share takes to
+    /// fill: the fleet admits it once Redis answers, so `InsufficientCapacity`, which says
+    /// "never, however long you wait" (and which the tower layer answers without a
+    /// `Retry-After`), would be wrong.
+    pub(crate) fn fallback_share(
+        &self,
+        quota: Quota,
+        n: u32,
+    ) -> Result<(&Limiter<[u8]>, Quota), Error> {
         let c = &self.counters;
         let Some(nodes) = self.fallback_nodes() else {
             // No count of the fleet yet: refuse, rather than admit the whole limit.
@@ -357,6 +392,10 @@ impl Engine {
             // The share is not a valid quota (a window beyond 18 years): refuse.
             return Err(self.limited(quota.interval(), quota.burst()));
         };
+        if n > share.burst() {
+            let fill = share.interval().saturating_mul(share.burst());
+            return Err(self.limited(fill, quota.burst()));
+        }
         let fallback = self.fallback.as_ref().expect("built with the policy");
         Ok((fallback, share))
     }

@@ -40,7 +40,10 @@ pub enum FaultPolicy {
     /// `nodes × T`, burst `max(1, b / nodes)`. With `nodes` set to the fleet's size (and a
     /// burst of at least `nodes`) the fleet as a whole stays within the quota's bound while
     /// Redis is away; the local state is not merged into Redis when it comes back. Its
-    /// admissions report the share's `limit`, `remaining` and `reset_after`.
+    /// admissions report the share's `limit`, `remaining` and `reset_after`. A call for more
+    /// cells than the share's burst (and no more than the quota's) is refused as
+    /// [`Error::RateLimited`](tollgate::Error::RateLimited), for the time the share takes to
+    /// fill, not as `InsufficientCapacity`: the fleet admits it once Redis answers.
     Local {
         /// How many nodes share the limit.
         nodes: u32,

@@ -67,13 +67,18 @@ impl FleetLimiter {
         self.inner.quota
     }
 
-    /// The Redis key that holds `key`'s state: the prefix, then `key`'s bytes.
+    /// The Redis key that holds `key`'s state: the prefix, then `key`'s bytes. A key that
+    /// starts with a NUL byte gets a second one before it, so that no key lands on the
+    /// limiter's own keys (the presence set of [`FaultPolicy::LocalShare`](crate::FaultPolicy),
+    /// `prefix + "\0{fleet}"`), whatever a client calls itself.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn f(limiter: tollgate_redis::FleetLimiter) {
     /// assert_eq!(limiter.redis_key("alice"), b"tollgate:alice".to_vec()); // default prefix
+    /// assert_eq!(limiter.redis_key("{fleet}"), b"tollgate:{fleet}".to_vec());
+    /// assert_eq!(limiter.redis_key("\0x"), b"tollgate:\0\0x".to_vec());
     /// # }
     /// ```
     pub fn redis_key(&self, key: impl AsRef<[u8]>) -> Vec<u8> {

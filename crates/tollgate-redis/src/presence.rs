@@ -1,5 +1,6 @@
 //! How many nodes share the limit, learned from Redis: each node's limiter keeps an entry
-//! in one sorted set (`{prefix}fleet`, member: the node's id, score: the server's time of
+//! in one sorted set (`prefix + "\0{fleet}"`, `engine::internal_key`: no client's key names
+//! it), member: the node's id, score: the server's time of
 //! its last heartbeat), refreshes it every heartbeat, and reads back how many entries are
 //! younger than three heartbeats. [`FaultPolicy::LocalShare`](crate::FaultPolicy) divides
 //! the limit by the last count seen, so that N nodes deciding alone while Redis is away

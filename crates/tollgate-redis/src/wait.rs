@@ -282,7 +282,7 @@ async fn on_fault(
 ) -> Result<Admitted, Error> {
     match l.policy {
         FaultPolicy::Local { .. } | FaultPolicy::LocalShare => {
-            let (fallback, share) = l.fallback_share(quota)?;
+            let (fallback, share) = l.fallback_share(quota, n)?;
             let waiting = fallback.until_n_ready_with(key, n, share);
             match max {
                 Some(max) => waiting.within(max).await?,

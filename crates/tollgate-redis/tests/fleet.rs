@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{FAULT_TIMEOUT, RedisServer};
 use tollgate::{Error, Quota};
-use tollgate_redis::{FaultPolicy, FleetLimiter, Source};
+use tollgate_redis::{FaultPolicy, FleetLimiter, Gate, Source};
 
 async fn node(server: &RedisServer, quota: Quota) -> FleetLimiter {
     FleetLimiter::builder(quota)
@@ -616,4 +616,113 @@ async fn an_outage_under_the_default_policy_admits_the_limit_across_the_fleet() 
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// No client's key names the limiter's own keys: a client called `{fleet}` (any header a
+/// proxy keys on can say so) is an ordinary key, and the fleet's count survives it.
+#[tokio::test]
+async fn a_client_named_like_the_presence_set_is_an_ordinary_key() {
+    let server = RedisServer::start();
+    let limiter = FleetLimiter::builder(Quota::per_minute(2)) // a burst of 2
+        .timeout(common::CALM_TIMEOUT)
+        .heartbeat(Duration::from_millis(50))
+        .fault_policy(FaultPolicy::LocalShare)
+        .connect(server.client())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while limiter.stats().fleet_size != 1 {
+        assert!(start.elapsed() < Duration::from_secs(5), "never counted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let presence: &[u8] = b"tollgate:\0{fleet}";
+    let keys: [&[u8]; 5] = [b"{fleet}", b"\0{fleet}", b"\0", b"", b"x"];
+    for key in keys {
+        assert_ne!(limiter.redis_key(key), presence, "{key:?}");
+        for _ in 0..2 {
+            assert_eq!(limiter.check(key).await.unwrap().source(), Source::Redis);
+        }
+        assert!(
+            limiter.check(key).await.unwrap_err().is_rate_limited(),
+            "{key:?}"
+        );
+    }
+    // Five keys, five states: `\0x` and `x` do not share one.
+    assert_eq!(limiter.redis_key("\0x"), b"tollgate:\0\0x".to_vec());
+    assert_eq!(limiter.check("\0x").await.unwrap().source(), Source::Redis);
+    assert!(limiter.reset("{fleet}").await.unwrap());
+    assert!(limiter.reset("\0{fleet}").await.unwrap());
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(presence)
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(exists, "the presence set is still there");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let s = limiter.stats();
+    assert_eq!((s.faults, s.fleet_size), (0, 1));
+}
+
+/// In an outage a node's fallback holds its share of the burst; a call for more than that,
+/// but no more than the burst, is one the fleet admits once Redis answers: rate limited for
+/// now, never `InsufficientCapacity` (which says "never").
+#[tokio::test]
+async fn an_outage_refuses_a_call_larger_than_the_share_as_rate_limited() {
+    let mut server = RedisServer::start();
+    let quota = Quota::per_second(10); // a burst of 10: each of 4 nodes' share is 2
+    let limiter = FleetLimiter::builder(quota)
+        .timeout(FAULT_TIMEOUT)
+        .fault_policy(FaultPolicy::Local { nodes: 4 })
+        .connect(server.client())
+        .await
+        .unwrap();
+    assert_eq!(limiter.check("k").await.unwrap().source(), Source::Redis);
+    server.kill();
+    // The share fills in 2 x 400 ms.
+    let err = limiter.check_n("k", 5).await.unwrap_err();
+    assert!(err.is_rate_limited(), "{err:?}");
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(800)));
+    let err = limiter.until_n_ready("k", 5).await.unwrap_err();
+    assert!(err.is_rate_limited(), "{err:?}");
+    let refused = limiter
+        .check_all([Gate::new("k").n(1), Gate::new("j").n(3)])
+        .await
+        .unwrap_err();
+    assert!(refused.error.is_rate_limited(), "{refused:?}");
+    // More than the burst itself stays "never", with the quota's burst, not the share's.
+    assert!(matches!(
+        limiter.check_n("k", 11).await.unwrap_err(),
+        Error::InsufficientCapacity {
+            requested: 11,
+            burst: 10
+        }
+    ));
+    // Within the share, the fallback admits.
+    let ok = limiter.check_n("k", 2).await.unwrap();
+    assert_eq!((ok.source(), ok.remaining()), (Source::Local, 0));
+}
+
+/// `Duration::MAX` for "no timeout" (or a heartbeat, or a cool-down) is taken as a year,
+/// not an overflow in the first check or in the heartbeat's task.
+#[tokio::test]
+async fn durations_too_long_to_add_are_taken_as_a_year() {
+    let server = RedisServer::start();
+    let limiter = FleetLimiter::builder(Quota::per_second(10))
+        .timeout(Duration::MAX)
+        .heartbeat(Duration::MAX)
+        .circuit_breaker(1, Duration::MAX)
+        .local_cache(100)
+        .fault_policy(FaultPolicy::LocalShare)
+        .connect(server.client())
+        .await
+        .unwrap();
+    for _ in 0..12 {
+        let _ = limiter.check("k").await;
+    }
+    assert!(limiter.check("k").await.unwrap_err().is_rate_limited());
+    let start = Instant::now();
+    while limiter.stats().fleet_size != 1 {
+        assert!(start.elapsed() < Duration::from_secs(5), "never counted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(limiter.stats().faults, 0);
 }
