@@ -486,8 +486,12 @@ fn most_restrictive(items: &[(QuotaUnit, Option<Quota>)], unit: QuotaUnit) -> Op
     best
 }
 
-/// `RateLimit`: the least `r` and, among items, the longest `t` (seconds). `None` if
-/// malformed or no item has `r`.
+/// `RateLimit`: the one item that binds, as `(r, t)` (`t` in seconds). An item with no quota
+/// left (`r=0`) binds for its `t`, the longest of those if there are several; otherwise the
+/// item whose `r` lasts least a second (`r/t` the least: the slowest pace its `r` allows
+/// over its `t`). `r` and `t` come from one item: the least `r` of one policy with the
+/// longest `t` of another would hold a client for a day where a minute's quota is spent, or
+/// pace it far below every policy. `None` if malformed or no item has `r`.
 ///
 /// # Examples
 ///
@@ -496,6 +500,12 @@ fn most_restrictive(items: &[(QuotaUnit, Option<Quota>)], unit: QuotaUnit) -> Op
 /// use tollgate_client::parse_ratelimit;
 ///
 /// assert_eq!(parse_ratelimit("\"a\";r=5;t=1, \"b\";r=0;t=30"), Some((0, Duration::from_secs(30))));
+/// // The minute's quota is spent: wait 5 s, not the day's 80,000.
+/// let spent = "\"minute\";r=0;t=5, \"day\";r=4000;t=80000";
+/// assert_eq!(parse_ratelimit(spent), Some((0, Duration::from_secs(5))));
+/// // 2 in 5 s is 0.4 a second, 4,000 in 80,000 s is 0.05: the day's pace binds.
+/// let both = "\"minute\";r=2;t=5, \"day\";r=4000;t=80000";
+/// assert_eq!(parse_ratelimit(both), Some((4000, Duration::from_secs(80_000))));
 /// assert_eq!(parse_ratelimit("\"a\";r=-1"), None);
 /// ```
 pub fn parse_ratelimit(value: &str) -> Option<(u64, Duration)> {
@@ -507,10 +517,17 @@ pub fn parse_ratelimit(value: &str) -> Option<(u64, Duration)> {
         };
         let Some(r) = r else { continue };
         let t = t.unwrap_or(0);
-        out = Some(match out {
-            None => (r, t),
-            Some((r0, t0)) => (r0.min(r), t0.max(t)),
-        });
+        let binds = match out {
+            None => true,
+            // Spent quotas first, the longest wait among them.
+            Some((0, t0)) => r == 0 && t > t0,
+            Some(_) if r == 0 => true,
+            // r/t < r0/t0, without division (a `t` of 0 lasts no time: never the least).
+            Some((r0, t0)) => u128::from(r) * u128::from(t0) < u128::from(r0) * u128::from(t),
+        };
+        if binds {
+            out = Some((r, t));
+        }
     }
     out.map(|(r, t)| (r, Duration::from_secs(t)))
 }

@@ -296,3 +296,36 @@ fn resets_in_every_form_and_dates_on_the_servers_clock() {
     let s = read_at(&[("date", &date), ("retry-after", "7")]);
     assert_eq!(s.retry_after, Some(Duration::from_secs(7)));
 }
+
+/// Several `RateLimit` items: the one that binds, `r` and `t` from that same item. A spent
+/// minute beside a roomy day holds for the minute; two roomy ones pace at the slower.
+#[test]
+fn several_ratelimit_items_bind_as_the_one_that_binds() {
+    let spent = [
+        ("retry-after", "5"),
+        ("ratelimit", "\"minute\";r=0;t=5, \"day\";r=4000;t=80000"),
+    ];
+    for status in [429, 200] {
+        let s = read(status, &spent);
+        assert_eq!(s.hold(), Some(Duration::from_secs(5)), "{status}");
+        assert_eq!(
+            (s.remaining, s.reset),
+            (Some(0), Some(Duration::from_secs(5)))
+        );
+    }
+    let s = read(200, &[("ratelimit", "\"m\";r=2;t=5, \"d\";r=4000;t=80000")]);
+    assert_eq!(s.hold(), None);
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(4000), Some(Duration::from_secs(80_000)))
+    );
+    // In the other order, and a minute that binds the day.
+    let s = read(
+        200,
+        &[("ratelimit", "\"d\";r=4000;t=80000, \"m\";r=1;t=60")],
+    );
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(1), Some(Duration::from_secs(60)))
+    );
+}
