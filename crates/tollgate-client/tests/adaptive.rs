@@ -235,3 +235,20 @@ fn a_wait_on_fake_time_honours_the_retry_after_push() {
     clock.advance(Duration::from_millis(1));
     assert!(matches!(poll(), std::task::Poll::Ready(Ok(()))));
 }
+
+/// A policy slower than the floor is paced to, not to the floor: one request in 30 s where
+/// the server announces two a minute, with the default floor of 0.1 a second. A throttle
+/// under it leaves it there (the floor bounds what throttles do, and never raises a rate).
+#[test]
+fn a_policy_slower_than_the_floor_is_paced_to_exactly() {
+    let rates = AdaptiveRate::new(AdaptiveConfig::new(1.0));
+    let policy = Quota::new(2, Duration::from_secs(60));
+    rates.announce("slow.example", policy);
+    assert!((rates.rate("slow.example") - 1.0 / 30.0).abs() < 1e-9);
+    rates.throttled("slow.example", None);
+    assert!((rates.rate("slow.example") - 1.0 / 30.0).abs() < 1e-9);
+    // Above the floor, a throttle under the policy still lowers the rate (to 0.8 of it).
+    rates.announce("fast.example", Quota::per_second(1));
+    rates.throttled("fast.example", None);
+    assert!((rates.rate("fast.example") - 0.8).abs() < 1e-9);
+}

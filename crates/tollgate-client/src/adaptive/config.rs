@@ -29,7 +29,8 @@ pub const MIN_RATE: f64 = 1.0 / 86_400.0;
 ///   before `confirm` successes forgets the safe rate (the server slowed down) and
 ///   decreases.
 /// * An **announced policy** replaces probing: the key is paced at exactly the announced
-///   rate (clamped to floor and ceiling). It is trusted for its window (or
+///   rate (at most the ceiling; a policy slower than the floor is kept, throttles then
+///   never raise or lower it). It is trusted for its window (or
 ///   [`announcement_ttl`](AdaptiveConfig::announcement_ttl)) from the last response that
 ///   carried it, then the key goes back to learning from that rate. A throttle under it
 ///   lowers the rate below it (the quota is shared with other clients, or smaller than
@@ -125,7 +126,8 @@ impl AdaptiveConfig {
     }
 
     /// The lowest rate a key is slowed to by throttles (a `Retry-After` can still hold it
-    /// back longer).
+    /// back longer). A server's announced policy or `Crawl-delay` may ask for a slower one,
+    /// which is kept: throttles then leave it where it is.
     ///
     /// # Panics
     ///

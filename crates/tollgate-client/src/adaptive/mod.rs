@@ -379,7 +379,8 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     }
 
     /// The server announced its policy for `key` (`RateLimit-Policy`, `X-RateLimit-Limit`):
-    /// the key is paced at exactly that rate, clamped to floor and ceiling, and successes no
+    /// the key is paced at exactly that rate (at most the ceiling; below the floor too if the
+    /// server asks: the floor bounds only what throttles do), and successes no
     /// longer probe above it. It is trusted for the policy's window (or the configuration's
     /// [`announcement_ttl`](AdaptiveConfig::announcement_ttl)) from now; then the key goes
     /// back to learning, from the rate it was paced at. A throttle under it lowers the rate

@@ -226,9 +226,12 @@ impl KeyRate {
         }
     }
 
+    /// Sets the key's rate within its ceiling and the floor; a key already below the floor
+    /// (an announced policy slower than it) is never raised by a decrease.
     fn set_rate(&mut self, rate: f64, config: &AdaptiveConfig, from: Timestamp) {
         let ceiling = self.ceiling(config);
-        self.snap.rate = rate.clamp(config.floor.min(ceiling), ceiling);
+        let lowest = config.floor.min(ceiling).min(self.snap.rate);
+        self.snap.rate = rate.clamp(lowest, ceiling);
         self.since = from;
         self.confirmed = 0;
     }
@@ -327,7 +330,8 @@ impl KeyRate {
         self.snap.last_signal = Signal::Throttled { retry_after };
     }
 
-    /// The server announced `policy` at `now`: pace to it, within floor and ceiling, and
+    /// The server announced `policy` at `now`: pace to it, under the ceiling (and under the
+    /// floor if it says so: the floor bounds what throttles do, not what a server asks), and
     /// trust it until `now + ttl` (its window if `ttl` is `None`). A renewal of the same
     /// policy keeps a rate that throttles under it lowered; a new policy starts over at
     /// its rate.
@@ -340,7 +344,7 @@ impl KeyRate {
     ) {
         self.expire(now);
         let ceiling = self.own_ceiling(config);
-        let rate = rate_of(policy).clamp(config.floor.min(ceiling), ceiling);
+        let rate = rate_of(policy).clamp(MIN_RATE.min(ceiling), ceiling);
         let paced = if rate == rate_of(policy) {
             policy
         } else {
