@@ -147,18 +147,26 @@ impl fmt::Debug for PoliteLayer {
 }
 
 /// The default key: the URI's host and port (the scheme's default port if none is given),
-/// lower-cased, as `host:port`.
+/// lower-cased, as `host:port`. A fully qualified name's trailing dot is dropped: it names
+/// the same host, which would otherwise be paced twice as fast under its two spellings.
 ///
 /// # Examples
 ///
 /// ```
-/// let req = http::Request::get("https://Example.COM/a").body(()).unwrap();
-/// let (parts, _) = req.into_parts();
-/// assert_eq!(tollgate_client::host_key(&parts).as_deref(), Some("example.com:443"));
+/// let key = |uri: &str| {
+///     let (parts, _) = http::Request::get(uri).body(()).unwrap().into_parts();
+///     tollgate_client::host_key(&parts)
+/// };
+/// assert_eq!(key("https://Example.COM/a").as_deref(), Some("example.com:443"));
+/// assert_eq!(key("https://example.com./a").as_deref(), Some("example.com:443"));
 /// ```
 pub fn host_key(parts: &Parts) -> Option<String> {
     let uri = &parts.uri;
     let host = uri.host()?;
+    let host = host
+        .strip_suffix('.')
+        .filter(|h| !h.is_empty())
+        .unwrap_or(host);
     let port = uri.port_u16().or(match uri.scheme_str() {
         Some("https") => Some(443),
         Some("http") | None => Some(80),
