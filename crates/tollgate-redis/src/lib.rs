@@ -14,7 +14,9 @@
 //!   a round trip, while a tight upper bound on the server's clock (the smallest seen over
 //!   all replies, aged for drift: `src/offset.rs`) says Redis would refuse too: an abusive
 //!   client costs about one round trip per interval, not one per request. The cache is
-//!   bounded.
+//!   bounded. On a Redis Cluster the bound is one for all masters, so masters whose clocks
+//!   are `d` apart can make a local refusal last up to `d` longer than its master's own
+//!   (`src/cluster.rs`, "What the cluster changes").
 //! * **Leases for hot keys** (opt-in, [`FleetBuilder::lease`]). A check that finds no leased
 //!   cells takes up to `k` cells that are available now in its one round trip and spends
 //!   the rest locally until `max_hold` (`L`) after it sent the request: a key admitted at a
