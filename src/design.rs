@@ -517,8 +517,8 @@
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
 //!   batch in hand gets 2.1–2.5x through `check_batch_at` (29–32 against 67–70 ns in the
 //!   same rounds), 1.13–1.20x an ideal of tollgate's footprint: what remains is the footprint.
-//! * C: memory met; time growing at the line (Intel 0.90–0.96x governor; AMD 0.76–0.87x,
-//!   median 0.78, in the last set), met presized (0.68x) and through `check_batch_at`
+//! * C: memory met; time growing at the line (Intel 0.90–0.96x governor; AMD 0.63–0.74x in
+//!   the last set, 0.76–0.87x in the one before), met presized (0.68x) and through `check_batch_at`
 //!   (0.53–0.55x: much of an insert is misses). Churn: met.
 //! * F: a refused key met (1.8–1.9x a hit), an evicting one missed (Intel 2.3x, AMD 2.7–3.1x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
