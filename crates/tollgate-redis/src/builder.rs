@@ -23,7 +23,7 @@ use crate::presence::Presence;
 use crate::server::Server;
 use crate::stats::Counters;
 
-/// The longest timeout, heartbeat and circuit breaker cool-down a builder takes: longer ones
+/// The longest timeout, heartbeat, circuit breaker cool-down and lease hold a builder takes: longer ones
 /// (`Duration::MAX` for "never") are taken as this, a year. Deadlines are `Instant`s and
 /// nanosecond counts, which a longer one would overflow.
 const LONGEST: Duration = Duration::from_secs(365 * 86_400);
@@ -88,7 +88,8 @@ impl FleetBuilder {
     pub const DEFAULT_CACHE: usize = 65_536;
 
     /// The prefix of every Redis key (default `"tollgate:"`). A key `k` is stored as
-    /// `prefix + k`, bytes as given. On Redis Cluster, each call touches one key, so any
+    /// `prefix + k`, bytes as given (a `k` that starts with a NUL byte gets a second one,
+    /// [`FleetLimiter::redis_key`]). On Redis Cluster, each call touches one key, so any
     /// prefix works; put a hash tag in the *key* (`"{tenant}:user"`) to keep keys together.
     ///
     /// # Examples
@@ -316,6 +317,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub fn lease(mut self, cells: u32, max_hold: Duration) -> Self {
+        let max_hold = max_hold.min(LONGEST);
         self.lease = (cells > 1 && !max_hold.is_zero()).then_some((cells, max_hold));
         self
     }

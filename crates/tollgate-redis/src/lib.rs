@@ -44,7 +44,7 @@
 //! * **Redis Cluster.** [`FleetBuilder::connect_cluster`] runs the same limiter on a
 //!   cluster through the `redis` crate's async cluster client (`MOVED`/`ASK` followed,
 //!   `NOSCRIPT` from any master answered by `EVAL` with the text there). Keys keep
-//!   the single-server format, `prefix + key`: every call touches one key, so each key's
+//!   the single-server format, `prefix + key` ([`FleetLimiter::redis_key`]): every call touches one key, so each key's
 //!   state is in one slot. A failover costs up to about one burst per key written in the dead
 //!   master's last replication lag (`b + floor(lag / T)`), plus what the fault policy
 //!   admits in the gap (`src/cluster.rs`).

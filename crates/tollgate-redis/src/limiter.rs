@@ -211,7 +211,8 @@ impl FleetLimiter {
     /// [`Error::RateLimited`] if bounded and the cell is further off than the bound (nothing is
     /// reserved), or Redis is away under
     /// [`FaultPolicy::FailClosed`](crate::FaultPolicy::FailClosed) (or the local fallback's bounded
-    /// wait is too long).
+    /// wait is too long, or, bounded or not, the call asks more cells than this node's share
+    /// of the burst: [`FaultPolicy::Local`](crate::FaultPolicy::Local)).
     ///
     /// # Cancel safety
     ///

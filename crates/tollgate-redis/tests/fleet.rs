@@ -725,4 +725,14 @@ async fn durations_too_long_to_add_are_taken_as_a_year() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(limiter.stats().faults, 0);
+    // A lease held "forever" is held a year: the first lease does not overflow.
+    let leasing = FleetLimiter::builder(Quota::per_second(10))
+        .lease(4, Duration::MAX)
+        .connect(server.client())
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        leasing.check("hot").await.unwrap();
+    }
+    assert!(leasing.check("hot").await.unwrap_err().is_rate_limited());
 }
