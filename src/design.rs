@@ -617,7 +617,8 @@
 //!
 //! ## 10. Rates learned from the server, and the client
 //!
-//! `tollgate_client::AdaptiveRate` keeps, per key, a rate between a floor and a ceiling and
+//! `tollgate_client::AdaptiveRate` keeps, per key, a rate under a ceiling (and, as far as
+//! throttles go, above a floor: an announced policy may be slower) and
 //! paces the key through a keyed [`Limiter`](crate::Limiter) with per-call quotas
 //! (`until_ready_with`, burst 1); a server's `Retry-After` is a `penalize` of the key. It
 //! lives in `tollgate-client`, over the core's public primitives (per-call quotas,
@@ -668,7 +669,7 @@
 //!
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
-//! | each signal moves the rate as documented, within floor and ceiling | the pure rules in `state.rs` | `crates/tollgate-client/tests/adaptive.rs` (manual clock), unit tests in its `src/adaptive/state.rs` |
+//! | each signal moves the rate as documented, under the ceiling; throttles never below the floor nor raise a rate | the pure rules in `state.rs` | `crates/tollgate-client/tests/adaptive.rs` (manual clock), unit tests in its `src/adaptive/state.rs` |
 //! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `crates/tollgate-client/tests/adaptive.rs::retry_after_pushes…` |
 //! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `crates/tollgate-client/tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |

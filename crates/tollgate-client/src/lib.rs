@@ -42,8 +42,8 @@
 //!   A request that should not wait that long is bounded by [`PoliteLayer::max_wait`]
 //!   (off by default): past it, it fails at once with [`PoliteError::Held`], which says
 //!   when the host opens again ([`PoliteError::held_until`]).
-//! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key between a floor
-//!   and a ceiling ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
+//! * [`AdaptiveRate`] is the rate half alone, without HTTP: a rate per key under a ceiling
+//!   and, for throttles, above a floor ([`AdaptiveConfig`]), moved by `success`, `throttled` and `announce`,
 //!   each key paced through a keyed [`tollgate::Limiter`] with per-call quotas.
 //! * GET, HEAD and OPTIONS requests (PUT, DELETE and a POST with an `Idempotency-Key`
 //!   header too, after [`RetryPolicy::retry_writes`]) are retried on 429, 5xx and the transport

@@ -63,9 +63,11 @@ impl<K: Hash + Eq, V> Lru<K, V> {
         {
             self.map.remove::<K>(&oldest);
         }
+        // `new` first: if it panics, the map and its order still agree.
+        let value = new();
         let owned = key.to_owned();
         self.order.insert(tick, owned.clone());
-        let entry = self.map.entry(owned).or_insert_with(|| (new(), tick));
+        let entry = self.map.entry(owned).or_insert((value, tick));
         f(&mut entry.0)
     }
 
@@ -156,5 +158,11 @@ mod tests {
         assert_eq!(m.get("k9998"), Some(&9998));
         assert_eq!(m.get("k9900"), None);
         assert_eq!(m.order.len(), m.len());
+        // A panicking `new` leaves the two in step.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            m.with("boom", || panic!("no value"), |_| ())
+        }));
+        assert!(panicked.is_err());
+        assert_eq!((m.get("boom"), m.order.len()), (None, m.len()));
     }
 }

@@ -155,7 +155,9 @@ pub struct ServerSignal {
     /// A policy item in a unit the client cannot measure (`"concurrent-requests"`, or
     /// another), which is ignored: the first such unit, if any.
     pub ignored_unit: Option<QuotaUnit>,
-    /// Requests left (`RateLimit`'s `r`, or `X-RateLimit-Remaining`), the least over items.
+    /// Requests left (`RateLimit`'s `r`, or `X-RateLimit-Remaining`): of several `RateLimit`
+    /// items, the one that binds ([`parse_ratelimit`](crate::parse_ratelimit)), whose `t` is
+    /// `reset`.
     pub remaining: Option<u64>,
     /// When the quota is back in full (`RateLimit`'s `t`, or `X-RateLimit-Reset`: delta
     /// seconds, Unix seconds above 10⁹, Unix milliseconds above 10¹², each with an optional
@@ -486,12 +488,14 @@ fn most_restrictive(items: &[(QuotaUnit, Option<Quota>)], unit: QuotaUnit) -> Op
     best
 }
 
-/// `RateLimit`: the one item that binds, as `(r, t)` (`t` in seconds). An item with no quota
-/// left (`r=0`) binds for its `t`, the longest of those if there are several; otherwise the
-/// item whose `r` lasts least a second (`r/t` the least: the slowest pace its `r` allows
-/// over its `t`). `r` and `t` come from one item: the least `r` of one policy with the
-/// longest `t` of another would hold a client for a day where a minute's quota is spent, or
-/// pace it far below every policy. `None` if malformed or no item has `r`.
+/// `RateLimit`: the one item that binds, as `(r, t)` (`t` in seconds), `r` and `t` from that
+/// same item. An item with no quota left (`r=0`) and a reset to wait for (`t > 0`) binds,
+/// the longest `t` of those if there are several; otherwise the item whose `r` lasts least
+/// a second among those resetting in more than a second (the least `r/t`: the slowest pace
+/// its `r` allows, and the only items a pace is spread over); otherwise the least `r`. The
+/// least `r` of one policy with the longest `t` of another would hold a client for a day
+/// where a minute's quota is spent, or pace it far below every policy. `None` if malformed
+/// or no item has `r`.
 ///
 /// # Examples
 ///
@@ -506,10 +510,20 @@ fn most_restrictive(items: &[(QuotaUnit, Option<Quota>)], unit: QuotaUnit) -> Op
 /// // 2 in 5 s is 0.4 a second, 4,000 in 80,000 s is 0.05: the day's pace binds.
 /// let both = "\"minute\";r=2;t=5, \"day\";r=4000;t=80000";
 /// assert_eq!(parse_ratelimit(both), Some((4000, Duration::from_secs(80_000))));
+/// // A second's quota resets too soon to pace by: the minute's binds.
+/// let second = "\"s\";r=1;t=1, \"m\";r=90;t=60";
+/// assert_eq!(parse_ratelimit(second), Some((90, Duration::from_secs(60))));
 /// assert_eq!(parse_ratelimit("\"a\";r=-1"), None);
 /// ```
 pub fn parse_ratelimit(value: &str) -> Option<(u64, Duration)> {
     let members = parse_list(value)?;
+    // Which rule an item falls under (the lower binds first): a spent quota with a reset
+    // ahead, a pace (reset more than a second ahead), anything else.
+    let class = |r: u64, t: u64| match (r, t) {
+        (0, 1..) => 0,
+        (_, 2..) => 1,
+        _ => 2,
+    };
     let mut out: Option<(u64, u64)> = None;
     for m in &members {
         let (Ok(r), Ok(t)) = (m.int("r"), m.int("t")) else {
@@ -519,11 +533,16 @@ pub fn parse_ratelimit(value: &str) -> Option<(u64, Duration)> {
         let t = t.unwrap_or(0);
         let binds = match out {
             None => true,
-            // Spent quotas first, the longest wait among them.
-            Some((0, t0)) => r == 0 && t > t0,
-            Some(_) if r == 0 => true,
-            // r/t < r0/t0, without division (a `t` of 0 lasts no time: never the least).
-            Some((r0, t0)) => u128::from(r) * u128::from(t0) < u128::from(r0) * u128::from(t),
+            Some((r0, t0)) => match class(r, t).cmp(&class(r0, t0)) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                std::cmp::Ordering::Equal => match class(r, t) {
+                    0 => t > t0,
+                    // r/t < r0/t0, without division.
+                    1 => u128::from(r) * u128::from(t0) < u128::from(r0) * u128::from(t),
+                    _ => r < r0,
+                },
+            },
         };
         if binds {
             out = Some((r, t));

@@ -252,3 +252,18 @@ fn a_policy_slower_than_the_floor_is_paced_to_exactly() {
     rates.throttled("fast.example", None);
     assert!((rates.rate("fast.example") - 0.8).abs() < 1e-9);
 }
+
+/// After a slow announcement expires the key learns again from its rate, below the floor
+/// and under a ceiling above it: a throttle there must not raise it to the floor.
+#[test]
+fn a_throttle_never_raises_a_rate_below_the_floor() {
+    let clock = ManualClock::new();
+    let rates = AdaptiveRate::<str>::with_clock(AdaptiveConfig::new(1.0), clock.clone());
+    rates.announce("slow.example", Quota::new(2, Duration::from_secs(60)));
+    clock.advance(Duration::from_secs(61)); // the announcement's window is over
+    let before = rates.rate("slow.example");
+    assert!((before - 1.0 / 30.0).abs() < 1e-9, "{before}");
+    rates.throttled("slow.example", None);
+    let after = rates.rate("slow.example");
+    assert!(after <= before, "{before} -> {after}");
+}

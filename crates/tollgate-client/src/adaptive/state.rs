@@ -226,12 +226,20 @@ impl KeyRate {
         }
     }
 
-    /// Sets the key's rate within its ceiling and the floor; a key already below the floor
-    /// (an announced policy slower than it) is never raised by a decrease.
+    /// Sets the key's rate within its ceiling and the floor (or a safe rate known below the
+    /// floor); a decrease never raises it: a key already below the floor (an announced
+    /// policy slower than it) stays where it is.
     fn set_rate(&mut self, rate: f64, config: &AdaptiveConfig, from: Timestamp) {
         let ceiling = self.ceiling(config);
-        let lowest = config.floor.min(ceiling).min(self.snap.rate);
-        self.snap.rate = rate.clamp(lowest, ceiling);
+        let lowest = config
+            .floor
+            .min(ceiling)
+            .min(self.snap.safe.unwrap_or(f64::INFINITY));
+        let mut set = rate.clamp(lowest, ceiling);
+        if rate < self.snap.rate {
+            set = set.min(self.snap.rate);
+        }
+        self.snap.rate = set;
         self.since = from;
         self.confirmed = 0;
     }
