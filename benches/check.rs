@@ -439,6 +439,11 @@ fn lock_alone(checks: usize) -> RoundFn<'static> {
 
 // ---------------------------------------------------------------------------------------
 // C. insert many new live keys
+//
+// Every round of every subject runs in a fresh child process (this executable again), as a
+// program that starts and meets a flood of new keys: its table's pages are faulted in as it
+// grows, where a process that has run other rounds would reuse pages the allocator kept.
+// The anchors harness times C the same way, so the two agree on the governor row.
 
 #[derive(Debug, Clone, Copy)]
 struct CRound {
@@ -446,15 +451,29 @@ struct CRound {
     reported: Option<usize>,
     held: usize,
     remembered: Option<bool>,
+    mem: Mem,
 }
 
-/// One round of C: `fill` inserts `keys` into a fresh `S` (returning how many it
-/// admitted), timed; then what the limiter holds.
+/// Memory of one filled limiter, as its child process saw it.
+#[derive(Debug, Clone, Copy)]
+struct Mem {
+    /// RSS after the inserts minus RSS just before building the limiter.
+    rss_delta: usize,
+    /// Peak RSS (`VmHWM`) after the inserts minus RSS before building: includes the old and
+    /// new tables that coexist while a hash table grows.
+    peak_delta: usize,
+}
+
+/// One round of C, in a child: `fill` inserts `keys` into a fresh `S` (returning how many
+/// it admitted), timed; then what the limiter holds and the memory it added.
 fn c_round<S: Subject>(keys: &[u64], verify: bool, fill: impl FnOnce(&S, &[u64]) -> u64) -> CRound {
+    let before = rss_bytes().expect("/proc/self/statm");
     let s = S::build(LIVE, keys.len());
     let start = Instant::now();
     let ok = fill(&s, keys);
     let ns = start.elapsed().as_nanos() as f64 / keys.len() as f64;
+    let after = rss_bytes().expect("/proc/self/statm");
+    let peak = peak_rss_bytes().expect("/proc/self/status");
     assert_eq!(ok, keys.len() as u64, "{}: C denied a new key", S::NAME);
     CRound {
         ns,
@@ -464,6 +483,10 @@ fn c_round<S: Subject>(keys: &[u64], verify: bool, fill: impl FnOnce(&S, &[u64])
             s.verify_remembered(keys)
         } else {
             None
+        },
+        mem: Mem {
+            rss_delta: after.saturating_sub(before),
+            peak_delta: peak.saturating_sub(before),
         },
     }
 }
@@ -498,68 +521,21 @@ fn scenario_c_batch(keys: &[u64], verify: bool) -> CRound {
     c_round::<Tollgate>(keys, verify, fill_in_batches)
 }
 
-/// Memory of one filled limiter, measured in a fresh child process so that memory freed
-/// by earlier rounds (and kept resident by the allocator) cannot hide new allocations.
-#[derive(Debug, Clone, Copy)]
-struct Mem {
-    /// RSS after the inserts minus RSS just before building the limiter.
-    rss_delta: usize,
-    /// Peak RSS (`VmHWM`) after the inserts minus RSS before building: includes the old and
-    /// new tables that coexist while a hash table grows.
-    peak_delta: usize,
-}
-
-/// The child's side: build, fill, print the RSS figures on one line.
-fn c_memory_child<S: Subject>(n: usize) {
-    c_memory_filled::<S>(n, fill_one_by_one);
-}
-
-/// [`c_memory_child`] for the limiter filled by [`fill_in_batches`].
-fn c_memory_child_batch(n: usize) {
-    c_memory_filled::<Tollgate>(n, fill_in_batches);
-}
-
-/// Builds an `S`, fills it with C's `n` keys by `fill`, and reports the memory it added.
-fn c_memory_filled<S: Subject>(n: usize, fill: impl FnOnce(&S, &[u64]) -> u64) {
-    let keys = Rng::new(0xC).keys(n);
-    report_memory(|| {
-        let s = S::build(LIVE, n);
-        assert_eq!(fill(&s, &keys), n as u64, "{}: C denied a new key", S::NAME);
-        s
-    });
-}
-
-/// Prints the RSS that `fill` adds, at its end (with what it returns still held) and at
-/// the peak.
-fn report_memory<T>(fill: impl FnOnce() -> T) {
-    let before = rss_bytes().expect("/proc/self/statm");
-    let filled = fill();
-    let after = rss_bytes().expect("/proc/self/statm");
-    let peak = peak_rss_bytes().expect("/proc/self/status");
-    println!(
-        "{CHILD_TAG} {} {}",
-        after.saturating_sub(before),
-        peak.saturating_sub(before)
-    );
-    drop(filled);
-}
-
 const CHILD_ENV: &str = "TOLLGATE_BENCH_CHILD";
 const CHILD_KEYS_ENV: &str = "TOLLGATE_BENCH_CHILD_KEYS";
+const CHILD_VERIFY_ENV: &str = "TOLLGATE_BENCH_CHILD_VERIFY";
 const CHILD_TAG: &str = "TOLLGATE_BENCH_CHILD_RESULT";
 
-/// A limiter of scenario C: its in-process timing round and its child memory measurement.
+/// A limiter of scenario C and its round.
 struct CSubject {
     name: &'static str,
-    time: fn(&[u64], bool) -> CRound,
-    memory: fn(usize),
+    round: fn(&[u64], bool) -> CRound,
 }
 
 const fn c_subject<S: Subject>() -> CSubject {
     CSubject {
         name: S::NAME,
-        time: scenario_c::<S>,
-        memory: c_memory_child::<S>,
+        round: scenario_c::<S>,
     }
 }
 
@@ -571,53 +547,88 @@ const C_SUBJECTS: [CSubject; 6] = [
     c_subject::<TollgatePresized>(),
     CSubject {
         name: C_BATCH,
-        time: scenario_c_batch,
-        memory: c_memory_child_batch,
+        round: scenario_c_batch,
     },
     c_subject::<Governor>(),
     c_subject::<Naive>(),
     c_subject::<Ideal>(),
 ];
 
-/// Runs this executable again as a child measuring subject `index` of [`C_SUBJECTS`].
-fn c_memory_in_child(index: usize, n: usize) -> Option<Mem> {
-    let exe = std::env::current_exe().ok()?;
+/// Runs this executable again as a child that plays one round of subject `index` of
+/// [`C_SUBJECTS`] on `n` keys, and reads its result. A child that fails fails the bench:
+/// a round left out would bias the median.
+fn c_round_in_child(index: usize, n: usize, verify: bool) -> CRound {
+    let name = C_SUBJECTS[index].name;
+    let exe = std::env::current_exe().expect("this executable's path");
     let out = std::process::Command::new(exe)
         .env(CHILD_ENV, index.to_string())
         .env(CHILD_KEYS_ENV, n.to_string())
+        .env(CHILD_VERIFY_ENV, u8::from(verify).to_string())
         .stderr(std::process::Stdio::inherit())
         .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "  C    child for {} failed: {}",
-            C_SUBJECTS[index].name, out.status
-        );
-        return None;
-    }
+        .unwrap_or_else(|e| panic!("C: cannot start the child for {name}: {e}"));
+    assert!(
+        out.status.success(),
+        "C: the child for {name} failed: {}",
+        out.status
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().find(|l| l.starts_with(CHILD_TAG))?;
-    let mut fields = line
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse::<usize>().ok());
-    Some(Mem {
-        rss_delta: fields.next()??,
-        peak_delta: fields.next()??,
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(CHILD_TAG))
+        .unwrap_or_else(|| panic!("C: the child for {name} printed no result"));
+    parse_round(line).unwrap_or_else(|| panic!("C: the child for {name} printed {line:?}"))
+}
+
+/// A child's result line (after [`CHILD_TAG`]): `ns rss peak held reported remembered`, the
+/// last two `-` where the limiter cannot tell.
+fn parse_round(line: &str) -> Option<CRound> {
+    let mut f = line.split_whitespace();
+    let ns = f.next()?.parse().ok()?;
+    let rss_delta = f.next()?.parse().ok()?;
+    let peak_delta = f.next()?.parse().ok()?;
+    let held = f.next()?.parse().ok()?;
+    let reported = match f.next()? {
+        "-" => None,
+        b => Some(b.parse().ok()?),
+    };
+    let remembered = match f.next()? {
+        "-" => None,
+        r => Some(r == "1"),
+    };
+    Some(CRound {
+        ns,
+        reported,
+        held,
+        remembered,
+        mem: Mem {
+            rss_delta,
+            peak_delta,
+        },
     })
 }
 
-/// If this process is a scenario-C memory child, does its job and returns `true`.
+/// If this process is a scenario-C child, plays its round, prints the result and returns
+/// `true`.
 fn run_as_child() -> bool {
     let Ok(index) = std::env::var(CHILD_ENV) else {
         return false;
     };
-    let index: usize = index.parse().expect("child index");
-    let n: usize = std::env::var(CHILD_KEYS_ENV)
-        .expect("child key count")
-        .parse()
-        .expect("child key count");
-    (C_SUBJECTS[index].memory)(n);
+    let var = |name: &str| -> usize {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("C child: {name} unset or not a number"))
+    };
+    let index: usize = index.parse().expect("C child: subject index");
+    let keys = Rng::new(0xC).keys(var(CHILD_KEYS_ENV));
+    let r = (C_SUBJECTS[index].round)(&keys, var(CHILD_VERIFY_ENV) == 1);
+    let reported = r.reported.map_or_else(|| "-".to_owned(), |b| b.to_string());
+    let remembered = r.remembered.map_or("-", |ok| if ok { "1" } else { "0" });
+    println!(
+        "{CHILD_TAG} {} {} {} {} {reported} {remembered}",
+        r.ns, r.mem.rss_delta, r.mem.peak_delta, r.held
+    );
     true
 }
 
@@ -625,41 +636,45 @@ struct CResult {
     name: &'static str,
     ns: Summary,
     rounds: Vec<CRound>,
-    mem: Option<Mem>,
+}
+
+impl CResult {
+    /// The most memory any round's child saw the limiter add: the rounds insert the same
+    /// keys, so they differ only by the allocator's luck.
+    fn mem(&self) -> Mem {
+        let most = |f: fn(&CRound) -> usize| self.rounds.iter().map(f).max().unwrap_or(0);
+        Mem {
+            rss_delta: most(|r| r.mem.rss_delta),
+            peak_delta: most(|r| r.mem.peak_delta),
+        }
+    }
 }
 
 fn run_c(cfg: &Config) -> Vec<CResult> {
-    let keys = Rng::new(0xC).keys(cfg.c_keys);
     let mut rounds: Vec<Vec<CRound>> = vec![Vec::new(); C_SUBJECTS.len()];
     for round in 0..cfg.c_rounds {
         for j in 0..C_SUBJECTS.len() {
             let i = (round + j) % C_SUBJECTS.len();
-            let CSubject { name, time, .. } = C_SUBJECTS[i];
-            let r = time(&keys, round == 0);
-            eprintln!("  C    {name:<18} round {round}: {} ns/key", sig(r.ns));
+            let r = c_round_in_child(i, cfg.c_keys, round == 0);
+            eprintln!(
+                "  C    {:<18} round {round}: {} ns/key, RSS +{} MiB, peak +{} MiB",
+                C_SUBJECTS[i].name,
+                sig(r.ns),
+                r.mem.rss_delta >> 20,
+                r.mem.peak_delta >> 20
+            );
             rounds[i].push(r);
         }
     }
-    drop(keys);
     C_SUBJECTS
         .iter()
         .zip(rounds)
-        .enumerate()
-        .map(|(i, (CSubject { name, .. }, rounds))| {
+        .map(|(CSubject { name, .. }, rounds)| {
             let ns: Vec<f64> = rounds.iter().map(|r| r.ns).collect();
-            let mem = c_memory_in_child(i, cfg.c_keys);
-            if let Some(m) = mem {
-                eprintln!(
-                    "  C    {name:<18} fresh process: RSS +{} MiB, peak +{} MiB",
-                    m.rss_delta >> 20,
-                    m.peak_delta >> 20
-                );
-            }
             CResult {
                 name,
                 ns: Summary::of(&ns),
                 rounds,
-                mem,
             }
         })
         .collect()
@@ -880,7 +895,7 @@ fn bytes_per_key(r: &CResult, n: usize) -> Option<(f64, &'static str)> {
                 "stats"
             },
         )),
-        None => r.mem.map(|m| (m.rss_delta as f64 / n as f64, "RSS")),
+        None => Some((r.mem().rss_delta as f64 / n as f64, "RSS")),
     }
 }
 
@@ -901,10 +916,8 @@ fn print_c_table(c: &[CResult], n: usize) {
             |b| format!("{:.1} B", b as f64 / n as f64),
         );
         let per_key = |b: usize| format!("{:.1} B", b as f64 / n as f64);
-        let (rss, peak) = r.mem.map_or_else(
-            || ("–".to_owned(), "–".to_owned()),
-            |m| (per_key(m.rss_delta), per_key(m.peak_delta)),
-        );
+        let mem = r.mem();
+        let (rss, peak) = (per_key(mem.rss_delta), per_key(mem.peak_delta));
         let held = if r.name == Ideal::NAME {
             "n/a (no collision handling)".to_owned()
         } else {
