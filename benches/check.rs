@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench check                                  # full run (~2 min on 2 cores)
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench check           # smoke run (< 30 s)
+//! TOLLGATE_BENCH_ROUNDS=15 cargo bench --bench check         # 15 rounds (default 7; C: 5)
 //! cargo bench --bench check --no-default-features            # SipHash instead of foldhash
 //! TOLLGATE_BENCH_SCENARIOS=ABE cargo bench --bench check     # a subset (letters of PXABCDEF)
 //! ```

@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --bench churn                         # full run
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench churn  # smoke run
+//! TOLLGATE_BENCH_ROUNDS=3 cargo bench --bench churn  # 3 rounds a rate (default 7)
 //! TOLLGATE_BENCH_KEEP_MS=1000 cargo bench --bench churn  # with `.keep_expired(1 s)`
 //! TOLLGATE_BENCH_KEEP_MS=0 cargo bench --bench churn     # nothing kept (default: learned)
 //! ```
@@ -75,11 +76,12 @@ fn round(rate: u64, keep: Option<Duration>, seed: u64) -> Round {
 }
 
 fn main() {
-    let (rates, rounds): (&[u64], usize) = match Size::from_env() {
+    let (rates, default_rounds): (&[u64], usize) = match Size::from_env() {
         Size::Test => (&[2_000], 1),
         Size::Quick => (&[100_000], 3),
         Size::Full => (&[10_000, 100_000, 1_000_000], 7),
     };
+    let rounds = Size::rounds_or(default_rounds);
     // What the memory figures cost a limiter that keeps expired keys (design record §8).
     let keep = std::env::var("TOLLGATE_BENCH_KEEP_MS")
         .ok()

@@ -9,6 +9,7 @@
 //! TOLLGATE_CURVE_SVG=benches/curve.svg cargo bench --bench curve  # and redraw the plot
 //! TOLLGATE_CURVE_KEYS=1000,100000 cargo bench --bench curve     # other sizes
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench curve              # smoke run (seconds)
+//! TOLLGATE_BENCH_ROUNDS=9 cargo bench --bench curve             # 9 rounds a size (default 5)
 //! ```
 //!
 //! Method, as scenario B of the `check` bench and the shared anchors harness: the live
@@ -31,7 +32,7 @@ use std::time::Instant;
 
 use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
 use common::subjects::{ExplicitTime, Governor, Ideal, LIVE, Subject, Tollgate, TollgatePresized};
-use common::{Rng, Summary};
+use common::{Rng, Size, Summary};
 
 /// One row of the curve: a name and a closure that runs the checks of one round.
 type Row<'a> = (&'static str, Box<dyn FnMut(&[u64]) -> f64 + 'a>);
@@ -299,6 +300,7 @@ fn main() {
     };
     assert!(!sizes.is_empty(), "no sizes");
     let (rounds, checks) = if smoke { (1, 20_000) } else { (5, 1 << 21) };
+    let rounds = Size::rounds_or(rounds);
     let before = loadavg();
     let figures: Vec<Vec<Summary>> = sizes.iter().map(|&n| measure(n, rounds, checks)).collect();
 

@@ -6,6 +6,7 @@
 //! ```text
 //! cargo bench --bench inflight                           # full run
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench inflight    # smoke run (a few seconds)
+//! TOLLGATE_BENCH_ROUNDS=15 cargo bench --bench inflight  # 15 rounds (default 9)
 //! ```
 //!
 //! Each pair is `acquire(&key)` polled once (it is always free, so ready at once) and the
@@ -225,6 +226,10 @@ fn main() {
             keys: 1_000_000,
             threads_pairs: 5_000_000,
         },
+    };
+    let sizes = Sizes {
+        rounds: Size::rounds_or(sizes.rounds),
+        ..sizes
     };
     println!(
         "inflight bench ({} run, {} rounds, limit {LIMIT} per key, {} keys), {}, {} CPUs ({})\n",

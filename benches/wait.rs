@@ -230,11 +230,7 @@ impl Config {
                 parts: Vec::new(),
             },
         };
-        let rounds = std::env::var("TOLLGATE_BENCH_ROUNDS")
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .filter(|&r| r > 0)
-            .unwrap_or(base.rounds);
+        let rounds = Size::rounds_or(base.rounds);
         Config {
             parts,
             rounds,

@@ -34,6 +34,19 @@ impl Size {
         }
     }
 
+    /// `TOLLGATE_BENCH_ROUNDS` where it is set to a positive number, else `default`: every
+    /// bench takes it for the rounds of its timed parts. Set to anything else, the bench
+    /// stops and says so, rather than run a size nobody asked for.
+    pub(crate) fn rounds_or(default: usize) -> usize {
+        match std::env::var("TOLLGATE_BENCH_ROUNDS") {
+            Err(_) => default,
+            Ok(r) => match r.parse() {
+                Ok(r) if r > 0 => r,
+                _ => panic!("TOLLGATE_BENCH_ROUNDS={r:?}: expected a positive number of rounds"),
+            },
+        }
+    }
+
     /// `"test"`, `"quick"` or `"full"`, as the reports name it.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -116,7 +129,12 @@ impl Config {
                 scenarios: String::new(),
             },
         };
-        Config { scenarios, ..base }
+        Config {
+            scenarios,
+            rounds: Size::rounds_or(base.rounds),
+            c_rounds: Size::rounds_or(base.c_rounds),
+            ..base
+        }
     }
 
     pub(crate) fn runs(&self, scenario: char) -> bool {

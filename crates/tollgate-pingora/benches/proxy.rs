@@ -25,6 +25,7 @@
 //! ```text
 //! cargo bench -p tollgate-pingora --bench proxy            # about a minute
 //! TOLLGATE_BENCH_QUICK=1 cargo bench -p tollgate-pingora --bench proxy   # smoke run
+//! TOLLGATE_BENCH_ROUNDS=9 cargo bench -p tollgate-pingora --bench proxy   # 9 rounds a row (default 5)
 //! ```
 
 #[path = "../tests/common/mod.rs"]
@@ -258,6 +259,14 @@ fn cost_rows(quick: bool) {
         (1, Duration::from_millis(300))
     } else {
         (5, Duration::from_secs(1))
+    };
+    let rounds = match std::env::var("TOLLGATE_BENCH_ROUNDS") {
+        Err(_) => rounds,
+        Ok(r) => r
+            .parse()
+            .ok()
+            .filter(|&r: &usize| r > 0)
+            .unwrap_or_else(|| panic!("TOLLGATE_BENCH_ROUNDS={r:?}: expected a positive number")),
     };
     let conns = 16;
     let rt = tokio::runtime::Builder::new_multi_thread()
