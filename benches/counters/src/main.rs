@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! counters-bench <ideal|tollgate|presized|governor|empty> <live|deny|hot|hotdeny|insert>
+//! COUNTERS_KEYS=216384 counters-bench evicting full
 //! ```
 //!
 //! * live (B-live, and E with one thread): 1M keys checked once each (quota 1/h, burst
@@ -14,6 +15,9 @@
 //!   10^9 (all admitted), or 1/h burst 10 drained first (all denied).
 //! * insert (C): N = 1,000,000 never-seen keys inserted into an empty limiter (the ideal's
 //!   array preallocated for them), in key-generation order (keys are random u64s).
+//! * full (F, evicting): subject `evicting`, tollgate capped at 16,384 keys (64 shards of
+//!   256) under `EvictClosestToExpiry`, filled to its cap untimed; then up to N timed checks
+//!   of never-seen keys, each evicting a held one. Give it `COUNTERS_KEYS=216384`.
 //!
 //! `COUNTERS_KEYS=n` takes `n` keys instead of 1M; where `n` is below N, live and deny check
 //! N keys drawn at random from them, each about N / n times (the curve's smaller tables).
@@ -98,6 +102,30 @@ impl Subject for Presized {
         Some(self.0.stats().bytes)
     }
 }
+
+/// A full table that evicts (scenario F): capped at [`FULL_CAP`] keys.
+struct Evicting(tollgate::Limiter<u64>);
+impl Subject for Evicting {
+    fn build(spec: Spec, _keys: usize) -> Self {
+        let quota = tollgate::Quota::with_period(spec.interval).allow_burst(spec.burst);
+        Evicting(
+            tollgate::Limiter::builder(quota)
+                .capacity(FULL_CAP)
+                .full_policy(tollgate::FullPolicy::EvictClosestToExpiry)
+                .build(),
+        )
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.check(&key).is_ok()
+    }
+    fn bytes(&self) -> Option<usize> {
+        Some(self.0.stats().bytes)
+    }
+}
+
+/// Scenario F's cap: 64 shards of 256 keys.
+const FULL_CAP: usize = 16_384;
 
 struct Governor(governor::DefaultKeyedRateLimiter<u64>);
 impl Subject for Governor {
@@ -220,6 +248,15 @@ fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
             (s, 0)
         }
         "insert" => (S::build(LIVE, n_keys), idx.len() as u64),
+        "full" => {
+            // The table filled to its cap, untimed; the timed checks are of new keys, each
+            // evicting a held one (subject `evicting`) and admitted.
+            let s = S::build(LIVE, n_keys);
+            for &k in &keys[..FULL_CAP] {
+                assert!(s.check(k));
+            }
+            (s, idx.len() as u64)
+        }
         "hot" => (S::build(HOT, 1), idx.len() as u64),
         "hotdeny" => {
             let s = S::build(DENY, 1);
@@ -228,7 +265,7 @@ fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
             }
             (s, 0)
         }
-        _ => panic!("scenario: live | deny | hot | hotdeny | insert"),
+        _ => panic!("scenario: live | deny | hot | hotdeny | insert | full"),
     };
     let admitted = timed(&s, keys, black_box(idx));
     let rss1 = rss_bytes();
@@ -251,7 +288,9 @@ fn main() {
         .map(|v| v.parse().expect("COUNTERS_KEYS: a number of keys"))
         .unwrap_or(1_000_000);
     let keys: Vec<u64> = (0..n_keys).map(|_| rng.next_u64()).collect();
-    let idx: Vec<u32> = if scenario == "insert" {
+    let idx: Vec<u32> = if scenario == "full" {
+        (FULL_CAP as u32..n_keys as u32).take(N_CHECKS).collect()
+    } else if scenario == "insert" {
         (0..n_keys as u32).collect()
     } else if scenario.starts_with("hot") {
         vec![0; N_CHECKS]
@@ -270,6 +309,7 @@ fn main() {
         "ideal" => run::<Ideal>(scenario, &keys, &idx),
         "tollgate" => run::<Tollgate>(scenario, &keys, &idx),
         "presized" => run::<Presized>(scenario, &keys, &idx),
+        "evicting" => run::<Evicting>(scenario, &keys, &idx),
         "governor" => run::<Governor>(scenario, &keys, &idx),
         "empty" => println!(
             "checks {} acc {}",
