@@ -498,15 +498,16 @@
 //!
 //! Where the targets stand (BENCHMARKS.md lists each miss with its cause):
 //!
-//! * On the Intel host: A met (1.09–1.20x the ideal; 1.02–1.06x in-repo) since the default
-//!   clock reads `CLOCK_MONOTONIC` itself (below); D at the line (1.27–1.40x, 1.01–1.57x in
-//!   the host's slow state; 1.13–1.24x in-repo). On the AMD host the other way round: D met (1.12–1.20x), A at the line
-//!   (1.18–1.25x). Both are the clock read's fence waiting for the chain of loads before it
+//! * On the Intel host: A at the line (1.03–1.23x the ideal; 1.02–1.06x in-repo) since the
+//!   default clock reads `CLOCK_MONOTONIC` itself (below); D at the line too (1.27–1.40x,
+//!   1.01–1.57x in the host's slow state; 1.13–1.24x in-repo). On the AMD host D met
+//!   (1.12–1.20x), A at the line (1.18–1.25x). Both are the clock read's fence waiting for the chain of loads before it
 //!   (hash, shard, length, home slot), where the ideal has none. `TscClock`: A 0.82x (Intel),
 //!   0.54–0.77x (AMD).
 //! * B on the Intel host: at the line against the ideal or over it where a miss is cheap
 //!   (1.14–1.53x over sets of runs in the benchmark of record, 1.03x in-repo; denied
-//!   1.28–1.89x, missed; presized 0.81x), met where it is not (0.87–0.97x); on the AMD host met (live 0.98–1.24x, denied 0.87–0.93x), where the ideal's own
+//!   1.28–1.89x, missed; presized 0.81x), nearly met where it is not (0.87–1.01x live,
+//!   0.93–1.33x denied); on the AMD host met (live 0.98–1.24x, denied 0.87–0.93x), where the ideal's own
 //!   miss and clock read are slower. Met against governor on both (0.33–0.61x). E: met on
 //!   both (1.06–1.27x the ideal, 0.26–0.57x governor), with keys expiring
 //!   between visits too (0.29–0.61x governor, 1.17–1.47x the ideal: shards learn to keep the
