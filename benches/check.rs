@@ -2,7 +2,7 @@
 //! (keyed), a `Mutex<HashMap>` GCRA and the `ideal` array, all in one process run.
 //!
 //! ```text
-//! cargo bench --bench check                                  # full run (~2 min on 2 cores)
+//! cargo bench --bench check                                  # full run (~3 min on 2 cores)
 //! TOLLGATE_BENCH_QUICK=1 cargo bench --bench check           # smoke run (< 30 s)
 //! TOLLGATE_BENCH_ROUNDS=15 cargo bench --bench check         # 15 rounds (default 7; C: 5)
 //! cargo bench --bench check --no-default-features            # SipHash instead of foldhash

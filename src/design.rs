@@ -500,7 +500,7 @@
 //!
 //! * On the Intel host: A at the line (1.03–1.23x the ideal; 1.02–1.06x in-repo) since the
 //!   default clock reads `CLOCK_MONOTONIC` itself (below); D at the line too (1.27–1.40x,
-//!   1.01–1.57x in the host's slow state; 1.13–1.24x in-repo). On the AMD host D met
+//!   1.01–1.57x in the host's slow state; 1.13–1.46x in-repo). On the AMD host D met
 //!   (1.12–1.20x), A at the line (1.18–1.25x). Both are the clock read's fence waiting for the chain of loads before it
 //!   (hash, shard, length, home slot), where the ideal has none. `TscClock`: A 0.82x (Intel),
 //!   0.54–0.77x (AMD).
@@ -512,7 +512,7 @@
 //!   both (1.06–1.27x the ideal, 0.26–0.57x governor), with keys expiring
 //!   between visits too (0.29–0.61x governor, 1.17–1.47x the ideal: shards learn to keep the
 //!   keys that come back, below).
-//! * B with `check_at`: missed, 4.9–5.9x the ideal's `check_at` (44 against 9 ns at 1M
+//! * B with `check_at`: missed, 4.9–6.1x the ideal's `check_at` (44 against 9 ns at 1M
 //!   keys): without a clock read, misses overlap across as many checks as the core's reorder
 //!   window holds, and a check of 150 instructions leaves about one there. An ideal with
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
@@ -523,7 +523,7 @@
 //!   process; AMD 0.63–0.74x in the last set, 0.76–0.87x in the one before), met presized
 //!   (0.59–0.69x) and through `check_batch_at` (0.47–0.69x: much of an insert is misses).
 //!   Churn: met.
-//! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.2–2.3x, AMD 2.7–3.1x).
+//! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.1–2.3x, AMD 2.7–3.1x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
 //! * G, lockout, timer lateness: met.
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The
