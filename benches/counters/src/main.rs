@@ -283,6 +283,11 @@ fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (subject, scenario) = (args[1].as_str(), args[2].as_str());
+    assert_eq!(
+        subject == "evicting",
+        scenario == "full",
+        "the subject `evicting` goes with the scenario `full`, and only it"
+    );
     let mut rng = Rng(0x5EED);
     let n_keys: usize = std::env::var("COUNTERS_KEYS")
         .map(|v| v.parse().expect("COUNTERS_KEYS: a number of keys"))
