@@ -5,7 +5,7 @@
 #   benches/counters/run.sh                      # build, all twenty runs (~4 min), the tables
 #   benches/counters/run.sh <ideal|tollgate|presized|governor|empty> <live|deny|hot|hotdeny|insert>
 #   COUNTERS_KEYS=10000 benches/counters/run.sh tollgate live   # 10,000 keys: out/tollgate-live-10000.cg
-#   COUNTERS_KEYS=216384 benches/counters/run.sh evicting full  # F: new keys evicting at a full table
+#   benches/counters/run.sh evicting full; benches/counters/run.sh empty full  # F: new keys evicting
 #   python3 summarize.py live-10000
 #   python3 benches/counters/attribute.py out/tollgate-live.cg 200000 D1mr DLmr Bcm
 # Writes out/<subject>-<scenario>[-<keys>].cg (callgrind) and .log. Needs valgrind.

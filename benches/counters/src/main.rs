@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! counters-bench <ideal|tollgate|presized|governor|empty> <live|deny|hot|hotdeny|insert>
-//! COUNTERS_KEYS=216384 counters-bench evicting full
+//! counters-bench <evicting|empty> full
 //! ```
 //!
 //! * live (B-live, and E with one thread): 1M keys checked once each (quota 1/h, burst
@@ -16,8 +16,9 @@
 //! * insert (C): N = 1,000,000 never-seen keys inserted into an empty limiter (the ideal's
 //!   array preallocated for them), in key-generation order (keys are random u64s).
 //! * full (F, evicting): subject `evicting`, tollgate capped at 16,384 keys (64 shards of
-//!   256) under `EvictClosestToExpiry`, filled to its cap untimed; then up to N timed checks
-//!   of never-seen keys, each evicting a held one. Give it `COUNTERS_KEYS=216384`.
+//!   256) under `EvictClosestToExpiry`, filled untimed until every shard holds its share
+//!   (keys from a stream of their own); then N timed checks of never-seen keys, each
+//!   evicting a held one.
 //!
 //! `COUNTERS_KEYS=n` takes `n` keys instead of 1M; where `n` is below N, live and deny check
 //! N keys drawn at random from them, each about N / n times (the curve's smaller tables).
@@ -70,6 +71,10 @@ trait Subject {
     fn build(spec: Spec, keys: usize) -> Self;
     fn check(&self, key: u64) -> bool;
     fn bytes(&self) -> Option<usize>;
+    /// Keys held, where the limiter tells (scenario `full`).
+    fn held(&self) -> Option<usize> {
+        None
+    }
 }
 
 struct Tollgate(tollgate::Limiter<u64>);
@@ -121,6 +126,9 @@ impl Subject for Evicting {
     }
     fn bytes(&self) -> Option<usize> {
         Some(self.0.stats().bytes)
+    }
+    fn held(&self) -> Option<usize> {
+        Some(self.0.stats().keys_held)
     }
 }
 
@@ -249,11 +257,15 @@ fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
         }
         "insert" => (S::build(LIVE, n_keys), idx.len() as u64),
         "full" => {
-            // The table filled to its cap, untimed; the timed checks are of new keys, each
-            // evicting a held one (subject `evicting`) and admitted.
+            // Filled untimed until every shard holds its share of the cap (keys spread over
+            // the shards unevenly, so FULL_CAP keys alone would leave some below theirs):
+            // each timed check of a new key then evicts a held one (subject `evicting`).
             let s = S::build(LIVE, n_keys);
-            for &k in &keys[..FULL_CAP] {
-                assert!(s.check(k));
+            let mut fill = Rng(0xF111);
+            while s.held().expect("the subject `evicting` tells its keys") < FULL_CAP {
+                for _ in 0..1_024 {
+                    assert!(s.check(fill.next_u64()));
+                }
             }
             (s, idx.len() as u64)
         }
@@ -283,22 +295,22 @@ fn run<S: Subject>(scenario: &str, keys: &[u64], idx: &[u32]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (subject, scenario) = (args[1].as_str(), args[2].as_str());
-    assert_eq!(
-        subject == "evicting",
-        scenario == "full",
-        "the subject `evicting` goes with the scenario `full`, and only it"
+    assert!(
+        subject == "empty" || (subject == "evicting") == (scenario == "full"),
+        "the subject `evicting` goes with the scenario `full`, and only it (and `empty`)"
     );
     let mut rng = Rng(0x5EED);
     let n_keys: usize = std::env::var("COUNTERS_KEYS")
         .map(|v| v.parse().expect("COUNTERS_KEYS: a number of keys"))
         .unwrap_or(1_000_000);
     let keys: Vec<u64> = (0..n_keys).map(|_| rng.next_u64()).collect();
-    let idx: Vec<u32> = if scenario == "full" {
-        (FULL_CAP as u32..n_keys as u32).take(N_CHECKS).collect()
-    } else if scenario == "insert" {
+    let idx: Vec<u32> = if scenario == "insert" {
         (0..n_keys as u32).collect()
     } else if scenario.starts_with("hot") {
         vec![0; N_CHECKS]
+    } else if scenario == "full" {
+        // New keys, each once (the fill draws from another stream).
+        (0..n_keys.min(N_CHECKS) as u32).collect()
     } else if n_keys < N_CHECKS {
         (0..N_CHECKS).map(|_| rng.below(n_keys) as u32).collect()
     } else {
@@ -321,6 +333,6 @@ fn main() {
             idx.len(),
             timed_empty(&keys, black_box(&idx))
         ),
-        _ => panic!("subject: ideal | tollgate | presized | governor | empty"),
+        _ => panic!("subject: ideal | tollgate | presized | governor | evicting | empty"),
     }
 }
