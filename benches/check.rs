@@ -452,7 +452,8 @@ struct CRound {
     reported: Option<usize>,
     held: usize,
     remembered: Option<bool>,
-    mem: Mem,
+    /// `None` where `/proc` cannot tell.
+    mem: Option<Mem>,
 }
 
 /// Memory of one filled limiter, as its child process saw it.
@@ -468,13 +469,12 @@ struct Mem {
 /// One round of C, in a child: `fill` inserts `keys` into a fresh `S` (returning how many
 /// it admitted), timed; then what the limiter holds and the memory it added.
 fn c_round<S: Subject>(keys: &[u64], verify: bool, fill: impl FnOnce(&S, &[u64]) -> u64) -> CRound {
-    let before = rss_bytes().expect("/proc/self/statm");
+    let before = rss_bytes();
     let s = S::build(LIVE, keys.len());
     let start = Instant::now();
     let ok = fill(&s, keys);
     let ns = start.elapsed().as_nanos() as f64 / keys.len() as f64;
-    let after = rss_bytes().expect("/proc/self/statm");
-    let peak = peak_rss_bytes().expect("/proc/self/status");
+    let (after, peak) = (rss_bytes(), peak_rss_bytes());
     assert_eq!(ok, keys.len() as u64, "{}: C denied a new key", S::NAME);
     CRound {
         ns,
@@ -485,9 +485,12 @@ fn c_round<S: Subject>(keys: &[u64], verify: bool, fill: impl FnOnce(&S, &[u64])
         } else {
             None
         },
-        mem: Mem {
-            rss_delta: after.saturating_sub(before),
-            peak_delta: peak.saturating_sub(before),
+        mem: match (before, after, peak) {
+            (Some(before), Some(after), Some(peak)) => Some(Mem {
+                rss_delta: after.saturating_sub(before),
+                peak_delta: peak.saturating_sub(before),
+            }),
+            _ => None,
         },
     }
 }
@@ -581,13 +584,19 @@ fn c_round_in_child(index: usize, n: usize, verify: bool) -> CRound {
     parse_round(line).unwrap_or_else(|| panic!("C: the child for {name} printed {line:?}"))
 }
 
-/// A child's result line (after [`CHILD_TAG`]): `ns rss peak held reported remembered`, the
-/// last two `-` where the limiter cannot tell.
+/// A child's result line (after [`CHILD_TAG`]): `ns rss peak held reported remembered`,
+/// `rss` and `peak` `-` where `/proc` cannot tell, the last two where the limiter cannot.
 fn parse_round(line: &str) -> Option<CRound> {
     let mut f = line.split_whitespace();
     let ns = f.next()?.parse().ok()?;
-    let rss_delta = f.next()?.parse().ok()?;
-    let peak_delta = f.next()?.parse().ok()?;
+    let (rss, peak) = (f.next()?, f.next()?);
+    let mem = match (rss, peak) {
+        ("-", "-") => None,
+        (rss, peak) => Some(Mem {
+            rss_delta: rss.parse().ok()?,
+            peak_delta: peak.parse().ok()?,
+        }),
+    };
     let held = f.next()?.parse().ok()?;
     let reported = match f.next()? {
         "-" => None,
@@ -602,10 +611,7 @@ fn parse_round(line: &str) -> Option<CRound> {
         reported,
         held,
         remembered,
-        mem: Mem {
-            rss_delta,
-            peak_delta,
-        },
+        mem,
     })
 }
 
@@ -626,9 +632,13 @@ fn run_as_child() -> bool {
     let r = (C_SUBJECTS[index].round)(&keys, var(CHILD_VERIFY_ENV) == 1);
     let reported = r.reported.map_or_else(|| "-".to_owned(), |b| b.to_string());
     let remembered = r.remembered.map_or("-", |ok| if ok { "1" } else { "0" });
+    let (rss, peak) = r.mem.map_or_else(
+        || ("-".to_owned(), "-".to_owned()),
+        |m| (m.rss_delta.to_string(), m.peak_delta.to_string()),
+    );
     println!(
-        "{CHILD_TAG} {} {} {} {} {reported} {remembered}",
-        r.ns, r.mem.rss_delta, r.mem.peak_delta, r.held
+        "{CHILD_TAG} {} {rss} {peak} {} {reported} {remembered}",
+        r.ns, r.held
     );
     true
 }
@@ -640,14 +650,14 @@ struct CResult {
 }
 
 impl CResult {
-    /// The most memory any round's child saw the limiter add: the rounds insert the same
-    /// keys, so they differ only by the allocator's luck.
-    fn mem(&self) -> Mem {
-        let most = |f: fn(&CRound) -> usize| self.rounds.iter().map(f).max().unwrap_or(0);
-        Mem {
-            rss_delta: most(|r| r.mem.rss_delta),
-            peak_delta: most(|r| r.mem.peak_delta),
-        }
+    /// The most memory any round's child saw the limiter add (the rounds insert the same
+    /// keys, so they differ only by the allocator's luck); `None` where `/proc` could not tell.
+    fn mem(&self) -> Option<Mem> {
+        let mems = || self.rounds.iter().filter_map(|r| r.mem);
+        Some(Mem {
+            rss_delta: mems().map(|m| m.rss_delta).max()?,
+            peak_delta: mems().map(|m| m.peak_delta).max()?,
+        })
     }
 }
 
@@ -657,12 +667,17 @@ fn run_c(cfg: &Config) -> Vec<CResult> {
         for j in 0..C_SUBJECTS.len() {
             let i = (round + j) % C_SUBJECTS.len();
             let r = c_round_in_child(i, cfg.c_keys, round == 0);
+            let mem = r.mem.map_or_else(String::new, |m| {
+                format!(
+                    ", RSS +{} MiB, peak +{} MiB",
+                    m.rss_delta >> 20,
+                    m.peak_delta >> 20
+                )
+            });
             eprintln!(
-                "  C    {:<18} round {round}: {} ns/key, RSS +{} MiB, peak +{} MiB",
+                "  C    {:<18} round {round}: {} ns/key{mem}",
                 C_SUBJECTS[i].name,
                 sig(r.ns),
-                r.mem.rss_delta >> 20,
-                r.mem.peak_delta >> 20
             );
             rounds[i].push(r);
         }
@@ -896,7 +911,7 @@ fn bytes_per_key(r: &CResult, n: usize) -> Option<(f64, &'static str)> {
                 "stats"
             },
         )),
-        None => Some((r.mem().rss_delta as f64 / n as f64, "RSS")),
+        None => r.mem().map(|m| (m.rss_delta as f64 / n as f64, "RSS")),
     }
 }
 
@@ -917,8 +932,10 @@ fn print_c_table(c: &[CResult], n: usize) {
             |b| format!("{:.1} B", b as f64 / n as f64),
         );
         let per_key = |b: usize| format!("{:.1} B", b as f64 / n as f64);
-        let mem = r.mem();
-        let (rss, peak) = (per_key(mem.rss_delta), per_key(mem.peak_delta));
+        let (rss, peak) = r.mem().map_or_else(
+            || ("–".to_owned(), "–".to_owned()),
+            |m| (per_key(m.rss_delta), per_key(m.peak_delta)),
+        );
         let held = if r.name == Ideal::NAME {
             "n/a (no collision handling)".to_owned()
         } else {

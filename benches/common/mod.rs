@@ -34,9 +34,9 @@ impl Size {
         }
     }
 
-    /// `TOLLGATE_BENCH_ROUNDS` where it is set to a positive number, else `default`: every
-    /// bench takes it for the rounds of its timed parts. Set to anything else, the bench
-    /// stops and says so, rather than run a size nobody asked for.
+    /// `TOLLGATE_BENCH_ROUNDS` where it is set to a positive number, else `default`: the
+    /// benches take it for their rounds (each one's docs say which parts it sizes). Set to
+    /// anything else, the bench stops and says so, rather than run a size nobody asked for.
     pub(crate) fn rounds_or(default: usize) -> usize {
         match std::env::var("TOLLGATE_BENCH_ROUNDS") {
             Err(_) => default,

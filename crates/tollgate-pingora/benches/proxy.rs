@@ -266,7 +266,9 @@ fn cost_rows(quick: bool) {
             .parse()
             .ok()
             .filter(|&r: &usize| r > 0)
-            .unwrap_or_else(|| panic!("TOLLGATE_BENCH_ROUNDS={r:?}: expected a positive number")),
+            .unwrap_or_else(|| {
+                panic!("TOLLGATE_BENCH_ROUNDS={r:?}: expected a positive number of rounds")
+            }),
     };
     let conns = 16;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -221,12 +221,10 @@ impl Size {
                 server_ns: None,
             },
         };
-        if let Some(rounds) = std::env::var("TOLLGATE_BENCH_ROUNDS")
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .filter(|&r| r > 0)
-        {
-            size.rounds = rounds;
+        if let Ok(r) = std::env::var("TOLLGATE_BENCH_ROUNDS") {
+            size.rounds = r.parse().ok().filter(|&r| r > 0).unwrap_or_else(|| {
+                panic!("TOLLGATE_BENCH_ROUNDS={r:?}: expected a positive number of rounds")
+            });
         }
         if let Some(calls) = std::env::var("TOLLGATE_BENCH_CALLS")
             .ok()
