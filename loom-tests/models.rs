@@ -347,6 +347,51 @@ fn two_new_keys_for_one_place_evict() {
     });
 }
 
+/// Two new keys that share a home slot arrive at a table with room for both, in a shard sized
+/// up front so that neither insert grows it (`presize(2)` at capacity 4 gives the shard its
+/// largest array, six slots). Both lock-free probes can miss
+/// at the same `EMPTY` slot; the first insert takes it, and the second's locked path must not
+/// take its own probe's miss over (`table/changes.rs`): the count of locked changes moved. If
+/// it did, the second key would be written over the first. Both are admitted and both held,
+/// each with its own TAT (A one cell, B two).
+fn two_new_keys_on_one_run(roles: Roles) {
+    let a = 1;
+    let b = (2..).find(|&b| home(b, 6) == home(a, 6)).unwrap();
+    let l = Limiter::builder(quota(2))
+        .shards(1)
+        .capacity(4)
+        .presize(2)
+        .clock(ManualClock::new())
+        .build();
+    let bytes = l.stats().bytes;
+    let (l1, l2) = (l.clone(), l.clone());
+    let (ra, rb) = race(
+        roles,
+        move || seen(l1.check_at(&a, at(0)), 0),
+        move || seen(l2.check_n_at(&b, 2, at(0)), 0),
+    );
+
+    let stats = l.stats();
+    let (ta, tb) = (tat(&l, a), tat(&l, b));
+    let ctx = format!("A: {ra:?} B: {rb:?} stored A {ta} B {tb} {stats:?}");
+    assert_eq!(
+        bytes, stats.bytes,
+        "the shard grew, so the model misses its race: {ctx}"
+    );
+    assert_eq!(
+        (ra, rb),
+        (Seen::Admitted(1_000), Seen::Admitted(2_000)),
+        "{ctx}"
+    );
+    assert_eq!((ta, tb), (1_000, 2_000), "{ctx}");
+    assert_eq!(stats.keys_held, 2, "{ctx}");
+}
+
+#[test]
+fn two_new_keys_on_one_run_model() {
+    model("two_new_keys_on_one_run", two_new_keys_on_one_run);
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. Update vs reuse of an expired slot: no cross-key contamination.
 

@@ -61,28 +61,33 @@ pub(crate) trait Word {
     }
     /// [`update`](Word::update) with the removal epoch read before it, returned beside its
     /// result: what a write that may be undone records. Called after
-    /// [`try_update_recording`](Word::try_update_recording) failed, so a keyed table skips
-    /// its lock-free probe here and takes its locked path at once (`Table::update_recording`).
+    /// [`try_update_recording`](Word::try_update_recording) failed, with what it saw
+    /// (`miss`), so a keyed table skips its lock-free probe here and takes its locked path at
+    /// once (`Table::update_recording`), where it may take that miss over.
     #[inline]
     fn update_recording<R>(
         &self,
         now: u64,
         f: impl FnMut(u64) -> Step<R>,
+        _miss: Self::Miss,
     ) -> Result<(R, u64), Full> {
         let epoch = self.epoch();
         Ok((self.update(now, f)?, epoch))
     }
     /// [`update_recording`](Word::update_recording)'s lock-free attempt alone, for the hot
-    /// path: `None` when it would need more (a key to insert, a frozen slot), and then it
-    /// has written nothing, though `f` may have run: a caller that starts over must not mind
-    /// running it again (`check`'s step is pure). Must be cheap to inline: no lock, no call.
+    /// path: `Err` when it would need more (a key to insert, a frozen slot), with what the
+    /// attempt saw for `update_recording`, and then it has written nothing, though `f` may
+    /// have run: a caller that starts over must not mind running it again (`check`'s step is
+    /// pure). Must be cheap to inline: no lock, no call.
     ///
     /// `spot` is where [`locate`](Word::locate) found the word.
     fn try_update_recording<R>(
         &self,
         spot: Self::Spot<'_>,
         f: impl FnMut(u64) -> Step<R>,
-    ) -> Option<(R, u64)>;
+    ) -> Result<(R, u64), Self::Miss>;
+    /// What a failed lock-free attempt hands its locked retry (a keyed table's probe miss).
+    type Miss: Copy;
     /// Counts a decision in the limiter's statistics.
     fn count(&self, admitted: bool);
     /// The limiter's capacity in keys, for [`Error::TableFull`].
@@ -138,8 +143,8 @@ pub(crate) fn check_located<W: Word + Clone>(
         burst,
     })?;
     match word.try_update_recording(spot, check_step(n, gcra, now, write)) {
-        Some(((verdict, prev), epoch)) => decided(word, gcra, now, write, verdict, prev, epoch),
-        None => check_slow(
+        Ok(((verdict, prev), epoch)) => decided(word, gcra, now, write, verdict, prev, epoch),
+        Err(miss) => check_slow(
             word.clone(),
             n,
             gcra.interval,
@@ -147,6 +152,7 @@ pub(crate) fn check_located<W: Word + Clone>(
             gcra.burst,
             now,
             write,
+            miss,
         ),
     }
 }
@@ -154,14 +160,16 @@ pub(crate) fn check_located<W: Word + Clone>(
 /// [`check`] through the word's general update (the locked path included).
 #[cold]
 #[inline(never)]
-fn check_slow(
-    word: impl Word,
+#[allow(clippy::too_many_arguments)] // in parts on purpose: see `check`
+fn check_slow<W: Word>(
+    word: W,
     n: u32,
     interval: u64,
     tolerance: u64,
     burst: u32,
     now: u64,
     write: bool,
+    miss: W::Miss,
 ) -> Result<Admitted, Error> {
     let gcra = Gcra {
         interval,
@@ -170,7 +178,7 @@ fn check_slow(
     };
     let word = &word;
     let ((verdict, prev), epoch) = word
-        .update_recording(now, check_step(n, gcra, now, write))
+        .update_recording(now, check_step(n, gcra, now, write), miss)
         .map_err(|Full| Error::TableFull {
             capacity: word.capacity(),
         })?;

@@ -474,11 +474,17 @@ impl<P: Deref<Target = Arc<Shared>>> Word for DirectState<P> {
     fn locate(&self) {}
 
     #[inline]
-    fn try_update_recording<R>(&self, (): (), f: impl FnMut(u64) -> Step<R>) -> Option<(R, u64)> {
+    fn try_update_recording<R>(
+        &self,
+        (): (),
+        f: impl FnMut(u64) -> Step<R>,
+    ) -> Result<(R, u64), ()> {
         // One word and no lock: the update is the lock-free attempt, and always lands.
         let epoch = self.epoch();
-        Some((self.0.update(f), epoch))
+        Ok((self.0.update(f), epoch))
     }
+
+    type Miss = ();
 
     #[inline]
     fn count(&self, admitted: bool) {

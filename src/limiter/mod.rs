@@ -26,7 +26,7 @@ use crate::quota::Quota;
 use crate::quota_cell::QuotaCell;
 use crate::stats::{Counters, Stats};
 use crate::sync::Arc;
-use crate::table::{Full, Spot, Step, Table, fingerprint};
+use crate::table::{Full, Miss, Spot, Step, Table, fingerprint};
 use crate::time::{Timestamp, saturating_nanos};
 use crate::wait::{Cells, KEYED_SHARDS, Waitlists};
 
@@ -784,9 +784,10 @@ where
         &self,
         now: u64,
         f: impl FnMut(u64) -> Step<R>,
+        miss: Option<Miss>,
     ) -> Result<(R, u64), Full> {
         let expired_by = now.saturating_sub(RECLAIM_GRACE);
-        (self.shared.table).update_recording(self.route, self.fp, expired_by, f)
+        (self.shared.table).update_recording(self.route, self.fp, expired_by, f, miss)
     }
 
     // Always: the engine's hot path relies on this being inlined with the step's captures
@@ -797,9 +798,11 @@ where
         &self,
         spot: Spot<'_>,
         f: impl FnMut(u64) -> Step<R>,
-    ) -> Option<(R, u64)> {
+    ) -> Result<(R, u64), Option<Miss>> {
         Table::try_update_recording(spot, self.fp, f)
     }
+
+    type Miss = Option<Miss>;
 
     #[inline]
     fn count(&self, admitted: bool) {

@@ -396,19 +396,40 @@ impl<'a> SlotArray<'a> {
     /// and its slot.
     #[inline(always)]
     pub(crate) fn find_from(&self, fp: u64, home: usize, home_slot: &'a Slot) -> Option<&'a Slot> {
+        self.find_or_end(fp, home, home_slot).ok()
+    }
+
+    /// [`find_from`](SlotArray::find_from) whose miss names the `EMPTY` slot that ended the
+    /// run (`None`: every slot was walked and none was `EMPTY`).
+    #[inline(always)]
+    pub(crate) fn find_or_end(
+        &self,
+        fp: u64,
+        home: usize,
+        home_slot: &'a Slot,
+    ) -> Result<&'a Slot, Option<usize>> {
+        // The `EMPTY` slot's index is written where it is met, once, rather than returned
+        // through the probe: an index in the loop's result cost a check that hits 8
+        // instructions (`benches/counters`, scenario `live`).
+        let mut end = None;
         // ordering: Acquire pairs with the Release fp store of an insert, so the state word
         // read next is at least the frozen word that preceded it (see slot.rs).
-        let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
+        let mut look = |i: usize, slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
             f if f == fp => Some(Some(slot)),
-            EMPTY => Some(None),
+            EMPTY => {
+                end = Some(i);
+                Some(None)
+            }
             _ => None,
         };
-        if let Some(found) = look(home_slot) {
-            return found;
-        }
-        let next = if home + 1 == self.len { 0 } else { home + 1 };
-        self.probe_from(next, self.len - 1, |_, slot| look(slot))
-            .flatten()
+        let found = match look(home, home_slot) {
+            Some(found) => found,
+            None => {
+                let next = if home + 1 == self.len { 0 } else { home + 1 };
+                self.probe_from(next, self.len - 1, look).flatten()
+            }
+        };
+        found.ok_or(end)
     }
 
     /// Locked probe: the key's slot, or where a new key could go and, for a forced

@@ -9,6 +9,7 @@
 //! and `array.rs` for the segments that let a shard grow in place, retiring nothing.
 
 mod array;
+mod changes;
 mod full_policy;
 mod gate;
 mod keep;
@@ -71,6 +72,17 @@ pub(crate) struct Spot<'a> {
     /// `array.slot(home)`, kept rather than derived again: the probe after the clock read
     /// would redo the segment lookup, 2 ns a check on a table that fits in the cache.
     home_slot: &'a Slot,
+}
+
+/// What a lock-free probe that missed its key saw, for the locked path to take over rather
+/// than walk the key's run again (`Shard::update_locked`, `changes.rs`): the `EMPTY` slot that
+/// ended the run, on a view of `len` slots, probed after reading the shard's change count
+/// `changes`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Miss {
+    pub(crate) empty: usize,
+    pub(crate) len: usize,
+    pub(crate) changes: u64,
 }
 
 /// Multiplier that mixes a route hash before its top bits pick the shard. Odd, and unrelated
@@ -226,7 +238,8 @@ impl Table {
     /// the last; a second probe would be a third walk of a new key's run at a full shard
     /// (BENCHMARKS.md, scenario F). The locked path is correct for a held key too
     /// (it re-probes under the lock), only slower; `RefuseNewKeys` still refuses lock-free at
-    /// a closed gate (`Shard::update_locked`).
+    /// a closed gate (`Shard::update_locked`). `miss`: what the attempt's probe saw, if it
+    /// missed, which spares the locked path its own walk when nothing changed since.
     #[inline]
     pub(crate) fn update_recording<R>(
         &self,
@@ -234,36 +247,50 @@ impl Table {
         fp: u64,
         expired_by: u64,
         f: impl FnMut(u64) -> Step<R>,
+        miss: Option<Miss>,
     ) -> Result<(R, u64), Full> {
         let shard = self.shard(route);
         let epoch = shard.removals();
-        let out = self.locked(shard, fp, expired_by, f)?;
+        let out = self.locked(shard, fp, expired_by, f, miss)?;
         Ok((out, epoch))
     }
 
     /// [`update_recording`](Table::update_recording)'s lock-free part alone: one probe and
-    /// the CAS loop on the slot it finds, with nothing out of line. `None` (and nothing
+    /// the CAS loop on the slot it finds, with nothing out of line. `Err` (and nothing
     /// written) if the probe misses, the slot is frozen, or it changed hands under the probe:
     /// the caller then starts over with `update_recording`, which takes the lock (and
-    /// re-probes under it). Not re-probing here keeps the probe's registers free for the CAS.
+    /// re-probes under it, unless the miss it is given still holds). Not re-probing here
+    /// keeps the probe's registers free for the CAS.
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
-    /// is all its argument asks (`seq::Epoch`, writer side).
+    /// is all its argument asks (`seq::Epoch`, writer side). The shard's change count is read
+    /// before the probe, which is all its argument asks (`changes.rs`).
     ///
     /// It probes from `spot` ([`locate`](Table::locate)), which may be older than a growth of
     /// the shard: the slots of an older length still exist and a key's lock-free miss is only
-    /// a hint, as for any probe that a growth overtakes (`array.rs`, publication).
+    /// a hint, as for any probe that a growth overtakes (`array.rs`, publication); the locked
+    /// path takes over a miss only on the length it was probed on.
     #[inline(always)]
     pub(crate) fn try_update_recording<R>(
         spot: Spot<'_>,
         fp: u64,
         mut f: impl FnMut(u64) -> Step<R>,
-    ) -> Option<(R, u64)> {
-        let slot = spot.array.find_from(fp, spot.home, spot.home_slot)?;
+    ) -> Result<(R, u64), Option<Miss>> {
+        let changes = spot.shard.changes();
+        let slot = match spot.array.find_or_end(fp, spot.home, spot.home_slot) {
+            Ok(slot) => slot,
+            Err(end) => {
+                return Err(end.map(|empty| Miss {
+                    empty,
+                    len: spot.array.len(),
+                    changes,
+                }));
+            }
+        };
         let epoch = spot.shard.removals();
         match slot.update(fp, &mut f) {
-            Attempt::Done(out) => Some((out, epoch)),
-            Attempt::Moved | Attempt::Frozen => None,
+            Attempt::Done(out) => Ok((out, epoch)),
+            Attempt::Moved | Attempt::Frozen => Err(None),
         }
     }
 
@@ -286,7 +313,7 @@ impl Table {
                 Attempt::Frozen => break,
             }
         }
-        self.locked(shard, fp, expired_by, f)
+        self.locked(shard, fp, expired_by, f, None)
     }
 
     #[cold]
@@ -297,8 +324,9 @@ impl Table {
         fp: u64,
         expired_by: u64,
         mut f: F,
+        miss: Option<Miss>,
     ) -> Result<R, Full> {
-        shard.update_locked(fp, expired_by, self.policy, &mut f)
+        shard.update_locked(fp, expired_by, self.policy, &mut f, miss)
     }
 
     /// How many times keys sharing `route`'s shard were forgotten (see `Shard::removals`).
@@ -342,6 +370,7 @@ impl Table {
 mod tests {
     use super::*;
     use crate::sync::Ordering;
+    use slot::EMPTY;
 
     fn table(capacity: usize, policy: FullPolicy) -> Table {
         Table::new(TableConfig {
@@ -748,5 +777,93 @@ mod tests {
         assert!(t.remove(7, fingerprint(7)));
         assert!(!t.remove(7, fingerprint(7)));
         assert_eq!(get(&t, 7), 0);
+    }
+
+    /// The lock-free attempt's miss for new key `k` (nothing written: it misses).
+    fn miss_of(t: &Table, k: u64) -> Option<Miss> {
+        let spot = t.locate(k, fingerprint(k));
+        Table::try_update_recording(spot, fingerprint(k), |_| (Some(1), ())).unwrap_err()
+    }
+
+    /// Inserts new key `k` with TAT `tat` through the locked path, handing it `miss`.
+    fn insert_with(t: &Table, k: u64, tat: u64, miss: Option<Miss>) {
+        let f = |_| (Some(tat), ());
+        t.update_recording(k, fingerprint(k), 0, f, miss).unwrap();
+    }
+
+    fn fp_at(t: &Table, i: usize) -> u64 {
+        t.shards[0].array().slot(i).fp.load(Ordering::Relaxed)
+    }
+
+    /// Two keys after `from` that share a home on the one shard's current slots, and it.
+    fn same_home(t: &Table, from: u64) -> (u64, u64, usize) {
+        let array = t.shards[0].array();
+        let home = |k: u64| array.home(fingerprint(k));
+        let b = (from + 1..).find(|&b| home(b) == home(from)).unwrap();
+        (from, b, home(from))
+    }
+
+    #[test]
+    fn a_miss_is_taken_over_only_while_no_fingerprint_changed() {
+        let t = table(100, FullPolicy::RefuseNewKeys);
+        put(&t, 10, 1_000, 0).unwrap();
+        let (a, b, home) = same_home(&t, 20);
+        // Fresh: the locked path takes the miss over as it is. Shown by a miss that names
+        // another `EMPTY` slot than the run's own: the key goes there (and is lost to its
+        // probes; this table is dropped).
+        let mut miss = miss_of(&t, a).expect("the run ends at an EMPTY slot");
+        assert_eq!(miss.empty, home);
+        let elsewhere = (0..t.shards[0].array().len())
+            .find(|&i| i != home && fp_at(&t, i) == EMPTY)
+            .unwrap();
+        miss.empty = elsewhere;
+        insert_with(&t, a, 2_000, Some(miss));
+        assert_eq!(fp_at(&t, elsewhere), fingerprint(a));
+
+        // Stale: A's miss ends at its home, then B (same home) takes that slot; A's locked
+        // path must probe again rather than write over B.
+        let t = table(100, FullPolicy::RefuseNewKeys);
+        put(&t, 10, 1_000, 0).unwrap();
+        let miss = miss_of(&t, a);
+        assert_eq!(miss.map(|m| m.empty), Some(home));
+        put(&t, b, 3_000, 0).unwrap();
+        insert_with(&t, a, 2_000, miss);
+        assert_eq!((get(&t, a), get(&t, b)), (2_000, 3_000));
+        assert_eq!(t.counts().keys_held, 3);
+    }
+
+    #[test]
+    fn a_miss_probed_before_a_growth_is_not_taken_over() {
+        let t = table(1_000, FullPolicy::RefuseNewKeys);
+        let miss = miss_of(&t, 7).expect("an empty shard's runs end at once");
+        let len = t.shards[0].array().len();
+        let mut k = 100;
+        while t.shards[0].array().len() == len {
+            put(&t, k, 1_000, 0).unwrap();
+            k += 1;
+        }
+        insert_with(&t, 7, 2_000, Some(miss));
+        assert_eq!(get(&t, 7), 2_000);
+        for held in 100..k {
+            assert_eq!(get(&t, held), 1_000);
+        }
+        assert_eq!(t.counts().keys_held, (k - 100) as usize + 1);
+    }
+
+    #[test]
+    fn a_miss_is_not_taken_over_past_a_tombstone() {
+        // A tombstone on the run is where the locked probe puts a new key, ahead of the
+        // `EMPTY` slot the lock-free probe ends at.
+        let t = table(100, FullPolicy::RefuseNewKeys);
+        put(&t, 10, 1_000, 0).unwrap();
+        let (a, b, home) = same_home(&t, 20);
+        put(&t, a, 2_000, 0).unwrap();
+        assert_eq!(fp_at(&t, home), fingerprint(a));
+        assert!(t.remove(a, fingerprint(a)));
+        let miss = miss_of(&t, b).expect("the run ends at an EMPTY slot");
+        assert_ne!(miss.empty, home);
+        insert_with(&t, b, 3_000, Some(miss));
+        assert_eq!(fp_at(&t, home), fingerprint(b));
+        assert_eq!(get(&t, b), 3_000);
     }
 }

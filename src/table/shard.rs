@@ -43,7 +43,9 @@
 //! slots back on one run, and is the same series of hand-overs to a reader. `Shard::moves`
 //! lets `remove`'s lock-free miss tell that it may have probed mid-rebuild or mid-shift.
 
+use super::Miss;
 use super::array::{Free, Probe, Segments, SlotArray};
+use super::changes::Changes;
 use super::full_policy::FullPolicy;
 use super::gate::FullGate;
 use super::keep::KeepExpired;
@@ -152,6 +154,9 @@ pub(crate) struct Shard {
     /// that moves a key (`close_hole`), which move keys within the slots so that a lock-free probe can miss a key the shard holds (see
     /// `absent_for_sure`).
     moves: SeqCount,
+    /// Marked by every lock holder that may change a fingerprint or the length, so that the
+    /// next one can tell whether a lock-free probe's miss still holds (`changes.rs`).
+    changes: Changes,
     /// Closed while the shard is at its cap with nothing expired, so that new keys can be
     /// refused without the lock (`gate.rs`).
     gate: FullGate,
@@ -172,6 +177,7 @@ impl Shard {
             slots,
             removals: Epoch::new(),
             moves: SeqCount::new(),
+            changes: Changes::new(),
             gate: FullGate::new(),
             inner: Mutex::new(Inner {
                 counts: ShardCounts {
@@ -234,6 +240,13 @@ impl Shard {
         self.removals.read()
     }
 
+    /// The count of locked changes, for a lock-free probe whose miss the locked path may
+    /// take over (`changes.rs`): read before the probe.
+    #[inline(always)]
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.read()
+    }
+
     /// Under the lock (`writer` is `Inner::removals`): single-writer stores, no RMW.
     fn begin_removal(&self, writer: &mut EpochWriter) {
         self.removals.begin_serial(writer);
@@ -255,12 +268,18 @@ impl Shard {
     /// than never forgetting the key, so the window guarantee survives reclamation under any
     /// spread of `now`s. A caller whose `now` is past the horizon (the usual case, and always
     /// so with one monotonic clock read in order) sees `max(horizon, now) = now`: no change.
+    ///
+    /// `miss`: what the caller's lock-free probe saw, if it missed. If no lock holder has
+    /// changed a fingerprint or the length since (`changes.rs`), and the walk would look at
+    /// fingerprints alone and find no tombstone, the locked probe would end at the same
+    /// `EMPTY` slot, and the walk is skipped.
     pub(crate) fn update_locked<R>(
         &self,
         fp: u64,
         now: u64,
         policy: FullPolicy,
         f: &mut impl FnMut(u64) -> Step<R>,
+        miss: Option<Miss>,
     ) -> Result<R, Full> {
         if policy == FullPolicy::RefuseNewKeys {
             if let Some(decided) = self.refuse_unlocked(fp, now, f) {
@@ -275,17 +294,28 @@ impl Shard {
         // after anything that changes either).
         let counts = &inner.counts;
         let plain = forget_by < counts.next_sweep_at && counts.used < self.cap;
-        let probed = match if plain {
-            array.probe_locked_plain(fp)
-        } else {
-            array.probe_locked(fp, forget_by)
-        } {
+        let taken_over = miss.filter(|miss| {
+            plain
+                && counts.tombstones == 0
+                && miss.len == array.len()
+                && self.changes.unchanged(miss.changes)
+        });
+        let probed = match taken_over {
+            Some(miss) => Probe::Absent(Some(Free::Empty(miss.empty)), None),
+            None if plain => array.probe_locked_plain(fp),
+            None => array.probe_locked(fp, forget_by),
+        };
+        let probed = match probed {
             Probe::Found(i) => return Ok(self.update_found(&mut inner, array.slot(i), fp, f)),
             Probe::Absent(free, least) => (free, least),
         };
         let (write, out) = f(inner.counts.horizon);
         if let Some(tat) = write {
-            self.insert(&mut inner, fp, tat, now, policy, probed)?;
+            let inserted = self.insert(&mut inner, fp, tat, now, policy, probed);
+            // Whatever the insert did (a sweep, a rebuild, an eviction, the key itself),
+            // the next lock holder must not take over a miss probed before it.
+            self.changes.mark();
+            inserted?;
         }
         Ok(out)
     }
@@ -429,6 +459,9 @@ impl Shard {
             return false;
         }
         slot.clear(TOMBSTONE);
+        // The tombstone alone stops a take-over (`update_locked`), but the rule stays one
+        // rule: whoever changes a fingerprint marks.
+        self.changes.mark();
         inner.counts.used -= 1;
         inner.counts.tombstones += 1;
         true
