@@ -100,8 +100,23 @@
 //!   `evict_vs_update`; `evict_in_place_vs_reader_of_the_victim` fails if the new word is
 //!   stored before the fingerprint.
 //! * *One key, one slot* (`src/table/shard.rs`): every locked operation probes again before
-//!   it inserts, and outside a rebuild no key is separated from its home by an `EMPTY` slot.
+//!   it inserts, or takes over a lock-free probe that nothing has changed since (next
+//!   item), and outside a rebuild no key is separated from its home by an `EMPTY` slot.
 //!   Loom: `two_inserts_of_one_new_key_*`, `two_new_keys_for_one_place_*`.
+//! * *A miss taken over is the miss the lock would find* (`src/table/changes.rs`). A new
+//!   key's lock-free probe hands the locked path the `EMPTY` slot that ended its run, and the
+//!   shard's count of locked changes, read (Acquire) before the probe. Every lock holder that
+//!   may change a fingerprint or the length stores the count plus one (Release) before it
+//!   unlocks; the next holder takes the miss over, instead of walking the run again, only if
+//!   the count and the length are what the probe saw, the walk would read fingerprints alone,
+//!   and the shard holds no tombstone (where the locked probe would put the key first). An
+//!   insert marks from a drop guard, so a panic in it marks too. Loom:
+//!   `two_new_keys_on_one_run` and three others fail when an insert does not mark, or when
+//!   the count is read or marked Relaxed; `reader_in_a_new_segment_vs_growth` fails without
+//!   the length check (a growth that completes between `locate`'s length and the count's
+//!   read), as does the test `a_miss_on_a_view_older_than_a_growth_is_not_taken_over`. It
+//!   saves 12 % of a new key's instructions (1,327 -> 1,168, callgrind). The count sits on
+//!   the shard's lock line, which a check now reads (`changes.rs`).
 //! * *A forgotten key never moves back in time* (`Shard::update_locked`): an absent key reads
 //!   as its shard's horizon, the latest TAT the shard forgot, so a caller whose `now` lags
 //!   the reclaimer's gets no fresh burst. Loom: `lagging_caller_vs_reuse`,
@@ -159,7 +174,8 @@
 //! A full shard is loaded to 3/4, not the 5/6 a growing one reaches (`len_for_cap`): the key
 //! that fills a shard first grows it to its largest array. At the cap nothing relieves the
 //! load, and every new key, refused or evicting, misses twice (the lock-free probe, then the
-//! locked one), each walking to the `EMPTY` that ends its run: 17.8 slots expected at 5/6, 8.5
+//! locked one, which at the cap cannot take the first over: it looks for expired keys and a
+//! victim's TAT), each walking to the `EMPTY` that ends its run: 17.8 slots expected at 5/6, 8.5
 //! at 3/4. A full table takes 21.3 bytes a key instead of 19.2; callgrind put a refusal at
 //! 923 -> 684 instructions, an eviction at 1,410 -> 1,168 (with the shift above), a hit at
 //! 237 -> 215. On the AMD host a refused new key went from 2.2–2.3 hits to 1.9; an
@@ -229,8 +245,9 @@
 //! * A fallback victim among keys that end their run (no shift): 2–3 candidates, not 16.
 //! * A second lock-free walk before the lock: it settles only a slot that changed hands, a
 //!   rare case, and every insert would pay for it.
-//! * The hot path's miss reused under the lock: it needs a count of locked slot changes to
-//!   validate against, and a hot path that collects the least TAT.
+//! * The hot path's miss reused at a full shard: the locked probe there wants expired keys
+//!   and the least TAT, which the hot path would have to collect (below its cap the miss is
+//!   reused: `changes.rs`).
 //! * Grouped home slots: §8.
 //! * Loading the slot (not prefetching it) before the clock read: the fence waits for the
 //!   load, and the miss and the clock read are in a row again.
@@ -404,6 +421,10 @@
 //!   removal's writes; loom cannot show it missing, since a loom RMW always reads the latest
 //!   value, so no model can make that CAS land before them.
 //!
+//! A third count, a shard's changes (`src/table/changes.rs`), is compared by the next lock
+//! holder rather than by a lock-free reader, so it needs one Release store a holder and one
+//! Acquire load a probe; its faults and models are in §3.
+//!
 //! The epoch alone does not protect an undo whose load and epoch check come before a whole
 //! reset and whose CAS comes after a re-admission to the same TAT: the CAS must tell the
 //! incarnations apart. A keyed slot's word carries a generation that re-insertion advances;
@@ -518,9 +539,10 @@
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
 //!   batch in hand gets 2.1–2.5x through `check_batch_at` (29–32 against 67–70 ns in the
 //!   same rounds), 1.13–1.20x an ideal of tollgate's footprint: what remains is the footprint.
-//! * C: memory met; time growing at the line (Intel 0.82–0.89x governor in the benchmark of
-//!   record, 0.73–0.77x just after the guest booted, in-repo 0.84–1.06x, each round a fresh
-//!   process; AMD 0.63–0.74x in the last set, 0.76–0.87x in the one before), met presized
+//! * C: memory met; time growing met at the line (Intel: medians 0.80x and 0.74x governor
+//!   over two sets of the benchmark of record, one run of six 0.83x, since the locked path
+//!   takes over a new key's lock-free miss; 0.82–0.89x before, in the same host state; each
+//!   round a fresh process; AMD 0.63–0.74x before it), met presized
 //!   (0.59–0.69x) and through `check_batch_at` (0.47–0.69x: much of an insert is misses).
 //!   Churn: met.
 //! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.1–2.3x, AMD 2.7–3.1x).

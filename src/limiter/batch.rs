@@ -12,7 +12,8 @@
 //! located before an earlier check of the batch grew or rebuilt the key's shard is an older
 //! view of it, which a single check's probe already meets when a growth overtakes it between
 //! its locate and its probe (`Table::try_update_recording`): the older slots still exist, a
-//! hand-over sends the check to the locked path, and a lock-free miss is only a hint there.
+//! hand-over sends the check to the locked path, and a lock-free miss is only a hint there
+//! (taken over only on the length it was probed on).
 
 use std::hash::{BuildHasher, Hash};
 

@@ -381,7 +381,8 @@ impl<'a> SlotArray<'a> {
         crate::prefetch::prefetch(home.wrapping_byte_add(LINE));
     }
 
-    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks).
+    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks, or takes
+    /// the miss over if nothing has changed since: `changes.rs`).
     ///
     /// The home slot is looked at first, on its own: it settles most lookups (a hit, or an
     /// `EMPTY` miss), and doing so without the run bookkeeping keeps the check's hot path
@@ -400,7 +401,7 @@ impl<'a> SlotArray<'a> {
     }
 
     /// [`find_from`](SlotArray::find_from) whose miss names the `EMPTY` slot that ended the
-    /// run (`None`: every slot was walked and none was `EMPTY`).
+    /// run (`Err(None)`: every slot was walked and none was `EMPTY`).
     #[inline(always)]
     pub(crate) fn find_or_end(
         &self,

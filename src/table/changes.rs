@@ -25,8 +25,12 @@
 //! fingerprint was written after `L`'s writes, and the probe's loads, which saw nothing older
 //! than them, saw the current values.
 //!
-//! Loom: `two_new_keys_on_one_run` fails when an insert does not mark (the second key is
-//! written over the first's slot); `src/design.rs`, section 6.
+//! Where it lives: in the shard's second cache line, beside the lock word, which every lock
+//! holder writes anyway; a check reads it before its probe, a line a hit did not read before
+//! (a hit in a shard that another core is inserting into may now wait for that line).
+//!
+//! Loom: `two_new_keys_on_one_run` (the second key written over the first's slot) and three
+//! other models fail when an insert does not mark; design record, §3 ("a miss taken over").
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -45,6 +49,13 @@ impl Changes {
         self.0.load(Ordering::Acquire)
     }
 
+    /// Under the shard lock: [`mark`](Changes::mark)s when dropped, so a lock holder whose
+    /// changes end in an early return or a panic marks all the same, if it drops this before
+    /// its lock guard.
+    pub(crate) fn mark_on_drop(&self) -> MarkOnDrop<'_> {
+        MarkOnDrop(self)
+    }
+
     /// Under the shard lock, after changes to fingerprints or the length, before unlocking.
     pub(crate) fn mark(&self) {
         // ordering: the load is Relaxed: the lock holder is the only writer, and the lock
@@ -57,5 +68,15 @@ impl Changes {
     pub(crate) fn unchanged(&self, read: u64) -> bool {
         // ordering: Relaxed: under the lock, which orders every earlier holder's store.
         self.0.load(Ordering::Relaxed) == read
+    }
+}
+
+/// Marks its count when dropped ([`Changes::mark_on_drop`]).
+#[must_use = "it marks when dropped: bind it for as long as the changes go on"]
+pub(crate) struct MarkOnDrop<'a>(&'a Changes);
+
+impl Drop for MarkOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.mark();
     }
 }

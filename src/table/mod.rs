@@ -259,7 +259,8 @@ impl Table {
     /// the CAS loop on the slot it finds, with nothing out of line. `Err` (and nothing
     /// written) if the probe misses, the slot is frozen, or it changed hands under the probe:
     /// the caller then starts over with `update_recording`, which takes the lock (and
-    /// re-probes under it, unless the miss it is given still holds). Not re-probing here
+    /// re-probes under it, unless the miss it is given still holds). `Err(None)`: nothing to
+    /// take over (a frozen slot, a slot that changed hands, or a run with no `EMPTY` slot). Not re-probing here
     /// keeps the probe's registers free for the CAS.
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
@@ -795,7 +796,8 @@ mod tests {
         t.shards[0].array().slot(i).fp.load(Ordering::Relaxed)
     }
 
-    /// Two keys after `from` that share a home on the one shard's current slots, and it.
+    /// `from` and the first key after it that shares its home on the one shard's current
+    /// slots, and that home.
     fn same_home(t: &Table, from: u64) -> (u64, u64, usize) {
         let array = t.shards[0].array();
         let home = |k: u64| array.home(fingerprint(k));
@@ -833,19 +835,30 @@ mod tests {
     }
 
     #[test]
-    fn a_miss_probed_before_a_growth_is_not_taken_over() {
+    fn a_miss_on_a_view_older_than_a_growth_is_not_taken_over() {
+        // Located before a growth, probed after it: the count read before the probe is the
+        // growth's own, so only the length tells that the miss is on the old layout (as in
+        // a batch, which locates keys ahead of their checks).
         let t = table(1_000, FullPolicy::RefuseNewKeys);
-        let miss = miss_of(&t, 7).expect("an empty shard's runs end at once");
+        let spot = t.locate(7, fingerprint(7));
         let len = t.shards[0].array().len();
         let mut k = 100;
         while t.shards[0].array().len() == len {
             put(&t, k, 1_000, 0).unwrap();
             k += 1;
         }
+        let miss = Table::try_update_recording(spot, fingerprint(7), |_| (Some(1), ()))
+            .unwrap_err()
+            .expect("the old view's run ends at an EMPTY slot");
+        assert_eq!(
+            t.shards[0].changes(),
+            miss.changes,
+            "the probe read the count after the growth"
+        );
         insert_with(&t, 7, 2_000, Some(miss));
         assert_eq!(get(&t, 7), 2_000);
         for held in 100..k {
-            assert_eq!(get(&t, held), 1_000);
+            assert_eq!(get(&t, held), 1_000, "key {held}");
         }
         assert_eq!(t.counts().keys_held, (k - 100) as usize + 1);
     }

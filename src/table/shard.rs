@@ -3,7 +3,9 @@
 //! Lock-free: `find` (probe for a fingerprint), updates of live slots (see `slot.rs`), and
 //! the refusal of a new key at a full shard whose gate is closed (`gate.rs`). Under the shard
 //! lock: inserting, reclaiming expired keys, forced eviction, tombstone clean-up, compaction
-//! and growth. Every locked operation re-probes, so one key never has two slots.
+//! and growth. Every locked operation re-probes, or takes over a lock-free probe's miss when
+//! no lock holder has changed a fingerprint since (`changes.rs`), so one key never has two
+//! slots.
 //!
 //! A full shard (at its cap, nothing expired): a new key under `RefuseNewKeys` is refused
 //! under the lock once, which closes the gate until the shard's next possible expiry; later
@@ -35,7 +37,8 @@
 //!
 //! To a lock-free reader a rebuild is a series of hand-overs (the same protocol as slot reuse,
 //! see `slot.rs`): it meets a frozen word (locked path, which waits for the rebuild), a
-//! missing key (locked path: a miss is only a hint), or another key's fingerprint (re-probe).
+//! missing key (locked path: a miss is only a hint, and every rebuild marks the shard's
+//! change count, so the locked path probes again), or another key's fingerprint (re-probe).
 //! A reader that loaded the old length probes only old slots, which still exist; one that
 //! loaded the new length sees the new segments initialised (`array.rs`, publication). A
 //! compaction forgets nothing, so the removal epoch does not move; a growth that drops expired
@@ -311,11 +314,12 @@ impl Shard {
         };
         let (write, out) = f(inner.counts.horizon);
         if let Some(tat) = write {
-            let inserted = self.insert(&mut inner, fp, tat, now, policy, probed);
-            // Whatever the insert did (a sweep, a rebuild, an eviction, the key itself),
-            // the next lock holder must not take over a miss probed before it.
-            self.changes.mark();
-            inserted?;
+            // Whatever the insert does (a sweep, a rebuild, an eviction, the key itself), the
+            // next lock holder must not take over a miss probed before it: marked when this
+            // drops, after the insert or a panic in it, and before `inner` unlocks (declared
+            // later, dropped first).
+            let _marked = self.changes.mark_on_drop();
+            self.insert(&mut inner, fp, tat, now, policy, probed)?;
         }
         Ok(out)
     }
@@ -483,8 +487,8 @@ impl Shard {
     }
 
     /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's
-    /// run (`Probe::Absent`) with the threshold `forget_by` gives, still true under the same
-    /// lock unless the keep changes here. `now` is the caller's `expired_by`; each step
+    /// run (`Probe::Absent`) with the threshold `forget_by` gives, or the lock-free miss it
+    /// took over in its place, still true under the same lock unless the keep changes here. `now` is the caller's `expired_by`; each step
     /// reclaims by `forget_by`'s answer for the shard as it is then.
     fn insert(
         &self,
