@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tollgate::{
-    Admitted, DirectLimiter, Error, FullPolicy, Limiter, ManualClock, Quota, Timestamp,
+    Admitted, DirectLimiter, Error, FullPolicy, Limiter, ManualClock, Quota, Stats, Timestamp,
 };
 
 #[path = "race.rs"]
@@ -297,20 +297,31 @@ fn two_inserts_of_one_new_key_evicting_a_live_key() {
 /// Two new keys (sharing a home) arrive at a table with room for one. Refusing: exactly one
 /// is admitted and held, the other refused. Evicting: both are admitted, the later one
 /// evicts the earlier, and the survivor holds its own state.
-fn two_new_keys_for_one_place(roles: Roles, policy: FullPolicy) {
-    let (a, b) = key_pair(true);
-    let l = limiter(2, 1, policy);
+/// What racing checks of new keys A (one cell) and B (two) at time 0 left: the outcomes, the
+/// stored TATs (distinct, so they say whose state a slot holds), the stats, and all of it as
+/// a message for the asserts.
+fn race_two_new_keys(
+    roles: Roles,
+    l: &Limiter<u64>,
+    a: u64,
+    b: u64,
+) -> (Seen, Seen, u64, u64, Stats, String) {
     let (l1, l2) = (l.clone(), l.clone());
-    // Distinct TATs say whose state a slot holds: A takes one cell, B two.
     let (ra, rb) = race(
         roles,
         move || seen(l1.check_at(&a, at(0)), 0),
         move || seen(l2.check_n_at(&b, 2, at(0)), 0),
     );
-
     let stats = l.stats();
-    let (ta, tb) = (tat(&l, a), tat(&l, b));
+    let (ta, tb) = (tat(l, a), tat(l, b));
     let ctx = format!("A: {ra:?} B: {rb:?} stored A {ta} B {tb} {stats:?}");
+    (ra, rb, ta, tb, stats, ctx)
+}
+
+fn two_new_keys_for_one_place(roles: Roles, policy: FullPolicy) {
+    let (a, b) = key_pair(true);
+    let l = limiter(2, 1, policy);
+    let (ra, rb, ta, tb, stats, ctx) = race_two_new_keys(roles, &l, a, b);
     assert_eq!(stats.keys_held, 1, "{ctx}");
     match policy {
         FullPolicy::RefuseNewKeys => {
@@ -349,11 +360,11 @@ fn two_new_keys_for_one_place_evict() {
 
 /// Two new keys that share a home slot arrive at a table with room for both, in a shard sized
 /// up front so that neither insert grows it (`presize(2)` at capacity 4 gives the shard its
-/// largest array, six slots). Both lock-free probes can miss
-/// at the same `EMPTY` slot; the first insert takes it, and the second's locked path must not
-/// take its own probe's miss over (`table/changes.rs`): the count of locked changes moved. If
-/// it did, the second key would be written over the first. Both are admitted and both held,
-/// each with its own TAT (A one cell, B two).
+/// largest array, six slots). Both lock-free probes can miss at the same `EMPTY` slot; the
+/// first insert takes it, and the second's locked path must not take its own probe's miss
+/// over (`table/changes.rs`): the count of locked changes moved. If it did, the second key
+/// would be written over the first. Both are admitted and both held, each with its own TAT
+/// (A one cell, B two).
 fn two_new_keys_on_one_run(roles: Roles) {
     let a = 1;
     let b = (2..).find(|&b| home(b, 6) == home(a, 6)).unwrap();
@@ -364,16 +375,7 @@ fn two_new_keys_on_one_run(roles: Roles) {
         .clock(ManualClock::new())
         .build();
     let bytes = l.stats().bytes;
-    let (l1, l2) = (l.clone(), l.clone());
-    let (ra, rb) = race(
-        roles,
-        move || seen(l1.check_at(&a, at(0)), 0),
-        move || seen(l2.check_n_at(&b, 2, at(0)), 0),
-    );
-
-    let stats = l.stats();
-    let (ta, tb) = (tat(&l, a), tat(&l, b));
-    let ctx = format!("A: {ra:?} B: {rb:?} stored A {ta} B {tb} {stats:?}");
+    let (ra, rb, ta, tb, stats, ctx) = race_two_new_keys(roles, &l, a, b);
     assert_eq!(
         bytes, stats.bytes,
         "the shard grew, so the model misses its race: {ctx}"
