@@ -397,40 +397,59 @@ impl<'a> SlotArray<'a> {
     /// and its slot.
     #[inline(always)]
     pub(crate) fn find_from(&self, fp: u64, home: usize, home_slot: &'a Slot) -> Option<&'a Slot> {
-        self.find_or_end(fp, home, home_slot).ok()
+        // ordering: Acquire pairs with the Release fp store of an insert, so the state word
+        // read next is at least the frozen word that preceded it (see slot.rs).
+        let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
+            f if f == fp => Some(Some(slot)),
+            EMPTY => Some(None),
+            _ => None,
+        };
+        if let Some(found) = look(home_slot) {
+            return found;
+        }
+        let next = if home + 1 == self.len { 0 } else { home + 1 };
+        self.probe_from(next, self.len - 1, |_, slot| look(slot))
+            .flatten()
     }
 
-    /// [`find_from`](SlotArray::find_from) whose miss names the `EMPTY` slot that ended the
-    /// run (`Err(None)`: every slot was walked and none was `EMPTY`).
+    /// [`find_from`](SlotArray::find_from) for a check whose miss the locked path may take
+    /// over (`changes.rs`): `Err(Some((e, count)))` names the `EMPTY` slot `e` that ended the
+    /// run and `count`, the shard's change count read by `read_count` before every
+    /// fingerprint load that decided the miss; `Err(None)`: every slot was walked and none
+    /// was `EMPTY`.
+    ///
+    /// A key found in its home slot (most hits) reads no count: the count shares a cache line
+    /// with the shard lock's word, which every lock holder writes. Anything else reads the
+    /// count, then walks the run from the home slot again.
     #[inline(always)]
     pub(crate) fn find_or_end(
         &self,
         fp: u64,
         home: usize,
         home_slot: &'a Slot,
-    ) -> Result<&'a Slot, Option<usize>> {
+        read_count: impl FnOnce() -> u64,
+    ) -> Result<&'a Slot, Option<(usize, u64)>> {
+        // ordering: Acquire, as in `find_from`.
+        if home_slot.fp.load(Ordering::Acquire) == fp {
+            return Ok(home_slot);
+        }
+        let count = read_count();
         // The `EMPTY` slot's index is written where it is met, once, rather than returned
-        // through the probe: an index in the loop's result cost a check that hits 8
-        // instructions (`benches/counters`, scenario `live`).
+        // through the probe: an index in the loop's result cost a check 8 instructions
+        // (`benches/counters`, scenario `live`).
         let mut end = None;
-        // ordering: Acquire pairs with the Release fp store of an insert, so the state word
-        // read next is at least the frozen word that preceded it (see slot.rs).
-        let mut look = |i: usize, slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
-            f if f == fp => Some(Some(slot)),
-            EMPTY => {
-                end = Some(i);
-                Some(None)
+        let found = self.probe_from(home, self.len, |i, slot| {
+            // ordering: Acquire, as in `find_from`.
+            match slot.fp.load(Ordering::Acquire) {
+                f if f == fp => Some(Some(slot)),
+                EMPTY => {
+                    end = Some(i);
+                    Some(None)
+                }
+                _ => None,
             }
-            _ => None,
-        };
-        let found = match look(home, home_slot) {
-            Some(found) => found,
-            None => {
-                let next = if home + 1 == self.len { 0 } else { home + 1 };
-                self.probe_from(next, self.len - 1, look).flatten()
-            }
-        };
-        found.ok_or(end)
+        });
+        found.flatten().ok_or(end.map(|e| (e, count)))
     }
 
     /// Locked probe: the key's slot, or where a new key could go and, for a forced

@@ -265,7 +265,7 @@ impl Table {
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
     /// is all its argument asks (`seq::Epoch`, writer side). The shard's change count is read
-    /// before the probe, which is all its argument asks (`changes.rs`).
+    /// before the loads that decide a miss, which is all its argument asks (`changes.rs`).
     ///
     /// It probes from `spot` ([`locate`](Table::locate)), which may be older than a growth of
     /// the shard: the slots of an older length still exist and a key's lock-free miss is only
@@ -277,11 +277,11 @@ impl Table {
         fp: u64,
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Result<(R, u64), Option<Miss>> {
-        let changes = spot.shard.changes();
-        let slot = match spot.array.find_or_end(fp, spot.home, spot.home_slot) {
+        let read_count = || spot.shard.changes();
+        let slot = match (spot.array).find_or_end(fp, spot.home, spot.home_slot, read_count) {
             Ok(slot) => slot,
             Err(end) => {
-                return Err(end.map(|empty| Miss {
+                return Err(end.map(|(empty, changes)| Miss {
                     empty,
                     len: spot.array.len(),
                     changes,

@@ -244,7 +244,7 @@ impl Shard {
     }
 
     /// The count of locked changes, for a lock-free probe whose miss the locked path may
-    /// take over (`changes.rs`): read before the probe.
+    /// take over (`changes.rs`): read before the loads that decide the miss.
     #[inline(always)]
     pub(crate) fn changes(&self) -> u64 {
         self.changes.read()
