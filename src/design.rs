@@ -106,19 +106,18 @@
 //! * *A miss taken over is the miss the lock would find* (`src/table/changes.rs`). A new
 //!   key's lock-free probe hands the locked path the `EMPTY` slot that ended its run, and the
 //!   shard's count of locked changes, read (Acquire) before the loads that decided the miss
-//!   (after the home slot, which a hit there reads alone). Every lock holder that
-//!   may change a fingerprint or the length stores the count plus one (Release) before it
-//!   unlocks; the next holder takes the miss over, instead of walking the run again, only if
-//!   the count and the length are what the probe saw, the walk would read fingerprints alone,
-//!   and the shard holds no tombstone (where the locked probe would put the key first). An
-//!   insert marks from a drop guard, so a panic in it marks too. Loom:
-//!   `two_new_keys_on_one_run` and three others fail when an insert does not mark, when the
-//!   count is read or marked Relaxed, or when it is read after the walk; `reader_in_a_new_segment_vs_growth` fails without
-//!   the length check (a growth that completes between `locate`'s length and the count's
-//!   read), as does the test `a_miss_on_a_view_older_than_a_growth_is_not_taken_over`. It
-//!   saves 10 % of a new key's instructions (1,316 -> 1,184, callgrind). The count sits on
-//!   the shard's lock line, which a check reads unless it finds its key in its home slot
-//!   (`changes.rs`).
+//!   (after the home slot, which a hit there reads alone). Every lock holder that may change
+//!   a fingerprint or the length stores the count plus one (Release) before it unlocks; the
+//!   next holder takes the miss over, instead of walking the run again, only if the count and
+//!   the length are what the probe saw, the walk would read fingerprints alone, and the shard
+//!   holds no tombstone (where the locked probe would put the key first). An insert marks
+//!   from a drop guard, so a panic in it marks too. Loom: `two_new_keys_on_one_run` and three
+//!   others fail when an insert does not mark, when the count is read or marked Relaxed, or
+//!   when it is read after the walk; `reader_in_a_new_segment_vs_growth` fails without the
+//!   length check (a growth that completes between `locate`'s length and the count's read),
+//!   as does the test `a_miss_on_a_view_older_than_a_growth_is_not_taken_over`. It saves 10 %
+//!   of a new key's instructions (1,316 -> 1,184, callgrind). The count sits on the shard's
+//!   lock line, which a check reads unless it finds its key in its home slot (`changes.rs`).
 //! * *A forgotten key never moves back in time* (`Shard::update_locked`): an absent key reads
 //!   as its shard's horizon, the latest TAT the shard forgot, so a caller whose `now` lags
 //!   the reclaimer's gets no fresh burst. Loom: `lagging_caller_vs_reuse`,

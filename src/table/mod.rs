@@ -260,8 +260,8 @@ impl Table {
     /// written) if the probe misses, the slot is frozen, or it changed hands under the probe:
     /// the caller then starts over with `update_recording`, which takes the lock (and
     /// re-probes under it, unless the miss it is given still holds). `Err(None)`: nothing to
-    /// take over (a frozen slot, a slot that changed hands, or a run with no `EMPTY` slot). Not re-probing here
-    /// keeps the probe's registers free for the CAS.
+    /// take over (a frozen slot, a slot that changed hands, or a run with no `EMPTY` slot).
+    /// Not re-probing here keeps the probe's registers free for the CAS.
     ///
     /// The epoch is read after the probe, still before the slot's state load and CAS, which
     /// is all its argument asks (`seq::Epoch`, writer side). The shard's change count is read

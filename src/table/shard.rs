@@ -486,10 +486,11 @@ impl Shard {
         }
     }
 
-    /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's
-    /// run (`Probe::Absent`) with the threshold `forget_by` gives, or the lock-free miss it
-    /// took over in its place, still true under the same lock unless the keep changes here. `now` is the caller's `expired_by`; each step
-    /// reclaims by `forget_by`'s answer for the shard as it is then.
+    /// Inserts absent key `fp`. `probed`: what the caller's locked probe found on the key's run
+    /// (`Probe::Absent`) with the threshold `forget_by` gives, or the lock-free miss it took over
+    /// in its place, still true under the same lock unless the keep changes here. `now` is the
+    /// caller's `expired_by`; each step reclaims by `forget_by`'s answer for the shard as it is
+    /// then.
     fn insert(
         &self,
         inner: &mut Inner,

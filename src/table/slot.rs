@@ -226,10 +226,10 @@ impl Slot {
     /// tombstone that ends its probe run, back to `EMPTY`.
     pub(crate) fn clear(&self, marker: u64) {
         debug_assert!(marker == TOMBSTONE || marker == EMPTY);
-        // ordering: the state is frozen and stays frozen, so an updater that still matches the
-        // old fp goes to the locked path; a prober that sees the marker early or late only
-        // decides a miss, which the locked path re-checks (the lock holder that cleared
-        // marks the shard's change count, so no later holder takes that miss over). Release so that a lock-free miss
+        // ordering: the state is frozen and stays frozen, so an updater that still matches the old
+        // fp goes to the locked path; a prober that sees the marker early or late only decides a
+        // miss, which the locked path re-checks (the lock holder that cleared marks the shard's
+        // change count, so no later holder takes that miss over). Release so that a lock-free miss
         // that reads it also sees every earlier locked write, a compaction's included
         // (`Shard::absent_for_sure`).
         self.fp.store(marker, Ordering::Release);
