@@ -540,11 +540,12 @@
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
 //!   batch in hand gets 2.1–2.5x through `check_batch_at` (29–32 against 67–70 ns in the
 //!   same rounds), 1.13–1.20x an ideal of tollgate's footprint: what remains is the footprint.
-//! * C: memory met; time growing met at the line (Intel: medians 0.80x and 0.74x governor
-//!   over two sets of the benchmark of record, one run of six 0.83x, since the locked path
-//!   takes over a new key's lock-free miss; 0.82–0.89x before, in the same host state; each
-//!   round a fresh process; AMD 0.63–0.74x before it), met presized
-//!   (0.59–0.69x) and through `check_batch_at` (0.47–0.69x: much of an insert is misses).
+//! * C: memory met; time growing met in the benchmark of record since the locked path takes
+//!   over a new key's lock-free miss (Intel 0.69–0.76x governor on the final tree, 0.61–0.83x
+//!   over two sets on an intermediate one, 0.82–0.89x before in the same host state; each
+//!   round a fresh process; AMD 0.63–0.74x before it), missed in-repo (0.86–0.88x, where
+//!   governor's row reads lower than the harness's), met presized (0.59–0.69x) and through
+//!   `check_batch_at` (0.47–0.69x: much of an insert is misses).
 //!   Churn: met.
 //! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.1–2.3x, AMD 2.7–3.1x).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
