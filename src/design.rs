@@ -543,8 +543,9 @@
 //! * C: memory met; time growing met in the benchmark of record since the locked path takes
 //!   over a new key's lock-free miss (Intel 0.69–0.76x governor on the final tree, 0.61–0.83x
 //!   over two sets on an intermediate one, 0.82–0.89x before in the same host state; each
-//!   round a fresh process; AMD 0.63–0.74x before it), missed in-repo (0.86–0.88x, where
-//!   governor's row reads lower than the harness's), met presized (0.59–0.69x) and through
+//!   round a fresh process; AMD 0.63–0.74x before it), missed in the in-repo run (0.86–0.88x,
+//!   where governor's rounds read low; the two harnesses' children, paired, agree at 0.75x),
+//!   met presized (0.59–0.69x) and through
 //!   `check_batch_at` (0.47–0.69x: much of an insert is misses).
 //!   Churn: met.
 //! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.1–2.3x, AMD 2.7–3.1x).
