@@ -381,42 +381,20 @@ impl<'a> SlotArray<'a> {
         crate::prefetch::prefetch(home.wrapping_byte_add(LINE));
     }
 
-    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks, or takes
-    /// the miss over if nothing has changed since: `changes.rs`).
-    ///
-    /// The home slot is looked at first, on its own: it settles most lookups (a hit, or an
-    /// `EMPTY` miss), and doing so without the run bookkeeping keeps the check's hot path
-    /// short. The rest of the run is an ordinary probe from the next slot.
+    /// Lock-free probe for `fp`. `None` is only a hint (the locked path re-checks). The
+    /// check's own probe is [`find_or_end`](SlotArray::find_or_end); this is it without a miss
+    /// to hand over.
     #[inline]
     pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
         let home = self.home(fp);
-        self.find_from(fp, home, self.slot(home))
+        self.find_or_end(fp, home, self.slot(home), || 0).ok()
     }
 
-    /// [`find`](SlotArray::find) for a caller that has `fp`'s home on this view, its index
-    /// and its slot.
-    #[inline(always)]
-    pub(crate) fn find_from(&self, fp: u64, home: usize, home_slot: &'a Slot) -> Option<&'a Slot> {
-        // ordering: Acquire pairs with the Release fp store of an insert, so the state word
-        // read next is at least the frozen word that preceded it (see slot.rs).
-        let look = |slot: &'a Slot| match slot.fp.load(Ordering::Acquire) {
-            f if f == fp => Some(Some(slot)),
-            EMPTY => Some(None),
-            _ => None,
-        };
-        if let Some(found) = look(home_slot) {
-            return found;
-        }
-        let next = if home + 1 == self.len { 0 } else { home + 1 };
-        self.probe_from(next, self.len - 1, |_, slot| look(slot))
-            .flatten()
-    }
-
-    /// [`find_from`](SlotArray::find_from) for a check whose miss the locked path may take
-    /// over (`changes.rs`): `Err(Some((e, count)))` names the `EMPTY` slot `e` that ended the
-    /// run and `count`, the shard's change count read by `read_count` before every
-    /// fingerprint load that decided the miss; `Err(None)`: every slot was walked and none
-    /// was `EMPTY`.
+    /// Lock-free probe for `fp` from its home slot `home_slot` (index `home` on this view),
+    /// for a check whose miss the locked path may take over (`changes.rs`).
+    /// `Err(Some((e, count)))` names the `EMPTY` slot `e` that ended the run and `count`, the
+    /// shard's change count read by `read_count` before every fingerprint load that decided
+    /// the miss; `Err(None)`: every slot was walked and none was `EMPTY`.
     ///
     /// A key found in its home slot (most hits) reads no count: the count shares a cache line
     /// with the shard lock's word, which every lock holder writes. Anything else reads the
@@ -429,7 +407,8 @@ impl<'a> SlotArray<'a> {
         home_slot: &'a Slot,
         read_count: impl FnOnce() -> u64,
     ) -> Result<&'a Slot, Option<(usize, u64)>> {
-        // ordering: Acquire, as in `find_from`.
+        // ordering: Acquire pairs with the Release fp store of an insert, so the state word
+        // read next is at least the frozen word that preceded it (see slot.rs).
         if home_slot.fp.load(Ordering::Acquire) == fp {
             return Ok(home_slot);
         }
@@ -439,7 +418,7 @@ impl<'a> SlotArray<'a> {
         // (`benches/counters`, scenario `live`).
         let mut end = None;
         let found = self.probe_from(home, self.len, |i, slot| {
-            // ordering: Acquire, as in `find_from`.
+            // ordering: Acquire, as above.
             match slot.fp.load(Ordering::Acquire) {
                 f if f == fp => Some(Some(slot)),
                 EMPTY => {
