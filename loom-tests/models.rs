@@ -558,19 +558,20 @@ fn new_keys(hot: u64, n: u64) -> Vec<u64> {
     (1..).filter(|&k| k != hot).take(n as usize).collect()
 }
 
-/// Key `hot` is held in a two-slot array; one thread checks it `checks` times while the
-/// other inserts `inserts` new keys into a table of `capacity`. The first new key does not
-/// fit and grows the shard in place (freezing every key, adding a segment, placing every key
-/// again, then publishing the new length): capacity 3 grows it once, 2 -> 4 slots; capacity
-/// 7 with 3 inserts grows it twice, 2 -> 4 -> 6 (the third insert). Every admission of the
-/// hot key must land exactly once, whichever length its probe read, and every key must be
-/// held exactly once, with exactly the growth that the same inserts cause sequentially
-/// (`bytes`).
+/// Key `hot` is held in a two-slot array with `before` other keys inserted after it; then one
+/// thread checks it `checks` times while the other inserts `inserts` more new keys into a
+/// table of `capacity`. A new key that does not fit grows the shard (freezing every key,
+/// placing every key again in the grown slots, then publishing them): below 4 slots (the
+/// loom build's `CONTIGUOUS_LEN`) into a new array twice as large, past it by adding a
+/// segment. Capacity 3 grows it once, moving 2 -> 4 slots; capacity 7 with 3 inserts moves
+/// it, 2 -> 4, then adds a segment, 4 -> 8 (the third insert). Every admission of the hot key
+/// must land exactly once, whichever slots its probe read, and every key must be held
+/// exactly once, with exactly the growth that the same inserts cause sequentially (`bytes`).
 fn update_vs_growth(
     roles: Roles,
     hot: u64,
     checks: u64,
-    inserts: u64,
+    (before, inserts): (u64, u64),
     capacity: usize,
     bytes: usize,
 ) {
@@ -578,6 +579,11 @@ fn update_vs_growth(
     let burst = u32::try_from(checks).unwrap() + 1;
     let l = limiter(burst, capacity, FullPolicy::RefuseNewKeys);
     assert!(l.check_at(&hot, at(NOW)).is_ok());
+    let keys = new_keys(hot, before + inserts);
+    for k in &keys[..before as usize] {
+        assert!(l.check_at(k, at(NOW)).is_ok());
+    }
+    let racing = keys[before as usize..].to_vec();
     let (l1, l2) = (l.clone(), l.clone());
     let (re, rn) = race(
         roles,
@@ -587,7 +593,7 @@ fn update_vs_growth(
                 .collect()
         },
         move || -> Vec<Seen> {
-            new_keys(hot, inserts)
+            racing
                 .into_iter()
                 .map(|k| seen(l2.check_at(&k, at(NOW)), NOW))
                 .collect()
@@ -603,11 +609,11 @@ fn update_vs_growth(
     assert_eq!(stats.bytes, bytes, "{stats:?}");
     assert_eq!(
         stats.keys_held,
-        1 + inserts as usize,
+        1 + keys.len(),
         "no key lost or duplicated: {stats:?}"
     );
     assert_eq!(tat(&l, hot), NOW + (1 + checks) * T);
-    for k in new_keys(hot, inserts) {
+    for k in keys {
         assert_eq!(tat(&l, k), NOW + T);
     }
     // The hot key's burst is used up: nothing of it was lost in the move.
@@ -622,7 +628,7 @@ fn update_vs_growth_model() {
         "one insert must grow the shard"
     );
     model("update_vs_growth", move |roles| {
-        update_vs_growth(roles, 1, 1, 1, 3, bytes)
+        update_vs_growth(roles, 1, 1, (0, 1), 3, bytes)
     });
 }
 
@@ -634,27 +640,109 @@ fn updates_vs_two_growths() {
         "the first and the third insert must grow the shard: update the model's sizes"
     );
     model("updates_vs_two_growths", move |roles| {
-        update_vs_growth(roles, 1, 2, 3, 7, bytes)
+        update_vs_growth(roles, 1, 2, (0, 3), 7, bytes)
     });
 }
 
-/// Reader vs in-place growth, where the reader's probe must enter the new segment: the hot
-/// key's home in the grown (4-slot) shard is in the segment the growth adds (slots 2 and
-/// 3), so a check that read the new length indexes that segment's directory entry and
-/// slots. They are written before the new length is published (Release) and read after it
-/// (Acquire). Fails, with "read before its segment was published", when `Segments::publish`
-/// stores the length Relaxed, or `Segments::current` loads it Relaxed: the reader then sees
-/// the new length but not the segment behind it.
+/// Reader vs a growth that moves the array: the hot key's home in the grown (4-slot) shard
+/// is past the end of the old (2-slot) array, so a check that read the new length must also
+/// read the new array, which is stored (Release, `Segments::move_front`) before the length
+/// is published and loaded (Acquire, `SlotArray::entry`) after the length. Fails with "a
+/// length of 4 read with an array of 2 slots" when the array is stored after the length;
+/// with "a length of 2 read with an array of 0 slots" when it is stored Relaxed (a reader
+/// that loads it is not ordered after its making, nor after its record in `fronts`); with
+/// loom's "Causality violation" when it is loaded Relaxed.
 #[test]
-fn reader_in_a_new_segment_vs_growth() {
+fn reader_past_the_old_array_vs_move() {
     let hot = (1..).find(|&k| home(k, 4) >= 2).unwrap();
     let bytes = bytes_after(3, hot, 1);
     assert!(
         bytes > bytes_after(3, hot, 0),
         "one insert must grow the shard"
     );
+    model("reader_past_the_old_array_vs_move", move |roles| {
+        update_vs_growth(roles, hot, 1, (0, 1), 3, bytes)
+    });
+}
+
+/// Reader vs a growth that adds a segment: the shard already holds 4 slots (moved there by
+/// the second of three keys), and the hot key's home in the grown (8-slot) shard is in the
+/// segment the growth adds (slots 4 to 7), so a check that read the new length indexes that
+/// segment's directory entry and slots. They are written before the new length is
+/// published (Release) and read after it (Acquire). Fails, with "segment 1 read before it
+/// was published", when `Segments::publish` stores the length Relaxed, or
+/// `Segments::current` loads it Relaxed: the reader then sees the new length but not the
+/// segment behind it.
+#[test]
+fn reader_in_a_new_segment_vs_growth() {
+    let hot = (1..).find(|&k| home(k, 8) >= 4).unwrap();
+    let bytes = bytes_after(7, hot, 3);
+    assert!(
+        bytes > bytes_after(7, hot, 2) && bytes_after(7, hot, 2) == bytes_after(7, hot, 1),
+        "the third insert, and only it, must add a segment: update the model's sizes"
+    );
     model("reader_in_a_new_segment_vs_growth", move |roles| {
-        update_vs_growth(roles, hot, 1, 1, 3, bytes)
+        update_vs_growth(roles, hot, 1, (2, 1), 7, bytes)
+    });
+}
+
+/// Two new keys vs the move their inserts cause: `a` is held in a two-slot array, and
+/// whichever of `b` and `c` comes first moves it to a 4-slot one, while the other's
+/// lock-free probe may read either array, or the new one with the old length. Both are
+/// admitted and held once. The keys have distinct homes in 4 slots, and each new key's home
+/// in 2 slots is a slot of the new array that no key takes, so a probe of the new array on
+/// the old length misses at a slot the grower made and never wrote. Fails when the locked
+/// path takes over a miss without checking its length (`Shard::update_locked`): that miss's
+/// `EMPTY` slot is then taken on the old length's terms in the new array. Fails too on the
+/// faults of `reader_past_the_old_array_vs_move`.
+#[test]
+fn new_key_vs_move() {
+    let a = 1;
+    let (b, c) = (2..)
+        .flat_map(|b| (b + 1..b + 50).map(move |c| (b, c)))
+        .find(|&(b, c)| {
+            let taken = |x: u64, y: u64| [home(a, 4), home(x, 4), home(y, 4)];
+            let distinct = |t: [u64; 3]| t[0] != t[1] && t[0] != t[2] && t[1] != t[2];
+            distinct(taken(b, c))
+                && !taken(b, b).contains(&home(c, 2))
+                && !taken(c, c).contains(&home(b, 2))
+        })
+        .unwrap();
+    let bytes = {
+        let out = std::sync::Arc::new(AtomicUsize::new(0));
+        let result = out.clone();
+        let mut builder = loom::model::Builder::new();
+        builder.max_branches = builder.max_branches.max(MAX_BRANCHES);
+        builder.check(move || {
+            let l = limiter(1, 3, FullPolicy::RefuseNewKeys);
+            for k in [a, b, c] {
+                assert!(l.check_at(&k, at(0)).is_ok());
+            }
+            result.store(l.stats().bytes, Ordering::Relaxed);
+        });
+        out.load(Ordering::Relaxed)
+    };
+    model("new_key_vs_move", move |roles| {
+        let l = limiter(1, 3, FullPolicy::RefuseNewKeys);
+        assert!(l.check_at(&a, at(0)).is_ok());
+        let before = l.stats().bytes;
+        let (l1, l2) = (l.clone(), l.clone());
+        let (rb, rc) = race(
+            roles,
+            move || seen(l1.check_at(&b, at(0)), 0),
+            move || seen(l2.check_at(&c, at(0)), 0),
+        );
+        let stats = l.stats();
+        let ctx = format!("B: {rb:?} C: {rc:?} {stats:?}");
+        assert_eq!((rb, rc), (Seen::Admitted(T), Seen::Admitted(T)), "{ctx}");
+        assert_eq!(stats.keys_held, 3, "{ctx}");
+        assert!(
+            stats.bytes > before && stats.bytes == bytes,
+            "one move: {ctx}"
+        );
+        for k in [a, b, c] {
+            assert_eq!(tat(&l, k), T, "{ctx}");
+        }
     });
 }
 

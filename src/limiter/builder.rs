@@ -39,7 +39,7 @@ pub struct LimiterBuilder<K: ?Sized, S = RandomState> {
 impl<K: ?Sized> LimiterBuilder<K> {
     /// The default capacity: 2^23 (about 8.4 million) keys. At 16 bytes a slot, and a full
     /// shard loaded to 3/4, this caps the table at about 170 MiB; memory is only taken as keys
-    /// arrive (a shard grows in place by about 1.5x at a time).
+    /// arrive (a shard grows by about 1.5x at a time, twice while it is small).
     ///
     /// # Examples
     ///

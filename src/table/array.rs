@@ -1,17 +1,28 @@
-//! A shard's slots: linear probing over `{fingerprint, state}` slots (see `slot.rs`), stored
-//! in *segments* that are never moved or freed while the shard lives.
+//! A shard's slots: linear probing over `{fingerprint, state}` slots (see `slot.rs`), in one
+//! array while the shard is small, then in *segments* added after it.
 //!
-//! # Why segments: growth retires nothing
+//! # Growth frees nothing
 //!
 //! A lock-free reader may be anywhere in a probe when the shard grows, and the hot path has
 //! no room for telling the grower where it is (a reader count or an epoch pin is a locked
 //! RMW or a full fence per check, 5–10 ns on a check of 10–35 ns). So growth never frees
-//! memory a reader could hold: it *adds* a segment and rebuilds the shard in place over the
-//! old and new segments together (`Shard::rebuild`), exactly as a compaction rebuilds it
-//! over the same slots. The memory of an outgrown array is not retired but reused: it is the
-//! front of the grown one. A reader that loaded the old length probes slots that still
-//! exist and meets the rebuild as a series of hand-overs (`slot.rs`); a reader that loaded
-//! the new length sees the new segments (below). Segments are freed only in `Drop`.
+//! memory a reader could hold. It freezes every key in the old slots (a reader that meets
+//! one fails its CAS or misses, and takes the locked path), places every key again in the
+//! grown slots, then publishes them (`Shard::rebuild`), in one of two ways:
+//!
+//! * **Below `first` slots, the array moves** (`extend` allocates, `publish` swaps it in): a
+//!   new array twice as large, up to `first`. The old one is *outgrown*, kept until the
+//!   shard drops, as a reader may still probe it; a small shard's outgrown arrays together
+//!   hold fewer slots than twice its last one (4 KiB at `first` = 256). The reward: every
+//!   slot of a small shard is one load from the shard (`base`), as in a presized one.
+//! * **From `first` on, segments are added**: the shard is rebuilt in place over the old and
+//!   new segments together, as a compaction rebuilds it over the same slots. The old slots
+//!   are the front of the grown ones; a reader that loaded the old length probes slots that
+//!   still exist and meets the rebuild as a series of hand-overs (`slot.rs`). A large
+//!   shard's outgrown arrays would hold as many slots as the shard or more: segments cost
+//!   nothing.
+//!
+//! Outgrown arrays and segments are freed only in `Drop`.
 //!
 //! # Layout
 //!
@@ -20,25 +31,38 @@
 //! segment:  0          | 1                | 2        | 3        | 4        | 5        | 6        | 7         | ...
 //! ```
 //!
-//! Segment 0 is the shard's initial array (`first` slots, any size: presizing picks it).
-//! After it come segments in a fixed pattern over a unit `U` (a power of two, about half of
-//! `first`): four of `U`, then two per octave, so that the boundaries are `first + U·{1, 2,
-//! 3, 4, 6, 8, 12, 16, 24, ...}` and a large shard grows by 1.5x and 1.33x in turn (a load
-//! of 55–62 % after growth, against 42 % after a doubling). Finding a slot's segment is a
-//! few register operations (`segment_of`) and one load from the directory, which is as
-//! near the shard as the old array pointer was; each directory entry is biased by its
-//! segment's first index, so slot `i` is at `dir[segment_of(i)] + i`. Probes and scans
-//! look a segment up once per *run* (`run`: its entry and where it ends) and step within
-//! it like a plain array: a lookup per slot would make the probe loop about 2.5 times as long
-//! (scenario C's inserts).
+//! Segment 0 is the array (`first` slots once grown to it; any size: presizing picks the
+//! initial one, and a presized shard of `first` slots or more never moves). After it come
+//! segments in a fixed pattern over a unit `U` (a power of two, about half of `first`): four
+//! of `U`, then two per octave, so that the boundaries are `first + U·{1, 2, 3, 4, 6, 8, 12,
+//! 16, 24, ...}` and a large shard grows by 1.5x and 1.33x in turn (a load of 55–62 % after
+//! growth, against 42 % after a doubling). Finding a slot's segment is a few register
+//! operations (`segment_of`) and one load from the directory; each directory entry is
+//! biased by its segment's first index, so slot `i` is at `dir[segment_of(i)] + i`. Probes
+//! and scans look a segment up once per *run* (`run`: its entry and where it ends) and step
+//! within it like a plain array: a lookup per slot would make the probe loop about 2.5 times
+//! as long (scenario C's inserts).
 //!
 //! # Publication
 //!
-//! `len` is the shard's current length. Growth allocates the new segments, stores their
-//! directory entries, rebuilds, then stores the new `len` with Release; a reader's Acquire
-//! load of `len` that sees it therefore sees the directory entries and the initialised
-//! slots of every segment below `len`. A reader that loaded an older length only indexes
-//! below it, into segments published by an earlier store of `len` (or by construction).
+//! `len` is the shard's current length and `base` segment 0's array. Growth allocates the
+//! new array or segments (storing their directory entries), rebuilds, then stores the new
+//! array (Release), then the new `len` (Release). A reader loads `len` (Acquire), then
+//! `base` (Acquire, `current`):
+//!
+//! * The `len` it reads was stored after the array published with it, so the `base` it
+//!   reads next is that array or a later one: arrays only grow, so it has at least
+//!   `min(len, first)` slots, and the reader never indexes past its end. Reversing either
+//!   pair (store `len` first, or load `base` first) lets a reader pair a new length with an
+//!   old array and read past it (loom: `reader_past_the_old_array_vs_move`).
+//! * The Acquire loads see what the Release stores published: the directory entries and the
+//!   initialised slots of every segment below `len`, the new array's slots. A reader whose
+//!   `base` is newer than its `len` (a growth came between its two loads) probes the new
+//!   array on the old length: its homes are wrong there, so it may miss a held key, which
+//!   is a hint the locked path checks, as any miss is; a key it finds is its own
+//!   (fingerprints are keys).
+//! * A reader that loaded an older length only indexes below it, into segments published by
+//!   an earlier store of `len` (or by construction).
 //!
 //! Invariant (probe runs): no key is separated from its home slot by an `EMPTY` slot, outside
 //! a rebuild. `find` is the lock-free probe; the rest runs under the shard lock and is called
@@ -52,13 +76,18 @@ use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 pub(crate) struct Segments {
     /// Slots in use: `[0, len)`. Grows only, under the shard lock (Release; see module docs).
     len: AtomicUsize,
-    /// Per segment, its first slot's address minus its first index (null: not allocated).
-    dir: Box<[AtomicPtr<Slot>]>,
-    /// Segment 0's entry, which never changes after `new`: kept beside `len` so that a home
-    /// slot in segment 0 (every slot of a shard that has not grown, presized ones included)
-    /// is one load from the shard instead of two (the directory, then its entry).
+    /// Segment 0's array: `min(len, first)` slots. Replaced by a larger one (`publish`)
+    /// while the shard grows below `first`, fixed from then on. Beside `len`, so that a slot in
+    /// segment 0 (every slot of a shard below `first`) is one load from the shard.
     base: AtomicPtr<Slot>,
-    /// Slots in segment 0.
+    /// Per segment after segment 0, its first slot's address minus its first index (null:
+    /// not allocated). Entry 0 is unused.
+    dir: Box<[AtomicPtr<Slot>]>,
+    /// Every array segment 0 has had, and its slots, the current one last (null: none yet):
+    /// an outgrown one is kept until the shard drops, as a reader may still hold one (module
+    /// docs).
+    fronts: Box<[(AtomicPtr<Slot>, AtomicUsize)]>,
+    /// Slots in segment 0 once the shard has grown to it.
     first: usize,
     /// log2 of the unit `U` of the later segments.
     unit_shift: u32,
@@ -66,14 +95,16 @@ pub(crate) struct Segments {
 
 /// The extra segment (0-based, after segment 0) holding unit index `q` (index past `first`,
 /// in units of `U`): `q` for `q < 4`, then two segments per octave.
+///
+/// Without a branch: a home slot falls below `4U` past `first` in no order a predictor could
+/// learn (a fifth of a shard of 2,000 slots). For `x >= 2`, twice `x`'s top bit's position
+/// plus the bit below it is `x` for 2 and 3, then two a octave; `q` below 2 is raised to 2
+/// for it and taken back after, with a min and a max (selects).
 #[inline]
 fn extra_segment(q: usize) -> usize {
-    if q < 4 {
-        q
-    } else {
-        let k = (usize::BITS - 1 - q.leading_zeros()) as usize;
-        2 * k + ((q >> (k - 1)) & 1)
-    }
+    let x = q.max(2);
+    let k = (usize::BITS - 1 - x.leading_zeros()) as usize;
+    2 * k + ((x >> (k - 1)) & 1) + q.min(2) - 2
 }
 
 /// The first unit index of extra segment `e` (the inverse of `extra_segment`).
@@ -86,31 +117,60 @@ fn extra_start(e: usize) -> usize {
     }
 }
 
+/// `slots` new `EMPTY` slots, as a raw pointer to the first (freed in `Segments::drop`).
+fn allocate(slots: usize) -> *mut Slot {
+    let array: Box<[Slot]> = (0..slots).map(|_| Slot::new()).collect();
+    Box::into_raw(array).cast::<Slot>()
+}
+
+/// Frees an array from [`allocate`].
+///
+/// # Safety
+///
+/// `base` came from `allocate(slots)`, is freed once, and no reference into it is live.
+unsafe fn free(base: *mut Slot, slots: usize) {
+    // SAFETY: as the caller promises: the pointer and length of the boxed slice `allocate`
+    // leaked, freed once, with no reference left into it.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, slots)) });
+}
+
 impl Segments {
-    /// Segments for a shard that starts at `first` slots and may grow to `max_len`.
-    pub(super) fn new(first: usize, max_len: usize) -> Segments {
+    /// Segments for a shard of `initial` slots that may grow to `max_len`, in one array up to
+    /// `first` slots (at least `initial`), then in segments.
+    pub(super) fn new(initial: usize, first: usize, max_len: usize) -> Segments {
+        let first = first.max(initial).min(max_len.max(initial));
         let unit_shift = (first / 2).max(1).ilog2();
         let count = if max_len > first {
             2 + extra_segment((max_len - first - 1) >> unit_shift)
         } else {
             1
         };
-        let dir: Box<[AtomicPtr<Slot>]> = (0..count)
-            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-            .collect();
-        let segments = Segments {
-            len: AtomicUsize::new(first),
-            dir,
-            base: AtomicPtr::new(std::ptr::null_mut()),
+        // Each move of segment 0 at least doubles it, or takes it to `first`.
+        let moves = if initial < first {
+            (first.div_ceil(initial.max(1))).next_power_of_two().ilog2() as usize + 1
+        } else {
+            0
+        };
+        let front = allocate(initial);
+        Segments {
+            len: AtomicUsize::new(initial),
+            base: AtomicPtr::new(front),
+            dir: (0..count)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            fronts: (0..=moves)
+                .map(|k| {
+                    let (ptr, slots) = if k == 0 {
+                        (front, initial)
+                    } else {
+                        (std::ptr::null_mut(), 0)
+                    };
+                    (AtomicPtr::new(ptr), AtomicUsize::new(slots))
+                })
+                .collect(),
             first,
             unit_shift,
-        };
-        segments.allocate(0, first);
-        // ordering: Relaxed; nothing is shared yet (the table is published to other threads
-        // by whatever shares it, with the ordering that needs).
-        let base = segments.dir[0].load(Ordering::Relaxed);
-        segments.base.store(base, Ordering::Relaxed);
-        segments
+        }
     }
 
     /// The absolute index of segment `s`'s first slot.
@@ -122,22 +182,15 @@ impl Segments {
         }
     }
 
-    /// Allocates segment `s` with `slots` slots (all `EMPTY`) and stores its directory entry.
-    /// Under the shard lock or before the shard is shared; published by the next Release
-    /// store of `len` (module docs).
-    fn allocate(&self, s: usize, slots: usize) {
-        let segment: Box<[Slot]> = (0..slots).map(|_| Slot::new()).collect();
-        let base = Box::into_raw(segment).cast::<Slot>();
-        // ordering: Relaxed; the Release store of `len` that makes these slots reachable
-        // publishes it (module docs).
-        self.dir[s].store(base.wrapping_sub(self.start(s)), Ordering::Relaxed);
-    }
-
-    /// The length the next growth reaches from `len`: segment boundaries are added until it
-    /// grows by a quarter, and by `first` at least (small shards would otherwise rebuild for
-    /// a few slots at a time), at most to `max_len`.
+    /// The length the next growth reaches from `len`: below `first`, twice `len` (at most
+    /// `first`); past it, segment boundaries are added until it grows by a quarter, and by
+    /// `first` at least (small shards would otherwise rebuild for a few slots at a time); at
+    /// most `max_len`.
     pub(super) fn grown_len(&self, len: usize, max_len: usize) -> usize {
-        let mut e = if len <= self.first {
+        if len < self.first {
+            return (2 * len).clamp(len + 1, self.first).min(max_len);
+        }
+        let mut e = if len == self.first {
             0
         } else {
             extra_segment((len - self.first - 1) >> self.unit_shift) + 1
@@ -154,21 +207,57 @@ impl Segments {
         }
     }
 
-    /// Allocates the segments that cover `[len, new_len)` (under the shard lock, before the
-    /// rebuild that takes them into use). Returns the bytes they add.
+    /// Allocates what a growth from `len` to `new_len` needs (under the shard lock, after the
+    /// rebuild has frozen and taken every key out of the old slots, before it places them):
+    /// below `first`, segment 0's new array, which becomes `base` at once (the old one is
+    /// kept, as outgrown); the later segments that cover `[first, new_len)`. Returns the
+    /// bytes they add.
     pub(super) fn extend(&self, len: usize, new_len: usize) -> usize {
+        debug_assert!(len < new_len);
         let mut added = 0;
-        let mut s = self.view(len).segment_of(len);
+        if len < self.first {
+            let slots = new_len.min(self.first);
+            added += slots * std::mem::size_of::<Slot>();
+            self.move_front(allocate(slots), slots);
+        }
+        let mut s = if len <= self.first {
+            1
+        } else {
+            self.view(len).segment_of(len)
+        };
         while self.start(s) < new_len {
             let end = self.start(s + 1).min(new_len);
-            self.allocate(s, end - self.start(s));
+            let base = allocate(end - self.start(s));
+            // ordering: Relaxed; the Release store of `len` that makes these slots reachable
+            // publishes it (module docs).
+            self.dir[s].store(base.wrapping_sub(self.start(s)), Ordering::Relaxed);
             added += (end - self.start(s)) * std::mem::size_of::<Slot>();
             s += 1;
         }
         added
     }
 
-    /// The current slots: `len` loaded once, so that one probe sees one layout.
+    /// Makes `front`, of `slots` slots, segment 0's array in place of the current one,
+    /// which is kept, outgrown (under the shard lock).
+    fn move_front(&self, front: *mut Slot, slots: usize) {
+        let spare = self
+            .fronts
+            .iter()
+            // ordering: Relaxed; only the lock holder stores these, and we hold the lock.
+            .find(|(ptr, _)| ptr.load(Ordering::Relaxed).is_null())
+            .expect("segment 0 moves at most `fronts.len() - 1` times");
+        spare.1.store(slots, Ordering::Relaxed);
+        // ordering: Relaxed; the Release store of `base` below publishes the record to a
+        // reader that Acquires the new array (`front_len_of`); `drop` reads it with `&mut`.
+        spare.0.store(front, Ordering::Relaxed);
+        // ordering: Release publishes the new array's slots (all `EMPTY`, and each key the
+        // rebuild places next, with its own Release stores) to readers that Acquire it
+        // (`SlotArray::entry`). Stored before the new length, so a reader that loaded that
+        // length loads this array or a later one (module docs).
+        self.base.store(front, Ordering::Release);
+    }
+
+    /// The current slots: `len` loaded once, so that one probe sees one length.
     #[inline]
     pub(super) fn current(&self) -> SlotArray<'_> {
         // ordering: Acquire pairs with `publish`'s Release: the directory entries and slots
@@ -191,9 +280,23 @@ impl Segments {
         self.len.store(len, Ordering::Release);
     }
 
-    /// Bytes of the directory and of segment 0.
+    /// The slots of segment-0 array `base`, as `fronts` records them (0: not found), for
+    /// the assertion in `SlotArray::entry`. Tests and loom models only.
+    #[cfg(any(debug_assertions, tollgate_loom))]
+    fn front_len_of(&self, base: *const Slot) -> usize {
+        self.fronts
+            .iter()
+            // ordering: Relaxed; a caller that loaded `base` with Acquire (`entry`) or holds
+            // the lock sees its record, stored before `base` (`move_front`).
+            .find(|(ptr, _)| std::ptr::eq(ptr.load(Ordering::Relaxed), base))
+            .map_or(0, |(_, slots)| slots.load(Ordering::Relaxed))
+    }
+
+    /// Bytes of the directory, the table of segment 0's arrays and the first of them.
     pub(super) fn initial_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.dir) + self.first * std::mem::size_of::<Slot>()
+        std::mem::size_of_val(&*self.dir)
+            + std::mem::size_of_val(&*self.fronts)
+            + self.len.load(Ordering::Relaxed) * std::mem::size_of::<Slot>()
     }
 }
 
@@ -201,17 +304,26 @@ impl Drop for Segments {
     fn drop(&mut self) {
         // ordering: `&mut self`: no other thread can touch these any more.
         let len = self.len.load(Ordering::Relaxed);
-        let mut s = 0;
+        // SAFETY (each `free` below): (1) each pointer is one `allocate` returned for exactly
+        // that many slots: each of segment 0's arrays, the slots recorded with it; a later
+        // segment, up to the next segment's start or the length growth reached, which `len`
+        // then became; (2) each is freed once, here; (3) `&mut self` means no reader holds a
+        // slot.
+        for (ptr, slots) in self.fronts.iter() {
+            let ptr = ptr.load(Ordering::Relaxed);
+            if !ptr.is_null() {
+                // SAFETY: as above.
+                unsafe { free(ptr, slots.load(Ordering::Relaxed)) };
+            }
+        }
+        let mut s = 1;
         while s < self.dir.len() && self.start(s) < len {
-            let biased = self.dir[s].load(Ordering::Relaxed);
+            let base = self.dir[s]
+                .load(Ordering::Relaxed)
+                .wrapping_add(self.start(s));
             let end = self.start(s + 1).min(len);
-            let slots = end - self.start(s);
-            let base = biased.wrapping_add(self.start(s));
-            // SAFETY: (1) `base` is the pointer `allocate` got from `Box::into_raw` of a slice
-            // of exactly `slots` slots: segments are allocated in order, each up to the next
-            // segment's start or the length growth reached, which `len` then became; (2) each
-            // segment is freed once, here; (3) `&mut self` means no reader holds a slot.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, slots)) });
+            // SAFETY: as above.
+            unsafe { free(base, end - self.start(s)) };
             s += 1;
         }
     }
@@ -240,16 +352,29 @@ impl<'a> SlotArray<'a> {
         }
     }
 
-    /// The directory entry of segment `s` (below a published length, or the lock holder's).
+    /// The biased entry of segment `s` (below a published length, or the lock holder's):
+    /// segment 0's array, or the directory's entry.
     #[inline]
     fn entry(&self, s: usize) -> *const Slot {
         let seg = self.segments;
-        // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
-        // entry's store before us (module docs). Segment 0's copy in `base` was stored before
-        // the shard was shared and never changes.
         let biased = if s == 0 {
-            seg.base.load(Ordering::Relaxed)
+            // ordering: Acquire pairs with `move_front`'s Release: the array's slots are
+            // initialised. Loaded after this view's length, so it has at least
+            // `min(len, first)` slots (module docs).
+            let base = seg.base.load(Ordering::Acquire);
+            // A length newer than its array (a broken publication) would index past the
+            // array's end: stop it here in tests and loom models rather than read there.
+            #[cfg(any(debug_assertions, tollgate_loom))]
+            assert!(
+                self.len.min(seg.first) <= seg.front_len_of(base),
+                "a length of {} read with an array of {} slots",
+                self.len,
+                seg.front_len_of(base)
+            );
+            base
         } else {
+            // ordering: Relaxed; the Acquire load of `len` (or the shard lock) ordered this
+            // entry's store before us (module docs).
             seg.dir[s].load(Ordering::Relaxed)
         };
         // A reader that saw a length without its segments (a broken publication) would
@@ -640,7 +765,7 @@ mod tests {
 
     /// A grown view: `first` slots and segments up to `len`, every slot `EMPTY`.
     fn grown(first: usize, len: usize) -> Segments {
-        let seg = Segments::new(first, len);
+        let seg = Segments::new(first, first, len);
         if len > first {
             seg.extend(first, len);
             seg.publish(len);
@@ -738,16 +863,33 @@ mod tests {
 
     #[test]
     fn growth_steps_and_every_slot_is_distinct() {
-        for (first, max_len) in [(8, 150_000), (2, 9), (1000, 7_777), (8, 8), (13, 100)] {
-            let seg = Segments::new(first, max_len);
-            let mut len = first;
+        for (initial, first, max_len) in [
+            (8, 8, 150_000),
+            (2, 2, 9),
+            (1000, 1000, 7_777),
+            (8, 8, 8),
+            (13, 13, 100),
+            (8, 256, 150_000),
+            (2, 4, 10),
+            (3, 100, 77),
+            (8, 256, 256),
+            (300, 256, 1000),
+        ] {
+            let seg = Segments::new(initial, first, max_len);
+            let first = seg.first;
+            let mut len = initial;
             while len < max_len {
                 let new = seg.grown_len(len, max_len);
                 assert!(new > len && new <= max_len, "{first} {len} -> {new}");
-                assert!(
-                    new == max_len || new * 2 <= len * 3 + 4 * first,
-                    "{len} -> {new}"
-                );
+                if len < first {
+                    // One array, twice as large, up to `first`.
+                    assert_eq!(new, (2 * len).min(first).min(max_len), "{len} -> {new}");
+                } else {
+                    assert!(
+                        new == max_len || new * 2 <= len * 3 + 4 * first,
+                        "{len} -> {new}"
+                    );
+                }
                 seg.extend(len, new);
                 seg.publish(new);
                 len = new;
@@ -758,5 +900,36 @@ mod tests {
             addrs.dedup();
             assert_eq!(addrs.len(), max_len);
         }
+    }
+
+    #[test]
+    fn a_move_keeps_the_old_array_for_its_readers() {
+        let seg = Segments::new(4, 16, 64);
+        let before = seg.current();
+        let old_base: *const Slot = before.slot(0);
+        let old = before.slot(3);
+        old.fp.store(42, Ordering::Relaxed);
+        let bytes = seg.extend(4, 8);
+        assert_eq!(bytes, 8 * std::mem::size_of::<Slot>());
+        // The lock holder's view of the grown slots reads the new array at once.
+        let grown = seg.view(8);
+        assert!(!std::ptr::eq(grown.slot(3), old), "a new array");
+        assert_eq!(grown.slot(3).fp.load(Ordering::Relaxed), EMPTY);
+        seg.publish(8);
+        assert_eq!(seg.current().len(), 8);
+        // The old array is kept until the segments drop: a reader may still hold a slot.
+        assert_eq!(old.fp.load(Ordering::Relaxed), 42);
+        assert_eq!(seg.front_len_of(old_base), 4);
+        assert_eq!(seg.front_len_of(seg.current().slot(0)), 8);
+    }
+
+    #[test]
+    #[should_panic(expected = "a length of 8 read with an array of 4 slots")]
+    #[cfg(debug_assertions)]
+    fn a_length_newer_than_its_array_is_caught() {
+        let seg = Segments::new(4, 16, 64);
+        // A length of 8 with segment 0 still the 4-slot array: what a reader would see if
+        // the length were published before the array it needs.
+        seg.view(8).slot(5);
     }
 }

@@ -6,7 +6,8 @@
 //! maps the stored TAT to a new one, and a `now` below which stored TATs count as expired.
 //!
 //! See `slot.rs` for the per-slot protocol, `shard.rs` for inserts, reclamation and growth,
-//! and `array.rs` for the segments that let a shard grow in place, retiring nothing.
+//! and `array.rs` for how a shard's slots grow (one array moved while small, then segments)
+//! without freeing anything a reader may hold.
 
 mod array;
 mod changes;
@@ -464,7 +465,8 @@ mod tests {
         let c = t.counts();
         assert_eq!(c.keys_held, 49_998);
         assert_eq!(t.live_keys(0), 49_998);
-        // Grown in place: the slots are all the memory, at most twice what the keys need.
+        // The slots and the small arrays outgrown on the way are all the memory: at most twice
+        // what the keys need.
         assert!(c.bytes <= 2 * 16 * len_for_keys(49_998) + 1024, "{c:?}");
     }
 

@@ -24,23 +24,26 @@
 //! keep it by taking the first free slot on the key's own run; tombstones turn back into
 //! `EMPTY` only when the next slot is `EMPTY` (the run ends there anyway).
 //!
-//! Growth and compaction are one operation, a *rebuild* in place (`rebuild`): one walk
-//! freezes every key and empties its slot, then every key is placed again, with its TAT, over
-//! the shard's slots (nearly in order of their homes, so mostly without probing:
-//! `array::Placer`). Growth first adds segments after the current slots (`array.rs`),
-//! rebuilds over old and new slots together, drops the keys that have expired, and then
-//! publishes the new length (Release). Compaction rebuilds over the same slots, to clear the tombstones that churn
-//! leaves inside probe runs (keys come, expire and are swept), where a sweep cannot turn them
-//! back into `EMPTY`; the shard compacts instead of growing when the live keys alone would
-//! leave room. Nothing is ever retired, so nothing has to be reclaimed: the slots a reader may
-//! be probing stay where they are, and all of them are freed with the shard.
+//! Growth and compaction are one operation, a *rebuild* (`rebuild`): one walk freezes every
+//! key and empties its slot, then every key is placed again, with its TAT, over the grown
+//! slots (nearly in order of their homes, so mostly without probing: `array::Placer`). A
+//! growth drops the keys that have expired, and between the walk and the placing gets its
+//! slots (`array.rs`): a small shard moves to a new array twice as large (the old one is
+//! kept), a larger one adds segments after its slots and is rebuilt over old and new slots
+//! together; then it publishes the new length (Release). Compaction rebuilds over the same
+//! slots, to clear the tombstones that churn leaves inside probe runs (keys come, expire and
+//! are swept), where a sweep cannot turn them back into `EMPTY`; the shard compacts instead
+//! of growing when the live keys alone would leave room. Nothing is ever freed before the
+//! shard, so nothing has to be reclaimed: the slots a reader may be probing stay where they
+//! are.
 //!
 //! To a lock-free reader a rebuild is a series of hand-overs (the same protocol as slot reuse,
 //! see `slot.rs`): it meets a frozen word (locked path, which waits for the rebuild), a
 //! missing key (locked path: a miss is only a hint, and every rebuild marks the shard's
 //! change count, so the locked path probes again), or another key's fingerprint (re-probe).
-//! A reader that loaded the old length probes only old slots, which still exist; one that
-//! loaded the new length sees the new segments initialised (`array.rs`, publication). A
+//! A reader that loaded the old length probes only old slots, which still exist (or the new
+//! array, on its old length: misses there are hints too); one that loaded the new length
+//! sees the new array or segments initialised (`array.rs`, publication). A
 //! compaction forgets nothing, so the removal epoch does not move; a growth that drops expired
 //! keys moves it. An off-run eviction's backward shift (`close_hole`) moves keys too, a few
 //! slots back on one run, and is the same series of hand-overs to a reader. `Shard::moves`
@@ -64,6 +67,17 @@ const MAX_LOAD_DEN: usize = 6;
 pub(crate) const MIN_LEN: usize = 8;
 #[cfg(tollgate_loom)]
 pub(crate) const MIN_LEN: usize = 2;
+/// Slots up to which a shard grows as one array, moved to a larger one (twice as large) at
+/// each growth; past it, it grows by segments (`array.rs`). A shard whose cap needs no more
+/// than twice this stays one array to its cap. One array costs a check one load less than a
+/// segment does (the directory entry) and no segment arithmetic; each move leaves the
+/// smaller array behind until the shard drops, in all fewer slots than the array it moved
+/// to (4 KiB a shard below 256 slots, 8 KiB below 512). Loom models use a tiny one, so that
+/// their growths both move the array and add segments.
+#[cfg(not(tollgate_loom))]
+pub(crate) const CONTIGUOUS_LEN: usize = 256;
+#[cfg(tollgate_loom)]
+pub(crate) const CONTIGUOUS_LEN: usize = 4;
 /// A shard with tombstones is compacted rather than grown if that leaves at least
 /// `compact_room(len)` slots for new keys below the load limit, and a shard at its largest
 /// once tombstones are that many: each O(len) compaction then pays for at least that many
@@ -144,8 +158,8 @@ struct Inner {
 
 #[derive(Debug)]
 pub(crate) struct Shard {
-    /// The slots and their current length. Grows in place under the lock; never freed before
-    /// the shard (`array.rs`).
+    /// The slots and their current length. Grows under the lock; never freed before the shard
+    /// (`array.rs`).
     slots: Segments,
     /// The removal epoch: `begin_serial`/`end_serial` (under the lock, which makes the lock
     /// holder its only writer: plain stores, no RMW) around every forgetting of a key of
@@ -166,15 +180,19 @@ pub(crate) struct Shard {
     inner: Mutex<Inner>,
     /// The most keys this shard holds.
     cap: usize,
-    /// The largest array this shard grows to.
-    max_len: usize,
 }
 
 impl Shard {
     /// `keep_expired`: the user's fixed keep, in TAT units, or `None` to learn it (`keep.rs`).
     pub(crate) fn new(initial_len: usize, cap: usize, keep_expired: Option<u64>) -> Shard {
         let max_len = len_for_cap(cap);
-        let slots = Segments::new(initial_len.clamp(MIN_LEN, max_len), max_len);
+        // A shard capped at twice the one-array length or less stays one array to its cap.
+        let contiguous = if max_len <= 2 * CONTIGUOUS_LEN {
+            max_len
+        } else {
+            CONTIGUOUS_LEN
+        };
+        let slots = Segments::new(initial_len.clamp(MIN_LEN, max_len), contiguous, max_len);
         let bytes = slots.initial_bytes();
         Shard {
             slots,
@@ -194,8 +212,12 @@ impl Shard {
                 keep: KeepExpired::new(keep_expired),
             }),
             cap,
-            max_len,
         }
+    }
+
+    /// The largest array this shard grows to.
+    fn max_len(&self) -> usize {
+        len_for_cap(self.cap)
     }
 
     /// The threshold at or before which a stored TAT counts as expired, for the lock holder
@@ -475,7 +497,10 @@ impl Shard {
     /// the next key fills it, which then goes in at the shard's largest length (`len_for_cap`)
     /// rather than a growth step, so that a full shard is loaded to 3/4.
     fn fullness(&self, used: usize, len: usize) -> (bool, bool) {
-        (used >= self.cap, used + 1 >= self.cap && len < self.max_len)
+        (
+            used >= self.cap,
+            used + 1 >= self.cap && len < self.max_len(),
+        )
     }
 
     /// Opens the gate (under the lock) before a change to the slots (`gate.rs`).
@@ -511,7 +536,7 @@ impl Shard {
             let len = array.len();
             // A shard at its largest never grows, so nothing else clears its tombstones; past
             // an eighth of its slots they would make every miss probe a long way.
-            if len == self.max_len && inner.counts.tombstones >= compact_room(len) {
+            if len == self.max_len() && inner.counts.tombstones >= compact_room(len) {
                 self.rebuild(&mut inner.counts, len, None);
                 probed = None;
             }
@@ -527,7 +552,7 @@ impl Shard {
             let (at_cap, filling) = self.fullness(counts.used, len);
             let roomy = !filling
                 && ((counts.used + counts.tombstones + 1) * MAX_LOAD_DEN <= len * MAX_LOAD_NUM
-                    || len == self.max_len);
+                    || len == self.max_len());
             match free {
                 Some(Free::Expired(i)) => {
                     let slot = array.slot(i);
@@ -581,11 +606,11 @@ impl Shard {
             if swept {
                 continue;
             }
-            if !at_cap && len < self.max_len {
+            if !at_cap && len < self.max_len() {
                 let grown = if filling {
-                    self.max_len
+                    self.max_len()
                 } else {
-                    self.slots.grown_len(len, self.max_len)
+                    self.slots.grown_len(len, self.max_len())
                 };
                 let dropping = Some((forget_by, &mut inner.keep));
                 self.rebuild(counts, grown, dropping);
@@ -661,9 +686,9 @@ impl Shard {
         reclaimed + trimmed > 0
     }
 
-    /// Rebuilds the shard in place over `len` slots (its current length, or a larger one
-    /// for growth): freezes every key and empties every slot in one walk, then places every
-    /// key again with its TAT, without tombstones. `dropping`: a growth also drops the keys
+    /// Rebuilds the shard over `len` slots (its current length, or a larger one for
+    /// growth): freezes every key and empties every slot in one walk, then places every key
+    /// again with its TAT, without tombstones. `dropping`: a growth also drops the keys
     /// expired by then, telling the shard's keep (`keep.rs`); the removal epoch stays, as for
     /// any key forgotten as expired (`removals`); a compaction (`None`) forgets nothing.
     ///
@@ -671,11 +696,13 @@ impl Shard {
     /// included: an updater that loaded that word before the freeze may still CAS it, and the
     /// update is then that same key's, on that same state. A key placed in another slot is
     /// a hand-over, which advances that slot's generation. So a slot's generation moves only
-    /// when its occupant changes, as with reuse (the ABA bound in `slot.rs`).
+    /// when its occupant changes, as with reuse (the ABA bound in `slot.rs`). A move's new
+    /// array has slots that were never anyone's: either write is right there.
     ///
-    /// Growth: the new segments are allocated and their directory entries stored before any
-    /// key moves, and the new length is published (Release) after the last key is placed, so
-    /// a reader never indexes a slot that is not there (`array.rs`, publication).
+    /// Growth: once the walk has taken every key out, the new array is stored (Release) or
+    /// the new segments allocated and their directory entries stored, before any key is
+    /// placed, and the new length is published (Release) after the last key is placed, so a
+    /// reader never indexes a slot that is not there (`array.rs`, publication).
     fn rebuild(
         &self,
         counts: &mut ShardCounts,
@@ -685,9 +712,6 @@ impl Shard {
         let old = self.array();
         // The `moves` seqlock's writer protocol: the slot writes below are its data.
         self.moves.begin();
-        if len > old.len() {
-            counts.bytes += self.slots.extend(old.len(), len);
-        }
         // One entry a held key, written in place with no branch on whether a slot holds one
         // (a slot that does not is overwritten by the next): held and free slots come in no
         // order a predictor could learn. Room for one more than the held keys, as the write
@@ -734,6 +758,11 @@ impl Shard {
         // SAFETY: each of the first `held` entries was written: `held` grows by one only after
         // a write at its current value.
         unsafe { keys.set_len(held) };
+        // Every key is out of the old slots: a growth may now move segment 0 (`old` reads
+        // the new array from here on, and is not read again).
+        if len > old.len() {
+            counts.bytes += self.slots.extend(old.len(), len);
+        }
         let mut placer = new.placer();
         let mut earliest_live = u64::MAX;
         for &(home, fp, word, was) in &keys {
