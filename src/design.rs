@@ -125,7 +125,7 @@
 //! * *Growth frees nothing* (`src/table/array.rs`): no slot is freed before its shard. A
 //!   shard below 256 slots (`CONTIGUOUS_LEN`) grows by moving to an array twice as large,
 //!   and keeps the one it outgrew (all of them together, fewer slots than its array: 4 KiB a
-//!   shard; a shard capped at 512 slots or fewer stays one array to its cap, 8 KiB); past it, growth adds segments after the array (two per octave: steps of 1.5x
+//!   shard); past it, growth adds segments after the array (two per octave: steps of 1.5x
 //!   and 1.33x) and rebuilds the shard in place. Either way the rebuild runs under the lock
 //!   (to a reader, a series of hand-overs), stores the new array (Release) before it places
 //!   any key, and publishes the new length (Release) after; a reader loads the length, then
@@ -232,7 +232,7 @@
 //!   load from it, as in a presized one, where a segment's slot is a directory entry away
 //!   (callgrind, 10,000 keys: 204 -> 162 instructions a check, mispredicts 1.17 -> 0.70);
 //!   the outgrown arrays cost a table of 64 shards 254 KiB (0.05 bytes a key at 5 million
-//!   keys), or 0.5 MiB for one capped at 512 slots a shard or fewer.
+//!   keys; at 10,000 keys, as much again as the table's slots).
 //! * A rebuild that probes for each key's new slot. Walked from the start of a probe run, the
 //!   old slots give the keys nearly in order of their homes at any length (a home is
 //!   monotonic in the mixed fingerprint), so a rebuild places each at the later of its home

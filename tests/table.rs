@@ -290,10 +290,10 @@ fn eviction_keeps_memory_at_the_cap() {
     assert_eq!(s.forced_evictions, 20_000 - 1_024);
     assert_eq!(s.expired_reclaimed, 0);
     // A grown shard holds the same slots as a presized one (22, for 16 keys at 3/4), plus the
-    // arrays it moved out of on its way there (8 and 16 slots: fewer than twice its own,
-    // kept until the limiter drops) and a few words for their table.
+    // array it moved out of on its way there (8 slots, kept until the limiter drops) and a
+    // few words for their table.
     assert!(
-        s.bytes <= cap_bytes + 64 * (2 * 22 * 16 + 64),
+        s.bytes <= cap_bytes + 64 * (8 * 16 + 64),
         "{s:?} vs {cap_bytes}"
     );
 }
@@ -692,8 +692,8 @@ fn churn_with_live_keys_stays_under_the_cap_without_evicting() {
             assert_eq!((s.forced_evictions, s.refused_keys), (0, 0), "{s:?}");
             assert!(s.keys_held <= 256, "{s:?}");
             // At most the presized shard's slots, and the arrays it moved out of on its way
-            // there (8 to 256 slots, kept until the limiter drops).
-            assert!(s.bytes <= cap_bytes + 504 * 16, "{s:?} vs {cap_bytes}");
+            // there (8 to 128 slots, kept until the limiter drops).
+            assert!(s.bytes <= cap_bytes + 256 * 16, "{s:?} vs {cap_bytes}");
         }
         clock.advance(Duration::from_millis(1));
     }
@@ -702,15 +702,15 @@ fn churn_with_live_keys_stays_under_the_cap_without_evicting() {
 #[test]
 fn growth_keeps_only_the_small_arrays_it_outgrew() {
     // A shard moves to an array twice as large at each growth up to 256 slots, keeping the
-    // old one until it drops, then grows in place by segments; one whose cap needs no more
-    // than 512 slots stays one array to its cap. Grown to its cap, it holds what a shard
-    // presized to its cap holds, plus the arrays it outgrew and a few words for their table
-    // and the segments' directory.
+    // old one until it drops (8, 16, ..., 128 slots: 248 in all), then grows in place by
+    // segments; one whose cap needs 512 slots or fewer stays one array to its cap. Grown to
+    // its cap, it holds what a shard presized to its cap holds, plus the arrays it outgrew
+    // and a few words for their table and the segments' directory.
     for (cap, outgrown) in [
-        // 342 slots at the cap: one array, out of 8, 16, ..., 256 slots.
-        (256, 8 + 16 + 32 + 64 + 128 + 256),
-        // 5,462 slots at the cap: one array up to 256 slots, then segments.
-        (4096, 8 + 16 + 32 + 64 + 128),
+        // 342 slots at the cap: one array, from 128 slots straight to 342.
+        (256, 248),
+        // 5,462 slots at the cap: 256 slots, then segments.
+        (4096, 248),
     ] {
         let build = || {
             Limiter::<u64>::builder(live())

@@ -182,13 +182,19 @@ impl Segments {
         }
     }
 
-    /// The length the next growth reaches from `len`: below `first`, twice `len` (at most
-    /// `first`); past it, segment boundaries are added until it grows by a quarter, and by
+    /// The length the next growth reaches from `len`: below `first`, twice `len`, or `first`
+    /// once twice that would pass it (so the arrays a shard outgrows hold fewer slots than
+    /// half of `first`, doubled: at most `first / 2 + first / 4 + ...`); past it, segment boundaries are added until it grows by a quarter, and by
     /// `first` at least (small shards would otherwise rebuild for a few slots at a time); at
     /// most `max_len`.
     pub(super) fn grown_len(&self, len: usize, max_len: usize) -> usize {
         if len < self.first {
-            return (2 * len).clamp(len + 1, self.first).min(max_len);
+            let next = if 4 * len > self.first {
+                self.first
+            } else {
+                2 * len
+            };
+            return next.max(len + 1).min(max_len);
         }
         let mut e = if len == self.first {
             0
@@ -882,8 +888,9 @@ mod tests {
                 let new = seg.grown_len(len, max_len);
                 assert!(new > len && new <= max_len, "{first} {len} -> {new}");
                 if len < first {
-                    // One array, twice as large, up to `first`.
-                    assert_eq!(new, (2 * len).min(first).min(max_len), "{len} -> {new}");
+                    // One array, twice as large, or `first` once twice that would pass it.
+                    let want = if 4 * len > first { first } else { 2 * len };
+                    assert_eq!(new, want.max(len + 1).min(max_len), "{len} -> {new}");
                 } else {
                     assert!(
                         new == max_len || new * 2 <= len * 3 + 4 * first,

@@ -67,13 +67,12 @@ const MAX_LOAD_DEN: usize = 6;
 pub(crate) const MIN_LEN: usize = 8;
 #[cfg(tollgate_loom)]
 pub(crate) const MIN_LEN: usize = 2;
-/// Slots up to which a shard grows as one array, moved to a larger one (twice as large) at
-/// each growth; past it, it grows by segments (`array.rs`). A shard whose cap needs no more
-/// than twice this stays one array to its cap. One array costs a check one load less than a
-/// segment does (the directory entry) and no segment arithmetic; each move leaves the
-/// smaller array behind until the shard drops, in all fewer slots than the array it moved
-/// to (4 KiB a shard below 256 slots, 8 KiB below 512). Loom models use a tiny one, so that
-/// their growths both move the array and add segments.
+/// Slots up to which a shard grows as one array, moved to a larger one at each growth; past
+/// it, it grows by segments (`array.rs`). A shard whose cap needs no more than twice this
+/// stays one array to its cap. One array costs a check one load less than a segment does
+/// (the directory entry) and no segment arithmetic; each move leaves the smaller array
+/// behind until the shard drops, in all fewer slots than this (4 KiB a shard). Loom models
+/// use a tiny one, so that their growths both move the array and add segments.
 #[cfg(not(tollgate_loom))]
 pub(crate) const CONTIGUOUS_LEN: usize = 256;
 #[cfg(tollgate_loom)]
