@@ -123,19 +123,21 @@
 //!   the reclaimer's gets no fresh burst. Loom: `lagging_caller_vs_reuse`,
 //!   `lagging_caller_vs_sweep`.
 //! * *Growth frees nothing* (`src/table/array.rs`): no slot is freed before its shard. A
-//!   shard below 256 slots (`CONTIGUOUS_LEN`) grows by moving to an array twice as large,
-//!   and keeps the one it outgrew (all of them together, fewer slots than its array: 4 KiB a
-//!   shard); past it, growth adds segments after the array (two per octave: steps of 1.5x
-//!   and 1.33x) and rebuilds the shard in place. Either way the rebuild runs under the lock
-//!   (to a reader, a series of hand-overs), stores the new array (Release) before it places
-//!   any key, and publishes the new length (Release) after; a reader loads the length, then
-//!   the array (both Acquire), so the array it reads has room for the length it read, and a
-//!   reader of the old length probes slots that still exist. Compaction is the same rebuild
-//!   over the same slots. Loom: `reader_past_the_old_array_vs_move` fails when the array is
-//!   stored after the length, or Relaxed, or loaded Relaxed; `reader_in_a_new_segment_vs_growth`
-//!   when `Segments::publish` stores the length Relaxed or `Segments::current` loads it
-//!   Relaxed; `new_key_vs_move` when a miss probed on the old length is taken over; also
-//!   `update_vs_growth`, `updates_vs_two_growths`, `update_vs_compaction`.
+//!   shard below 256 slots (`CONTIGUOUS_LEN`) grows by moving to an array twice as large (or
+//!   straight to its final one once doubling twice would pass it) and keeps the one it
+//!   outgrew (all of them together, at most 248 slots: 4 KiB a shard); a shard capped at 512
+//!   slots or fewer stays one array to its cap. Past 256 slots, growth adds segments after
+//!   the array (two per octave: steps of 1.5x and 1.33x) and rebuilds the shard in place.
+//!   Either way the rebuild runs under the lock (to a reader, a series of hand-overs),
+//!   stores the new array (Release) before it places any key, and publishes the new length
+//!   (Release) after; a reader loads the length, then the array (both Acquire), so the array
+//!   it reads has room for the length it read, and a reader of the old length probes slots
+//!   that still exist. Compaction is the same rebuild over the same slots. Loom:
+//!   `reader_past_the_old_array_vs_move` fails when the array is stored after the length, or
+//!   Relaxed, or loaded Relaxed; `reader_in_a_new_segment_vs_growth` when `Segments::publish`
+//!   stores the length Relaxed or `Segments::current` loads it Relaxed; `new_key_vs_move`
+//!   when a miss probed on the old length is taken over; also `update_vs_growth`,
+//!   `updates_vs_two_growths`, `update_vs_compaction`.
 //! * *A lock-free refusal is the one the lock would give* (`src/table/gate.rs`). Under
 //!   `RefuseNewKeys` a locked refusal closes the shard's gate, publishing "full until T" (the
 //!   shard's `next_sweep_at`: no held key expires before it) and the horizon; a new key

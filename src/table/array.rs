@@ -10,11 +10,13 @@
 //! one fails its CAS or misses, and takes the locked path), places every key again in the
 //! grown slots, then publishes them (`Shard::rebuild`), in one of two ways:
 //!
-//! * **Below `first` slots, the array moves** (`extend` allocates, `publish` swaps it in): a
-//!   new array twice as large, up to `first`. The old one is *outgrown*, kept until the
-//!   shard drops, as a reader may still probe it; a small shard's outgrown arrays together
-//!   hold fewer slots than twice its last one (4 KiB at `first` = 256). The reward: every
-//!   slot of a small shard is one load from the shard (`base`), as in a presized one.
+//! * **Below `first` slots, the array moves** (`extend` allocates, `move_front` swaps it
+//!   in): a new array twice as large, or `first` itself once doubling twice would pass it.
+//!   The old one is *outgrown*, kept until the shard drops, as a reader may still probe it;
+//!   a shard's outgrown arrays together hold fewer slots than `first` (248 at `first` = 256
+//!   from 8: 4 KiB). The reward: every slot of a small shard is one load from the shard
+//!   (`base`), as in a presized one. `first` is 256 slots (`shard::CONTIGUOUS_LEN`), or a
+//!   capped shard's whole length if that is 512 or fewer: such a shard stays one array.
 //! * **From `first` on, segments are added**: the shard is rebuilt in place over the old and
 //!   new segments together, as a compaction rebuilds it over the same slots. The old slots
 //!   are the front of the grown ones; a reader that loaded the old length probes slots that
@@ -45,16 +47,18 @@
 //!
 //! # Publication
 //!
-//! `len` is the shard's current length and `base` segment 0's array. Growth allocates the
-//! new array or segments (storing their directory entries), rebuilds, then stores the new
-//! array (Release), then the new `len` (Release). A reader loads `len` (Acquire), then
-//! `base` (Acquire, `current`):
+//! `len` is the shard's current length and `base` segment 0's array. Growth takes every key
+//! out of the old slots, then allocates the new array, storing it (Release, `move_front`),
+//! or the new segments, storing their directory entries; then it places the keys and stores
+//! the new `len` (Release, `publish`). A reader loads `len` (Acquire, `current`), then, for a
+//! slot of segment 0, `base` (Acquire, `SlotArray::entry`):
 //!
-//! * The `len` it reads was stored after the array published with it, so the `base` it
-//!   reads next is that array or a later one: arrays only grow, so it has at least
-//!   `min(len, first)` slots, and the reader never indexes past its end. Reversing either
-//!   pair (store `len` first, or load `base` first) lets a reader pair a new length with an
-//!   old array and read past it (loom: `reader_past_the_old_array_vs_move`).
+//! * The `len` it reads was stored after the array grown to it, so the `base` it reads next
+//!   is that array or a later one: arrays only grow, so it has at least `min(len, first)`
+//!   slots, and the reader never indexes past its end. Storing the array after the length
+//!   would let a reader pair a new length with an old array and read past it (loom:
+//!   `reader_past_the_old_array_vs_move`). A reader that loads the new array while the
+//!   rebuild fills it meets hand-overs, as in a rebuild in place.
 //! * The Acquire loads see what the Release stores published: the directory entries and the
 //!   initialised slots of every segment below `len`, the new array's slots. A reader whose
 //!   `base` is newer than its `len` (a growth came between its two loads) probes the new
