@@ -80,9 +80,9 @@ use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 pub(crate) struct Segments {
     /// Slots in use: `[0, len)`. Grows only, under the shard lock (Release; see module docs).
     len: AtomicUsize,
-    /// Segment 0's array: `min(len, first)` slots. Replaced by a larger one (`publish`)
-    /// while the shard grows below `first`, fixed from then on. Beside `len`, so that a slot in
-    /// segment 0 (every slot of a shard below `first`) is one load from the shard.
+    /// Segment 0's array: `min(len, first)` slots. Replaced by a larger one (`move_front`)
+    /// while the shard grows below `first`, fixed from then on. Beside `len`, so that a slot
+    /// in segment 0 (every slot of a shard below `first`) is one load from the shard.
     base: AtomicPtr<Slot>,
     /// Per segment after segment 0, its first slot's address minus its first index (null:
     /// not allocated). Entry 0 is unused.
@@ -102,7 +102,7 @@ pub(crate) struct Segments {
 ///
 /// Without a branch: a home slot falls below `4U` past `first` in no order a predictor could
 /// learn (a fifth of a shard of 2,000 slots). For `x >= 2`, twice `x`'s top bit's position
-/// plus the bit below it is `x` for 2 and 3, then two a octave; `q` below 2 is raised to 2
+/// plus the bit below it is `x` for 2 and 3, then two per octave; `q` below 2 is raised to 2
 /// for it and taken back after, with a min and a max (selects).
 #[inline]
 fn extra_segment(q: usize) -> usize {
@@ -188,9 +188,9 @@ impl Segments {
 
     /// The length the next growth reaches from `len`: below `first`, twice `len`, or `first`
     /// once twice that would pass it (so the arrays a shard outgrows hold fewer slots than
-    /// half of `first`, doubled: at most `first / 2 + first / 4 + ...`); past it, segment boundaries are added until it grows by a quarter, and by
-    /// `first` at least (small shards would otherwise rebuild for a few slots at a time); at
-    /// most `max_len`.
+    /// `first` in all); past it, segment boundaries are added until it grows by a quarter,
+    /// and by `first` at least (small shards would otherwise rebuild for a few slots at a
+    /// time); at most `max_len`.
     pub(super) fn grown_len(&self, len: usize, max_len: usize) -> usize {
         if len < self.first {
             let next = if 4 * len > self.first {
