@@ -74,7 +74,10 @@
 //!
 //! Then the same service stacks are called in process on one thread, no sockets: CPU time
 //! per request, and the limiter's cost as the difference to the no-limiter stack, which the
-//! machine's other load cannot hide as it hides a few per cent of the loopback rate. These
+//! machine's other load cannot hide as it hides a few per cent of the loopback rate. Within
+//! a round every stack is built, then they take turns (ten of `calls / 10` requests each,
+//! the order rotating), so a slow spell of the machine falls on all of them; each
+//! subject's time less tower_governor's in the same round is a column of its own. These
 //! stacks are timed twice: around the bare handler (the loopback server's) and around one
 //! that sets `content-type`, as a real handler does, so that the response's header map is
 //! already allocated when a limiter adds its fields.
@@ -136,6 +139,10 @@ const BURST: u32 = 1_000_000;
 const LIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// Distinct forwarded client addresses in the many-clients mix.
 const CLIENTS: usize = 10_000;
+/// Turns per round in which the in-process stacks take turns (see `main`).
+const SLICES: usize = 10;
+/// The subject the "minus tower_governor" column is taken against.
+const TOWER_GOVERNOR: usize = 3;
 
 /// Median, min and max of per-round figures (what `fmt` formats).
 #[derive(Debug, Clone, Copy)]
@@ -358,11 +365,13 @@ impl App {
     }
 }
 
-/// What a subject's service is handed to: a server on a listener, or the in-process timer.
+/// What a subject's service is handed to: a server on a listener, or an in-process caller.
 /// `B` is the request body the service takes.
 trait Sink<B> {
-    /// Serves or times `svc`; the timer returns nanoseconds per request.
-    fn run<S>(self, svc: S) -> f64
+    /// What handing the service over gives back.
+    type Out;
+
+    fn run<S>(self, svc: S) -> Self::Out
     where
         S: Service<Request<B>, Response = Response<Body>, Error = Infallible>
             + Clone
@@ -375,7 +384,9 @@ trait Sink<B> {
 struct Serve(std::net::TcpListener);
 
 impl Sink<Incoming> for Serve {
-    fn run<S>(self, svc: S) -> f64
+    type Out = ();
+
+    fn run<S>(self, svc: S)
     where
         S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
             + Clone
@@ -384,25 +395,23 @@ impl Sink<Incoming> for Serve {
         <S as Service<Request<Incoming>>>::Future: Send + 'static,
     {
         serve(self.0, svc);
-        f64::NAN
     }
 }
 
-/// Calls the service in process, no sockets: `calls` requests of `mix`, each built with the
-/// same headers and extensions the server gives it, polled once (every subject answers at
-/// once), the response dropped. Timed in this thread's CPU time (its CPU-time clock).
-struct TimeCalls {
+/// Calls the service in process, no sockets: requests of `mix`, each built with the same
+/// headers and extensions the server gives it, polled once (every subject answers at
+/// once), the response dropped. Gives back a [`Caller`], warmed up, to time.
+struct Prepare {
     mix: Mix,
-    calls: usize,
-    /// Threads calling clones of the service at once, each `calls` times (profiling only:
-    /// `TOLLGATE_BENCH_THREADS`); the figure is their mean.
+    /// Threads calling clones of the service at once (profiling only:
+    /// `TOLLGATE_BENCH_THREADS`), each starting at its own place in the mix's pool.
     threads: usize,
-    /// Where in the mix's pool of clients this thread starts.
-    first: usize,
 }
 
-impl Sink<()> for TimeCalls {
-    fn run<S>(self, mut svc: S) -> f64
+impl Sink<()> for Prepare {
+    type Out = Box<dyn Caller>;
+
+    fn run<S>(self, svc: S) -> Box<dyn Caller>
     where
         S: Service<Request<()>, Response = Response<Body>, Error = Infallible>
             + Clone
@@ -410,33 +419,49 @@ impl Sink<()> for TimeCalls {
             + 'static,
         <S as Service<Request<()>>>::Future: Send + 'static,
     {
-        if self.threads > 1 {
-            let (mix, calls, threads) = (self.mix, self.calls, self.threads);
-            let per_thread: Vec<f64> = std::thread::scope(|scope| {
-                let running: Vec<_> = (0..threads)
-                    .map(|t| {
-                        let svc = svc.clone();
-                        let first = t * CLIENTS / threads;
-                        scope.spawn(move || {
-                            let one = TimeCalls {
-                                mix,
-                                calls,
-                                threads: 1,
-                                first,
-                            };
-                            one.run(svc)
-                        })
-                    })
-                    .collect();
-                running
-                    .into_iter()
-                    .map(|t| t.join().expect("a timing thread"))
-                    .collect()
-            });
-            return per_thread.iter().sum::<f64>() / threads as f64;
+        if self.threads == 1 {
+            return Box::new(Calls::new(self.mix, 0, svc));
         }
-        let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
-        let headers: Vec<http::HeaderMap> = match self.mix {
+        let callers = (0..self.threads)
+            .map(|t| Calls::new(self.mix, t * CLIENTS / self.threads, svc.clone()))
+            .collect();
+        Box::new(Threads(callers))
+    }
+}
+
+/// A subject's stack, ready to be called in process.
+trait Caller: Send {
+    /// Calls the stack `calls` times; its CPU time per request, in nanoseconds.
+    fn time(&mut self, calls: usize) -> f64;
+    /// Calls it `calls` times, untimed.
+    fn warm(&mut self, calls: usize);
+    /// Clients in the mix's pool.
+    fn clients(&self) -> usize;
+}
+
+/// A [`Caller`] over service `S`: the mix's pool of request headers and the next client.
+struct Calls<S> {
+    svc: S,
+    headers: Vec<http::HeaderMap>,
+    /// Each pooled map's `X-Forwarded-For` value (empty: none), for fresh maps.
+    values: Vec<Vec<u8>>,
+    fresh: bool,
+    /// The next request's client, an index into the pool.
+    next: usize,
+}
+
+impl<S> Calls<S>
+where
+    S: Service<Request<()>, Response = Response<Body>, Error = Infallible> + Send,
+{
+    /// A caller of `svc` with `mix`'s clients from `first` on, after two warm-up passes over
+    /// every client: the figures are for keys the limiter holds, in the steady state of
+    /// clients that come back. (Where keys expire between visits, tollgate's table forgets
+    /// expired keys as it grows and re-inserts each under the shard lock at its first
+    /// return, until it has learned that they come back: after one pass, most of a round's
+    /// first 10,000 timed requests took that locked path.)
+    fn new(mix: Mix, first: usize, svc: S) -> Self {
+        let headers: Vec<http::HeaderMap> = match mix {
             Mix::OneClient => vec![http::HeaderMap::new()],
             Mix::ManyClients | Mix::ManyClientsLive => (1..=CLIENTS)
                 .map(|i| {
@@ -454,59 +479,121 @@ impl Sink<()> for TimeCalls {
         // and the clone shares the pool's name and value bytes: 10,000 maps' worth, out of
         // cache by the time a request is read, a miss or two that only the limiters pay.
         let fresh = std::env::var("TOLLGATE_BENCH_HEADERS").is_ok_and(|v| v == "fresh");
-        let values: Vec<Vec<u8>> = headers
+        let values = headers
             .iter()
             .map(|map| {
                 map.get("x-forwarded-for")
                     .map_or_else(Vec::new, |v| v.as_bytes().to_vec())
             })
             .collect();
-        let request_headers = |i: usize| {
-            if !fresh || values[i].is_empty() {
-                return headers[i].clone();
-            }
-            let mut map = http::HeaderMap::new();
-            map.insert(
-                http::HeaderName::from_bytes(b"x-forwarded-for").expect("a header name"),
-                http::HeaderValue::from_bytes(&values[i]).expect("a header value"),
-            );
-            map
+        let clients = headers.len();
+        let mut calls = Calls {
+            svc,
+            headers,
+            values,
+            fresh,
+            next: first % clients,
         };
+        calls.warm(2 * clients);
+        calls
+    }
+
+    fn request_headers(&self, i: usize) -> http::HeaderMap {
+        if !self.fresh || self.values[i].is_empty() {
+            return self.headers[i].clone();
+        }
+        let mut map = http::HeaderMap::new();
+        map.insert(
+            http::HeaderName::from_bytes(b"x-forwarded-for").expect("a header name"),
+            http::HeaderValue::from_bytes(&self.values[i]).expect("a header value"),
+        );
+        map
+    }
+
+    fn call(&mut self) {
+        let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
+        let mut req = Request::new(());
+        *req.headers_mut() = self.request_headers(self.next);
+        self.next = (self.next + 1) % self.headers.len();
+        req.extensions_mut().insert(peer);
+        req.extensions_mut().insert(ConnectInfo(peer));
         let mut cx = Context::from_waker(Waker::noop());
-        // Two warm-up passes over every key first: the figures are for keys the limiter
-        // holds, in the steady state of clients that come back. (Where keys expire between
-        // visits, tollgate's table forgets expired keys as it grows and re-inserts each
-        // under the shard lock at its first return, until it has learned that they come
-        // back: after one pass, most of a round's first 10,000 timed requests took that
-        // locked path.) The calling thread's CPU time, not the wall clock: time spent
-        // descheduled (by the machine's other jobs) is not the stack's.
+        assert!(
+            self.svc.poll_ready(&mut cx).is_ready(),
+            "every subject is ready"
+        );
+        let mut call = std::pin::pin!(self.svc.call(req));
+        match call.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(response)) => {
+                assert_eq!(response.status(), 200, "the quota admits every request");
+                std::hint::black_box(response);
+            }
+            Poll::Pending => panic!("every subject answers at once"),
+        }
+    }
+}
+
+impl<S> Caller for Calls<S>
+where
+    S: Service<Request<()>, Response = Response<Body>, Error = Infallible> + Send,
+{
+    fn time(&mut self, calls: usize) -> f64 {
+        // The calling thread's CPU time, not the wall clock: time spent descheduled (by the
+        // machine's other jobs) is not the stack's.
         let now = || (Instant::now(), this_thread_cpu_ns());
-        let warm = 2 * headers.len();
-        let mut start = now();
-        for i in 0..warm + self.calls {
-            if i == warm {
-                start = now();
-            }
-            let mut req = Request::new(());
-            *req.headers_mut() = request_headers((self.first + i) % headers.len());
-            req.extensions_mut().insert(peer);
-            req.extensions_mut().insert(ConnectInfo(peer));
-            assert!(svc.poll_ready(&mut cx).is_ready(), "every subject is ready");
-            let mut call = std::pin::pin!(svc.call(req));
-            match call.as_mut().poll(&mut cx) {
-                Poll::Ready(Ok(response)) => {
-                    assert_eq!(response.status(), 200, "the quota admits every request");
-                    std::hint::black_box(response);
-                }
-                Poll::Pending => panic!("every subject answers at once"),
-            }
+        let start = now();
+        for _ in 0..calls {
+            self.call();
         }
         let end = now();
         let ns = match (start.1, end.1) {
             (Some(a), Some(b)) => (b - a) as f64,
             _ => (end.0 - start.0).as_nanos() as f64,
         };
-        ns / self.calls as f64
+        ns / calls as f64
+    }
+
+    fn warm(&mut self, calls: usize) {
+        for _ in 0..calls {
+            self.call();
+        }
+    }
+
+    fn clients(&self) -> usize {
+        self.headers.len()
+    }
+}
+
+/// Clones of one stack called on as many threads at once; the figure is their mean.
+struct Threads<S>(Vec<Calls<S>>);
+
+impl<S> Caller for Threads<S>
+where
+    S: Service<Request<()>, Response = Response<Body>, Error = Infallible> + Send,
+{
+    fn time(&mut self, calls: usize) -> f64 {
+        let per_thread: Vec<f64> = std::thread::scope(|scope| {
+            let running: Vec<_> = self
+                .0
+                .iter_mut()
+                .map(|one| scope.spawn(move || one.time(calls)))
+                .collect();
+            running
+                .into_iter()
+                .map(|t| t.join().expect("a timing thread"))
+                .collect()
+        });
+        per_thread.iter().sum::<f64>() / per_thread.len() as f64
+    }
+
+    fn warm(&mut self, calls: usize) {
+        for one in &mut self.0 {
+            one.warm(calls);
+        }
+    }
+
+    fn clients(&self) -> usize {
+        self.0[0].clients()
     }
 }
 
@@ -560,7 +647,12 @@ fn tollgate_layer<E: KeyExtractor>(mix: Mix, key: E, fields: bool) -> RateLimitL
 }
 
 /// Hands the subject `subject`, built for `mix` around `app`, to `sink`.
-fn with_subject<B: Send + 'static, K: Sink<B>>(mix: Mix, app: App, subject: usize, sink: K) -> f64 {
+fn with_subject<B: Send + 'static, K: Sink<B>>(
+    mix: Mix,
+    app: App,
+    subject: usize,
+    sink: K,
+) -> K::Out {
     match app {
         App::Bare => with_app::<B, K, false>(mix, subject, sink),
         App::Typed => with_app::<B, K, true>(mix, subject, sink),
@@ -571,7 +663,7 @@ fn with_app<B: Send + 'static, K: Sink<B>, const TYPED: bool>(
     mix: Mix,
     subject: usize,
     sink: K,
-) -> f64 {
+) -> K::Out {
     let app = service_fn(hello::<B, TYPED>);
     let client_ip = || ClientIp::trusting(["127.0.0.0/8"]).expect("a valid CIDR");
     // The same quota as tollgate's: the interval, and bursts of BURST.
@@ -920,15 +1012,7 @@ fn main() {
         // One fresh stack per round, as in the full run: a single stack called
         // `rounds * calls` times in a row would exhaust the one-client mix's burst.
         let mut per_round: Vec<f64> = (0..size.rounds)
-            .map(|_| {
-                let timer = TimeCalls {
-                    mix,
-                    calls: size.calls,
-                    threads,
-                    first: 0,
-                };
-                with_subject(mix, app, subject, timer)
-            })
+            .map(|_| with_subject(mix, app, subject, Prepare { mix, threads }).time(size.calls))
             .collect();
         per_round.sort_by(f64::total_cmp);
         let ns = per_round[per_round.len() / 2];
@@ -951,19 +1035,36 @@ fn main() {
                 .collect()
         })
         .collect();
+    // Each round builds every subject's stack for a (mix, handler) and times them in turns
+    // of `calls / SLICES` requests, so that a slow spell of the shared machine (they come
+    // and go within a second) falls on all of them rather than on the one it meets. Before
+    // each turn a stack takes an untimed pass over its clients (at most a turn's worth of
+    // requests): the other stacks' turns have pushed its table out of the caches, as a
+    // server's own state stays in them.
+    let per_turn = size.calls.div_ceil(SLICES);
     for round in 0..size.rounds {
         for (m, &mix) in mixes.iter().enumerate() {
             for (a, &app) in apps.iter().enumerate() {
-                for k in 0..SUBJECTS.len() {
-                    let subject = (k + round) % SUBJECTS.len();
-                    let calls = size.calls;
-                    let timer = TimeCalls {
-                        mix,
-                        calls,
-                        threads: 1,
-                        first: 0,
-                    };
-                    let ns = with_subject(mix, app, subject, timer);
+                let mut callers: Vec<Box<dyn Caller>> = (0..SUBJECTS.len())
+                    .map(|subject| with_subject(mix, app, subject, Prepare { mix, threads: 1 }))
+                    .collect();
+                let mut ns = vec![0.0; SUBJECTS.len()];
+                for turn in 0..SLICES {
+                    for k in 0..SUBJECTS.len() {
+                        let subject = (k + turn + round) % SUBJECTS.len();
+                        let caller = &mut callers[subject];
+                        caller.warm(caller.clients().min(per_turn));
+                        ns[subject] += caller.time(per_turn) / SLICES as f64;
+                    }
+                }
+                let line: Vec<String> = ns.iter().map(|ns| format!("{ns:.1}")).collect();
+                eprintln!(
+                    "round {round}, {} / {}: {}",
+                    mix.name(),
+                    app.name(),
+                    line.join(" ")
+                );
+                for (subject, ns) in ns.into_iter().enumerate() {
                     in_process[m][a][subject].push(ns);
                 }
             }
@@ -1046,6 +1147,7 @@ fn main() {
         "limiter",
         "time per request",
         "limiter's cost",
+        "minus tower_governor's time",
         "loopback server CPU + cost: % of no limiter",
     ]);
     for (m, mix) in mixes.iter().enumerate() {
@@ -1057,10 +1159,14 @@ fn main() {
             size.server_ns
         };
         for (a, app) in apps.iter().enumerate() {
+            // Both per round: each subject against the no-limiter stack and against
+            // tower_governor, timed in turns with it.
             let base = &in_process[m][a][0];
+            let governor = &in_process[m][a][TOWER_GOVERNOR];
             for (subject, name) in SUBJECTS.iter().enumerate() {
                 let runs = &in_process[m][a][subject];
                 let cost: Vec<f64> = runs.iter().zip(base).map(|(r, b)| r - b).collect();
+                let beside: Vec<f64> = runs.iter().zip(governor).map(|(r, g)| r - g).collect();
                 let predicted = match server_cpu {
                     Some(server) => {
                         let ratios: Vec<f64> =
@@ -1070,11 +1176,12 @@ fn main() {
                     None => "—".to_owned(),
                 };
                 println!(
-                    "| {} | {} | {name} | {} | {} | {predicted} |",
+                    "| {} | {} | {name} | {} | {} | {} | {predicted} |",
                     mix.name(),
                     app.name(),
                     fmt::time_summary(Summary::of(runs)),
                     fmt::time_summary(Summary::of(&cost)),
+                    fmt::time_summary(Summary::of(&beside)),
                 );
             }
         }
