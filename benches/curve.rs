@@ -2,7 +2,8 @@
 //! tollgate, governor 0.10 (keyed) and the ideal array, with each check reading its clock
 //! (`check`), with one clock read hoisted out of the loop (`check_at`) and, for tollgate, with
 //! the keys checked 64 at a time (`check_batch_at`), in one process run. It draws the curve
-//! as an SVG.
+//! as an SVG. Beside the times, the bytes a key tollgate's table holds at each size, grown
+//! to it and presized for it.
 //!
 //! ```text
 //! cargo bench --bench curve                                     # 1k .. 10M keys (~3 min)
@@ -97,17 +98,41 @@ fn built<S: Subject>(keys: &[u64]) -> S {
     s
 }
 
-/// The rows over `keys`, each with its own limiter.
-fn rows(keys: &[u64]) -> Vec<Row<'static>> {
+/// Bytes a key tollgate holds (`Stats::bytes`) once every key is in: grown to them from
+/// empty, and presized for them.
+struct Memory {
+    grown: f64,
+    presized: f64,
+}
+
+/// The rows over `keys`, each with its own limiter, and tollgate's memory.
+fn rows(keys: &[u64]) -> (Vec<Row<'static>>, Memory) {
     let tollgate: Tollgate = built(keys);
     let tollgate_at: Tollgate = built(keys);
     let tollgate_batch: Tollgate = built(keys);
     // Sized for the keys up front (`presize`): one segment a shard, no growth.
     let presized: TollgatePresized = built(keys);
+    // Every key held: a key missing from the table would be inserted again by its checks
+    // (and, at a cap, evict another), which no check reports.
+    for held in [&tollgate, &tollgate_at, &tollgate_batch].map(Tollgate::keys_held) {
+        assert_eq!(held, keys.len(), "tollgate holds every key");
+    }
+    assert_eq!(
+        presized.keys_held(),
+        keys.len(),
+        "tollgate presized holds every key"
+    );
+    let per_key = |bytes: Option<usize>| {
+        bytes.expect("tollgate reports its bytes") as f64 / keys.len() as f64
+    };
+    let memory = Memory {
+        grown: per_key(tollgate.reported_bytes()),
+        presized: per_key(presized.reported_bytes()),
+    };
     let governor: Governor = built(keys);
     let ideal: Ideal = built(keys);
     let ideal_at: Ideal = built(keys);
-    vec![
+    let rows: Vec<Row<'static>> = vec![
         (
             ROWS[0],
             Box::new(move |o| timed(o, true, |k| tollgate.check(k))),
@@ -148,7 +173,8 @@ fn rows(keys: &[u64]) -> Vec<Row<'static>> {
                 timed(o, false, |k| ideal_at.check_at(k, now))
             }),
         ),
-    ]
+    ];
+    (rows, memory)
 }
 
 fn summary(mut v: Vec<f64>) -> Summary {
@@ -160,13 +186,13 @@ fn summary(mut v: Vec<f64>) -> Summary {
     }
 }
 
-/// The figures of one size: per row, its summary.
-fn measure(n: usize, rounds: usize, checks: usize) -> Vec<Summary> {
+/// The figures of one size: per row, its summary; and tollgate's memory.
+fn measure(n: usize, rounds: usize, checks: usize) -> (Vec<Summary>, Memory) {
     let mut rng = Rng::new(0xC0FFEE ^ n as u64);
     let keys = rng.keys(n);
     let order: Vec<u64> = (0..checks).map(|_| keys[rng.below(n)]).collect();
     eprintln!("{n} keys: building");
-    let mut rows = rows(&keys);
+    let (mut rows, memory) = rows(&keys);
     let mut figures = vec![Vec::new(); rows.len()];
     // One untimed warm-up round, then the timed ones, each starting with another row.
     for round in 0..=rounds {
@@ -178,7 +204,7 @@ fn measure(n: usize, rounds: usize, checks: usize) -> Vec<Summary> {
             }
         }
     }
-    figures.into_iter().map(summary).collect()
+    (figures.into_iter().map(summary).collect(), memory)
 }
 
 /// A line chart: x the keys (log scale), y ns per check.
@@ -302,7 +328,8 @@ fn main() {
     let (rounds, checks) = if smoke { (1, 20_000) } else { (5, 1 << 21) };
     let rounds = Size::rounds_or(rounds);
     let before = loadavg();
-    let figures: Vec<Vec<Summary>> = sizes.iter().map(|&n| measure(n, rounds, checks)).collect();
+    let (figures, memory): (Vec<Vec<Summary>>, Vec<Memory>) =
+        sizes.iter().map(|&n| measure(n, rounds, checks)).unzip();
 
     let machine = format!("{} ({} CPUs)", cpu_model(), cpus());
     println!(
@@ -314,12 +341,14 @@ fn main() {
     for name in ROWS {
         let _ = write!(header, " {name} |");
     }
-    println!("{header}\n|{}", " --- |".repeat(ROWS.len() + 1));
-    for (&n, f) in sizes.iter().zip(&figures) {
+    header.push_str(" tollgate bytes a key, grown; presized |");
+    println!("{header}\n|{}", " --- |".repeat(ROWS.len() + 2));
+    for ((&n, f), m) in sizes.iter().zip(&figures).zip(&memory) {
         let mut line = format!("| {n} |");
         for s in f {
             let _ = write!(line, " {:.0} ({:.0}–{:.0}) |", s.median, s.min, s.max);
         }
+        let _ = write!(line, " {:.1}; {:.1} |", m.grown, m.presized);
         println!("{line}");
     }
     if let Ok(path) = std::env::var("TOLLGATE_CURVE_SVG") {

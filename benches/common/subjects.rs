@@ -91,6 +91,18 @@ pub(crate) fn tollgate_quota(spec: Spec) -> tollgate::Quota {
     tollgate::Quota::with_period(spec.interval).allow_burst(spec.burst)
 }
 
+/// A limiter builder for `spec` with room for `keys` keys: the default capacity (2^23)
+/// unless a scenario has more keys, as a program with more clients than that would set its
+/// own. At the default cap ten million keys would not all be held: checks of the keys
+/// evicted would insert them again, evicting others, and no check would say so (eviction
+/// admits). A sixteenth more than the keys, as each shard holds an equal share of the
+/// capacity and random keys fill shards unevenly.
+fn tollgate_builder(spec: Spec, keys: usize) -> tollgate::LimiterBuilder<u64> {
+    let room = keys.saturating_add(keys / 16);
+    let capacity = room.max(tollgate::LimiterBuilder::<u64>::DEFAULT_CAPACITY);
+    tollgate::Limiter::builder(tollgate_quota(spec)).capacity(capacity)
+}
+
 /// tollgate, default configuration.
 #[derive(Debug)]
 pub(crate) struct Tollgate {
@@ -123,9 +135,9 @@ impl Tollgate {
 impl Subject for Tollgate {
     const NAME: &'static str = "tollgate";
 
-    fn build(spec: Spec, _keys: usize) -> Self {
+    fn build(spec: Spec, keys: usize) -> Self {
         Tollgate {
-            limiter: tollgate::Limiter::keyed(tollgate_quota(spec)),
+            limiter: tollgate_builder(spec, keys).build(),
             burst: spec.burst,
         }
     }
@@ -180,8 +192,7 @@ impl<C: Configure> Subject for Tuned<C> {
     const NAME: &'static str = C::NAME;
 
     fn build(spec: Spec, keys: usize) -> Self {
-        let builder = tollgate::Limiter::builder(tollgate_quota(spec));
-        let limiter = C::configure(builder, keys).build();
+        let limiter = C::configure(tollgate_builder(spec, keys), keys).build();
         Tuned(
             Tollgate {
                 limiter,
