@@ -1,6 +1,7 @@
 //! The limiters under test, behind one trait so every scenario runs the same loop on each.
 //!
-//! * [`Tollgate`]: `Limiter::<u64>::keyed(quota)`, the default configuration.
+//! * [`Tollgate`]: `Limiter::<u64>::keyed(quota)`, the default configuration (past the
+//!   default capacity of 2^23 keys, a capacity with room for every key: `tollgate_builder`).
 //! * [`TollgatePresized`], [`TollgateTsc`], [`TollgateForgetting`]: the same built with
 //!   `.presize(keys)` (scenario C, and a variant of B), with `TscClock`, and forgetting
 //!   expired keys at once, not learning to keep them ([`Tuned`] with a [`Configure`]).
