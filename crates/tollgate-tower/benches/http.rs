@@ -139,8 +139,8 @@ const BURST: u32 = 1_000_000;
 const LIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// Distinct forwarded client addresses in the many-clients mix.
 const CLIENTS: usize = 10_000;
-/// Turns per round in which the in-process stacks take turns (see `main`).
-const SLICES: usize = 10;
+/// Turns each in-process stack takes in a round (see `main`).
+const TURNS: usize = 10;
 /// The subject the "minus tower_governor" column is taken against.
 const TOWER_GOVERNOR: usize = 3;
 
@@ -1036,12 +1036,12 @@ fn main() {
         })
         .collect();
     // Each round builds every subject's stack for a (mix, handler) and times them in turns
-    // of `calls / SLICES` requests, so that a slow spell of the shared machine (they come
+    // of `calls / TURNS` requests, so that a slow spell of the shared machine (they come
     // and go within a second) falls on all of them rather than on the one it meets. Before
     // each turn a stack takes an untimed pass over its clients (at most a turn's worth of
     // requests): the other stacks' turns have pushed its table out of the caches, as a
     // server's own state stays in them.
-    let per_turn = size.calls.div_ceil(SLICES);
+    let per_turn = size.calls.div_ceil(TURNS);
     for round in 0..size.rounds {
         for (m, &mix) in mixes.iter().enumerate() {
             for (a, &app) in apps.iter().enumerate() {
@@ -1049,12 +1049,12 @@ fn main() {
                     .map(|subject| with_subject(mix, app, subject, Prepare { mix, threads: 1 }))
                     .collect();
                 let mut ns = vec![0.0; SUBJECTS.len()];
-                for turn in 0..SLICES {
+                for turn in 0..TURNS {
                     for k in 0..SUBJECTS.len() {
                         let subject = (k + turn + round) % SUBJECTS.len();
                         let caller = &mut callers[subject];
                         caller.warm(caller.clients().min(per_turn));
-                        ns[subject] += caller.time(per_turn) / SLICES as f64;
+                        ns[subject] += caller.time(per_turn) / TURNS as f64;
                     }
                 }
                 let line: Vec<String> = ns.iter().map(|ns| format!("{ns:.1}")).collect();
