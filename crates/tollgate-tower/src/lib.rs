@@ -240,11 +240,12 @@
 //!
 //! # Speed
 //!
-//! On the repository's 2-core test machine a hello-world hyper server spends about 9–12 µs
-//! of CPU per request; the layer adds about 80 ns to that with the fields off and about
-//! 200 ns with them on (one client; `BENCHMARKS.md` in the repository has every figure and
-//! the command). Much of what the fields cost is the `http` crate's header map, which any
-//! layer that writes two fields pays (60–95 ns for two fixed values, no limiter).
+//! On the repository's 2-core test machine a hello-world hyper server spends about 6–12 µs
+//! of CPU per request; the layer adds 70–115 ns to that with the fields off and 180–275 ns
+//! with them on, by the host's state (one client; `BENCHMARKS.md` in the repository has
+//! every figure and the command). Much of what the fields cost is the `http` crate's header
+//! map, which any layer that writes two fields pays (60–116 ns for two fixed values, no
+//! limiter).
 //!
 //! The clock is the next largest item: the core reads `std::time::Instant` (about 30 ns
 //! here), which is monotonic everywhere. Where Linux keeps time with an invariant
@@ -265,12 +266,13 @@
 //! clock says is left, exact for a clock that runs at real time's rate
 //! ([`tollgate::Clock`]).
 //!
-//! With many clients the table's layout is the other large item: a table grown to its
-//! clients finds a key's slot through a few more instructions than one sized for them at the
-//! start. A server that knows about how many clients it sees can say so
-//! ([`tollgate::LimiterBuilder::presize`]); in the repository's bench on its Intel host,
-//! 10,000 clients cost about 165 ns a request with the defaults, 150 on `TscClock`, and 137
-//! presized on `TscClock`, where tower_governor costs 132 (`BENCHMARKS.md` has later runs):
+//! With many clients, a table grown to them reads a key's slot as one sized for them does
+//! up to about 13,000 keys, and through a segment lookup past that; a server that knows
+//! about how many clients it sees can say so ([`tollgate::LimiterBuilder::presize`]) and
+//! skip the growths. In the repository's bench on its Intel host, with the fields off and
+//! 10,000 clients, the layer costs what tower_governor does behind a handler that sets
+//! `content-type`, 5–7 % more behind a bare one, and as much or less on `TscClock`
+//! (`BENCHMARKS.md`: each round's difference, over 71 rounds):
 //!
 //! ```
 //! use tollgate::{Limiter, Quota, TscClock};
