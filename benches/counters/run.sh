@@ -3,7 +3,7 @@
 # mispredicts) for tollgate, governor and the ideal; BENCHMARKS.md, "where a check's time goes".
 # This machine's VM has no PMU, so `perf stat` cannot count them.
 #   benches/counters/run.sh                      # build, all twenty runs (~4 min), the tables
-#   benches/counters/run.sh <ideal|tollgate|presized|governor|empty> <live|deny|hot|hotdeny|insert>
+#   benches/counters/run.sh <ideal|tollgate|tollgate-at|presized|governor|empty> <live|deny|hot|hotdeny|insert>
 #   COUNTERS_KEYS=10000 benches/counters/run.sh tollgate live   # 10,000 keys: out/tollgate-live-10000.cg
 #   benches/counters/run.sh evicting full; benches/counters/run.sh empty full  # F: new keys evicting
 #   python3 summarize.py live-10000

@@ -20,7 +20,7 @@ for sc in sys.argv[1:] or ["live", "deny", "hot", "hotdeny", "insert"]:
     print(f"\n## {sc} (per check, N={n:,})\n| subject | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     print("| empty loop | " + " | ".join(f"{e[c]/n:.2f}" for c in cols) + " |")
-    for s in ["ideal", "tollgate", "presized", "governor"]:
+    for s in ["ideal", "tollgate", "tollgate-at", "presized", "governor"]:
         if not os.path.exists(f"out/{s}-{sc}.cg"):
             continue
         t = tot(f"out/{s}-{sc}.cg")

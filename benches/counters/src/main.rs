@@ -3,7 +3,7 @@
 //! callgrind collects only inside `timed` / `timed_empty` (`--toggle-collect='*timed*'`).
 //!
 //! ```text
-//! counters-bench <ideal|tollgate|presized|governor|empty> <live|deny|hot|hotdeny|insert>
+//! counters-bench <ideal|tollgate|tollgate-at|presized|governor|empty> <live|deny|hot|hotdeny|insert>
 //! counters-bench <evicting|empty> full
 //! ```
 //!
@@ -22,7 +22,8 @@
 //!
 //! `COUNTERS_KEYS=n` takes `n` keys instead of 1M; where `n` is below N, live and deny check
 //! N keys drawn at random from them, each about N / n times (the curve's smaller tables).
-//! `presized` is tollgate built with `.presize(keys)`.
+//! `presized` is tollgate built with `.presize(keys)`; `tollgate-at` calls `check_at` at one
+//! time read when the limiter is built (no clock read in the timed loop).
 //!
 //! `empty` runs the same loop over the same index/key vectors without a limiter: subtract it.
 //! Outside valgrind the binary also reports footprints (tollgate `stats().bytes`, governor
@@ -102,6 +103,26 @@ impl Subject for Presized {
     #[inline]
     fn check(&self, key: u64) -> bool {
         self.0.check(&key).is_ok()
+    }
+    fn bytes(&self) -> Option<usize> {
+        Some(self.0.stats().bytes)
+    }
+}
+
+/// `check_at` at one time read when built: the length of a check without its clock read
+/// (the curve's `check_at` column).
+struct TollgateAt(tollgate::Limiter<u64>, tollgate::Timestamp);
+impl Subject for TollgateAt {
+    fn build(spec: Spec, _keys: usize) -> Self {
+        let limiter = tollgate::Limiter::keyed(
+            tollgate::Quota::with_period(spec.interval).allow_burst(spec.burst),
+        );
+        let now = limiter.now();
+        TollgateAt(limiter, now)
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.check_at(&key, self.1).is_ok()
     }
     fn bytes(&self) -> Option<usize> {
         Some(self.0.stats().bytes)
@@ -326,6 +347,7 @@ fn main() {
         "ideal" => run::<Ideal>(scenario, &keys, &idx),
         "tollgate" => run::<Tollgate>(scenario, &keys, &idx),
         "presized" => run::<Presized>(scenario, &keys, &idx),
+        "tollgate-at" => run::<TollgateAt>(scenario, &keys, &idx),
         "evicting" => run::<Evicting>(scenario, &keys, &idx),
         "governor" => run::<Governor>(scenario, &keys, &idx),
         "empty" => println!(
@@ -333,6 +355,6 @@ fn main() {
             idx.len(),
             timed_empty(&keys, black_box(&idx))
         ),
-        _ => panic!("subject: ideal | tollgate | presized | governor | evicting | empty"),
+        _ => panic!("subject: ideal | tollgate | tollgate-at | presized | governor | evicting | empty"),
     }
 }
