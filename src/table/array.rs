@@ -401,14 +401,23 @@ impl<'a> SlotArray<'a> {
     /// Slot `i` (`i < len`).
     #[inline]
     pub(crate) fn slot(&self, i: usize) -> &'a Slot {
+        self.slot_in_segment(i).0
+    }
+
+    /// Slot `i` (`i < len`) and the segment holding it, from which a probe starting at `i`
+    /// knows its run without looking the segment up again
+    /// ([`find_or_end`](SlotArray::find_or_end)).
+    #[inline]
+    pub(crate) fn slot_in_segment(&self, i: usize) -> (&'a Slot, usize) {
         debug_assert!(i < self.len);
-        let biased = self.entry(self.segment_of(i));
+        let s = self.segment_of(i);
+        let biased = self.entry(s);
         // SAFETY: (1) `i < len`, and every segment below a published (or, for the lock
         // holder, extended) length is allocated and its entry stored before that length
         // was; (2) the entry is the segment's base minus its first index, so `biased + i` is
         // inside it; (3) segments are freed only when `Segments` drops, which outlives `'a`;
         // (4) only shared references are made, and the slots are atomics.
-        unsafe { &*biased.wrapping_add(i) }
+        (unsafe { &*biased.wrapping_add(i) }, s)
     }
 
     /// Visits every slot once, with its index, from index `from` on, wrapping at `len`: a
@@ -453,7 +462,13 @@ impl<'a> SlotArray<'a> {
     #[inline]
     fn run(&self, i: usize) -> (*const Slot, usize) {
         let s = self.segment_of(i);
-        (self.entry(s), self.segments.start(s + 1).min(self.len))
+        (self.entry(s), self.run_end(s))
+    }
+
+    /// Where segment `s`'s run ends on this view: the next segment's start, or `len`.
+    #[inline]
+    fn run_end(&self, s: usize) -> usize {
+        self.segments.start(s + 1).min(self.len)
     }
 
     /// The slot at `i` of a run from `run` (`i` below the run's end).
@@ -479,11 +494,25 @@ impl<'a> SlotArray<'a> {
     #[inline]
     pub(super) fn probe_from<T>(
         &self,
+        i: usize,
+        steps: usize,
+        visit: impl FnMut(usize, &'a Slot) -> Option<T>,
+    ) -> Option<T> {
+        let (biased, end) = self.run(i);
+        self.probe_run(i, biased, end, steps, visit)
+    }
+
+    /// [`probe_from`](SlotArray::probe_from) for a caller that knows the run holding slot
+    /// `i`: its biased entry and its end, as [`run`](SlotArray::run) gives them.
+    #[inline(always)]
+    fn probe_run<T>(
+        &self,
         mut i: usize,
+        mut biased: *const Slot,
+        mut end: usize,
         steps: usize,
         mut visit: impl FnMut(usize, &'a Slot) -> Option<T>,
     ) -> Option<T> {
-        let (mut biased, mut end) = self.run(i);
         for _ in 0..steps {
             if let Some(out) = visit(i, Self::in_run(biased, i)) {
                 return Some(out);
@@ -522,11 +551,13 @@ impl<'a> SlotArray<'a> {
     #[inline]
     pub(crate) fn find(&self, fp: u64) -> Option<&'a Slot> {
         let home = self.home(fp);
-        self.find_or_end(fp, home, self.slot(home), || 0).ok()
+        let (home_slot, segment) = self.slot_in_segment(home);
+        self.find_or_end(fp, home, home_slot, segment, || 0).ok()
     }
 
-    /// Lock-free probe for `fp` from its home slot `home_slot` (index `home` on this view),
-    /// for a check whose miss the locked path may take over (`changes.rs`).
+    /// Lock-free probe for `fp` from its home slot `home_slot` (index `home` on this view, in
+    /// segment `segment`), for a check whose miss the locked path may take over
+    /// (`changes.rs`).
     /// `Err(Some((e, count)))` names the `EMPTY` slot `e` that ended the run and `count`, the
     /// shard's change count read by `read_count` before every fingerprint load that decided
     /// the miss; `Err(None)`: every slot was walked and none was `EMPTY`.
@@ -540,6 +571,7 @@ impl<'a> SlotArray<'a> {
         fp: u64,
         home: usize,
         home_slot: &'a Slot,
+        segment: usize,
         read_count: impl FnOnce() -> u64,
     ) -> Result<&'a Slot, Option<(usize, u64)>> {
         // ordering: Acquire pairs with the Release fp store of an insert, so the state word
@@ -552,7 +584,11 @@ impl<'a> SlotArray<'a> {
         // through the probe: an index in the loop's result cost a check 8 instructions
         // (`benches/counters`, scenario `live`).
         let mut end = None;
-        let found = self.probe_from(home, self.len, |i, slot| {
+        // The run from the home slot, known from `locate`: looking its segment up again cost
+        // a check that went past its home slot 25 instructions (`benches/counters`, `live`).
+        let biased = std::ptr::from_ref(home_slot).wrapping_sub(home);
+        let run_end = self.run_end(segment);
+        let found = self.probe_run(home, biased, run_end, self.len, |i, slot| {
             // ordering: Acquire, as above.
             match slot.fp.load(Ordering::Acquire) {
                 f if f == fp => Some(Some(slot)),

@@ -73,6 +73,8 @@ pub(crate) struct Spot<'a> {
     /// `array.slot(home)`, kept rather than derived again: the probe after the clock read
     /// would redo the segment lookup, 2 ns a check on a table that fits in the cache.
     home_slot: &'a Slot,
+    /// The segment holding the home slot, for a probe that goes past it.
+    segment: usize,
 }
 
 /// What a lock-free probe that missed its key saw, for the locked path to take over rather
@@ -184,13 +186,14 @@ impl Table {
         let shard = self.shard(route);
         let array = shard.array();
         let home = array.home(fp);
-        let home_slot = array.slot(home);
+        let (home_slot, segment) = array.slot_in_segment(home);
         SlotArray::prefetch(home_slot);
         Spot {
             shard,
             array,
             home,
             home_slot,
+            segment,
         }
     }
 
@@ -279,16 +282,18 @@ impl Table {
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Result<(R, u64), Option<Miss>> {
         let read_count = || spot.shard.changes();
-        let slot = match (spot.array).find_or_end(fp, spot.home, spot.home_slot, read_count) {
-            Ok(slot) => slot,
-            Err(end) => {
-                return Err(end.map(|(empty, changes)| Miss {
-                    empty,
-                    len: spot.array.len(),
-                    changes,
-                }));
-            }
-        };
+        let slot =
+            match (spot.array).find_or_end(fp, spot.home, spot.home_slot, spot.segment, read_count)
+            {
+                Ok(slot) => slot,
+                Err(end) => {
+                    return Err(end.map(|(empty, changes)| Miss {
+                        empty,
+                        len: spot.array.len(),
+                        changes,
+                    }));
+                }
+            };
         let epoch = spot.shard.removals();
         match slot.update(fp, &mut f) {
             Attempt::Done(out) => Ok((out, epoch)),
