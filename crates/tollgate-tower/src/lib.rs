@@ -270,9 +270,9 @@
 //! up to about 13,000 keys, and through a segment lookup past that; a server that knows
 //! about how many clients it sees can say so ([`tollgate::LimiterBuilder::presize`]) and
 //! skip the growths. In the repository's bench on its Intel host, with the fields off and
-//! 10,000 clients, the layer costs what tower_governor does behind a handler that sets
-//! `content-type`, 5–7 % more behind a bare one, and as much or less on `TscClock`
-//! (`BENCHMARKS.md`: each round's difference, over 71 rounds):
+//! 10,000 clients, the layer costs what tower_governor does, or 5–7 % more behind a bare
+//! handler when the host's clock reads are slow, and as much or less on `TscClock`
+//! (`BENCHMARKS.md`: each round's difference, over 45 and 71 rounds):
 //!
 //! ```
 //! use tollgate::{Limiter, Quota, TscClock};
