@@ -206,8 +206,10 @@
 //! (tollgate-tower's `decide`) the inliner left them out of line.
 //!
 //! A check that reads the clock first *locates* its key (`Table::locate`: the shard, its
-//! slots with the length read once, the home slot) and prefetches the home slot's cache line
-//! and the next, then reads the clock, then probes from that spot (`engine::check_now`). The
+//! slots with the length read once, the home slot and its segment) and prefetches the home
+//! slot's cache line and the next, then reads the clock, then probes from that spot
+//! (`engine::check_now`), past the home slot within the run of that segment, which it does
+//! not look up again (most checks at a grown shard's usual load go past their home slot). The
 //! clock read (`CLOCK_MONOTONIC` through the vDSO) starts with a fence that waits for earlier
 //! loads to complete but not for prefetches (`src/prefetch.rs`), so on a large table the
 //! slot's cache miss and page walk run under the clock read instead of after it. A spot
