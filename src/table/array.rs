@@ -584,9 +584,11 @@ impl<'a> SlotArray<'a> {
         // through the probe: an index in the loop's result cost a check 8 instructions
         // (`benches/counters`, scenario `live`).
         let mut end = None;
-        // The run from the home slot, known from `locate`: looking its segment up again cost
-        // a check that went past its home slot 25 instructions (`benches/counters`, `live`).
-        let biased = std::ptr::from_ref(home_slot).wrapping_sub(home);
+        // The run from the home slot, whose segment `locate` found: finding it again cost a
+        // check that went past its home slot 25 instructions (`benches/counters`, `live`).
+        // The entry is read again (one load from a line just read), not derived from
+        // `home_slot`: a pointer from a reference to one slot may reach only that slot.
+        let biased = self.entry(segment);
         let run_end = self.run_end(segment);
         let found = self.probe_run(home, biased, run_end, self.len, |i, slot| {
             // ordering: Acquire, as above.
