@@ -588,6 +588,12 @@ impl<'a> SlotArray<'a> {
         // check that went past its home slot 25 instructions (`benches/counters`, `live`).
         // The entry is read again (one load from a line just read), not derived from
         // `home_slot`: a pointer from a reference to one slot may reach only that slot.
+        // ordering: as `entry` argues. For segment 0 a growth may have moved the array since
+        // `locate` read it; the probe then walks the newer array on this view's length, as
+        // any probe a growth overtakes does (module docs, publication): a hit is the key's
+        // live slot (fingerprints are exact), a miss only a hint, and the locked path takes
+        // a miss over only if the change count read before it is still the shard's and its
+        // length this view's (loom: `new_key_vs_move`).
         let biased = self.entry(segment);
         let run_end = self.run_end(segment);
         let found = self.probe_run(home, biased, run_end, self.len, |i, slot| {

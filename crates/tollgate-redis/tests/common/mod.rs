@@ -31,9 +31,8 @@ pub const FAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1)
 /// How far apart two clocks may read at one instant, for tests that compare this process's
 /// instants with the server's schedule: both are `CLOCK_MONOTONIC`/`CLOCK_REALTIME` of one
 /// kernel, but read on different CPUs (a worker's, the timer thread's, the server's), which
-/// a virtual machine keeps in step only to within some skew (a CI run saw a waiter complete
-/// 40 µs before a single clock allows). An over-admission breaks such a bound for up to a
-/// whole interval, far longer than this.
+/// a virtual machine keeps in step only to within some skew, tens of µs at worst seen. An
+/// over-admission breaks such a bound for up to a whole interval, far longer than this.
 pub const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_micros(250);
 
 /// A running `redis-server` of our own.
