@@ -82,6 +82,7 @@ mod outcome;
 mod prefetch;
 mod quota;
 mod quota_cell;
+mod select;
 mod seq;
 mod sharded;
 mod stack;

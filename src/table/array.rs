@@ -74,6 +74,7 @@
 
 use super::slot::{EMPTY, Slot, TOMBSTONE, is_live, tat_of};
 use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
+use crate::select::select;
 
 /// The segments of one shard and its current length.
 #[derive(Debug)]
@@ -668,9 +669,10 @@ impl<'a> SlotArray<'a> {
             } else {
                 first_free
             };
+            // `select`: left to the compiler, these became a branch (`select.rs`).
             let less = tat < least_tat;
-            least_tat = if less { tat } else { least_tat };
-            least = if less { i } else { least };
+            least_tat = select(less, tat, least_tat);
+            least = select(less, i as u64, least as u64) as usize;
             None
         });
         let empty = match ended {
