@@ -426,9 +426,10 @@
 //! The repeated idioms are written once, in `src/seq.rs`, and checked through their users:
 //!
 //! * `SeqCount` (the quota cell; a shard's `moves` count of rebuilds and backward shifts; the
-//!   full-table gate): `quota_change_vs_check` fails when `end`'s Release, `read_begin`'s
-//!   Acquire, `begin`'s Release fence or `validate`'s Acquire fence is dropped, and
-//!   `reset_vs_compaction` too for the first two.
+//!   full-table gate), whose writers, serialised by a lock, bump it with a load and a store:
+//!   `quota_change_vs_check` fails when `end`'s Release, `read_begin`'s Acquire, `begin`'s
+//!   Release fence or `validate`'s Acquire fence is dropped, and `reset_vs_compaction` and
+//!   `evict_shift_vs_reset` too for the first.
 //! * `Epoch` (a shard's removals, a direct limiter's resets): `undo_vs_reset_keyed` and
 //!   `undo_vs_reset_direct` fail when its two bumps become one before the removal, with the
 //!   shard's single-writer stores (`begin_serial` making both bumps, `end_serial` none) as
