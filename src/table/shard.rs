@@ -632,10 +632,10 @@ impl Shard {
                     if self.evict(array, counts, &mut inner.removals, fp, tat, least) {
                         return Ok(());
                     }
-                    // The victim was off the key's run and its hole was closed by moving
-                    // keys back (`close_hole`), which may have changed the key's run (in a
-                    // small shard the run can hold keys): probe it again. It is short: in a
-                    // large shard it holds no key.
+                    // The victim was off the key's run, its hole was closed by moving keys
+                    // back (`close_hole`), and the key's home is not `EMPTY`: its run holds
+                    // tombstones or frozen slots, or, in a small shard, keys the shift may
+                    // have moved. Probe it again.
                     probed = None;
                 }
             }
@@ -818,8 +818,10 @@ impl Shard {
     /// slot in place, with TAT `tat`, as a reclaim of an expired key does (freeze, fingerprint,
     /// new-generation word: `slot.rs`); this returns `true`, and no tombstone is left, so no
     /// compaction is owed. Otherwise the keys after the victim on its own run shift back
-    /// (`close_hole`), which leaves no tombstone either, and the caller probes `fp`'s run again
-    /// and puts `fp` in its free slot.
+    /// (`close_hole`), which leaves no tombstone either; then, if `fp`'s home is `EMPTY` (its
+    /// run was empty: the usual reason it held no live key), `fp` goes there, where a probe
+    /// would put it, and this returns `true`; else the caller probes `fp`'s run again and puts
+    /// `fp` in its free slot.
     fn evict(
         &self,
         array: SlotArray<'_>,
@@ -850,6 +852,18 @@ impl Shard {
         }
         counts.used -= 1;
         self.close_hole(array, i);
+        // The shift moved keys back only from the victim's slot on, toward it, and stopped at
+        // the `EMPTY` slot that ends the victim's run: an `EMPTY` home before the victim (the
+        // scan started there) is still one. Placed here, the key spares the caller a second
+        // locked probe and a pass through its loop (a quarter of evictions at a full table).
+        let home = array.slot(array.home(fp));
+        // ordering: fingerprints only change under the lock we hold.
+        if home.fp.load(Ordering::Relaxed) == EMPTY {
+            home.hand_over(home.word(), fp, tat);
+            counts.used += 1;
+            counts.next_sweep_at = counts.next_sweep_at.min(tat);
+            return true;
+        }
         false
     }
 
