@@ -39,6 +39,7 @@
 //! ```text
 //!   quota, gcra            pure values and functions (a `Gcra` is made from a `Quota`)
 //!   hash, stripe           the default hasher and fingerprints; per-thread counter stripes
+//!   select                 a select the compiler keeps free of branches
 //!   sync                   the loom shim: every atomic, lock, Arc and waker
 //!   seq                    over sync: SeqCount (a seqlock's count), Epoch (the removal epoch)
 //!   monotonic_now          the monotonic clock read (CLOCK_MONOTONIC itself on 64-bit Linux)
@@ -64,8 +65,8 @@
 //!   inflight               beside the limiter: per-key permits (sharded, wait's block_on)
 //! ```
 //!
-//! A module imports only modules above it in this list (`hash`, `stripe` and `time` import
-//! nothing of ours; `engine` imports `outcome`, not the other way). So `time` knows nothing
+//! A module imports only modules above it in this list (`hash`, `stripe`, `select` and `time`
+//! import nothing of ours; `engine` imports `outcome`, not the other way). So `time` knows nothing
 //! of the timer, the timer reads real time but knows no clock, and `clock_source` alone binds
 //! the two: a [`ManualClock`](crate::ManualClock) *is* a manual timer, its time stored once, in
 //! that timer. `thread.rs` hands the driver a function that unparks its thread, so
@@ -193,6 +194,13 @@
 //! search off the run branched on every slot it passed, held or free in no learnable order
 //! (10 mispredicts a search, 2.6 an eviction); it and the locked probe's free-slot test are
 //! selects now: 5.1 mispredicts an eviction instead of 7.7, 2.7–3.1 hits instead of 2.8–3.2.
+//! The locked probe's running least TAT goes through `src/select.rs`, as LLVM's x86 cmov
+//! conversion had turned that select back into a branch (0.6 mispredicts an eviction), and a
+//! new key whose home is `EMPTY` goes there as soon as its victim's hole is closed, without
+//! a second locked probe: 1,140 instructions and 3.9 mispredicts an eviction. What is left
+//! is bounded from below by its parts: a refused new key, which is the lock-free miss, costs
+//! 1.6 hits, the uncontended lock 0.35: 1.9 hits before the locked walk and the eviction's
+//! writes, so an eviction within two hits would need an insert without the lock.
 //!
 //! The check's hot path is the lock-free attempt alone (`engine::check` over
 //! `Table::try_update_recording`), inlined into the public method; anything else (a key to
@@ -551,7 +559,7 @@
 //!   both (1.06–1.27x the ideal, 0.26–0.57x governor), with keys expiring
 //!   between visits too (0.29–0.61x governor, 1.17–1.47x the ideal: shards learn to keep the
 //!   keys that come back, below).
-//! * B with `check_at`: missed, 4.9–6.1x the ideal's `check_at` (44 against 9 ns at 1M
+//! * B with `check_at`: missed, 4.3–6.1x the ideal's `check_at` (35–44 against 8–9 ns at 1M
 //!   keys): without a clock read, misses overlap across as many checks as the core's reorder
 //!   window holds, and a check of 150 instructions leaves about one there. An ideal with
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
@@ -565,7 +573,8 @@
 //!   met presized (0.59–0.69x) and through
 //!   `check_batch_at` (0.47–0.69x: much of an insert is misses).
 //!   Churn: met.
-//! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.1–2.3x, AMD 2.7–3.1x).
+//! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.25x, AMD 2.7–3.1x
+//!   on an earlier library): the refusal and the lock alone come to 1.9x (§3).
 //! * F1: met with the runtime driver, CPU missed with the timer thread alone. F2: CPU missed.
 //! * G, lockout, timer lateness: met.
 //! * The fleet limiter: met on a quiet host (1.15x `PING`; 1.4–1.7x on a loaded one). The

@@ -11,18 +11,22 @@
 /// `a` if `pick`, else `b`, without a branch.
 #[inline(always)]
 pub(crate) fn select(pick: bool, a: u64, b: u64) -> u64 {
-    let mut mask = 0u64.wrapping_sub(u64::from(pick));
+    let mask = 0u64.wrapping_sub(u64::from(pick));
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a template that is only a comment: no instruction, no memory, stack or flags touched; the
-    // block only hides `mask`'s value (all ones or zero) from the optimizer, so that it
-    // cannot turn the masking below back into a branch on `pick`.
-    unsafe {
-        std::arch::asm!(
-            "/* {mask} */",
-            mask = inout(reg) mask,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
+    let mask = {
+        let mut hidden = mask;
+        // SAFETY: a template that is only a comment: no instruction, no memory, stack or
+        // flags touched; the block only hides the mask's value (all ones or zero) from the
+        // optimizer, so that it cannot turn the masking below back into a branch on `pick`.
+        unsafe {
+            std::arch::asm!(
+                "/* {hidden} */",
+                hidden = inout(reg) hidden,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        hidden
+    };
     b ^ ((a ^ b) & mask)
 }
 

@@ -73,8 +73,8 @@
 //! from `shard.rs`.
 
 use super::slot::{EMPTY, Slot, TOMBSTONE, is_live, tat_of};
-use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 use crate::select::select;
+use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 
 /// The segments of one shard and its current length.
 #[derive(Debug)]
