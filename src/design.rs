@@ -65,12 +65,12 @@
 //!   inflight               beside the limiter: per-key permits (sharded, wait's block_on)
 //! ```
 //!
-//! A module imports only modules above it in this list (`hash`, `stripe`, `select` and `time`
-//! import nothing of ours; `engine` imports `outcome`, not the other way). So `time` knows nothing
-//! of the timer, the timer reads real time but knows no clock, and `clock_source` alone binds
-//! the two: a [`ManualClock`](crate::ManualClock) *is* a manual timer, its time stored once, in
-//! that timer. `thread.rs` hands the driver a function that unparks its thread, so
-//! `driver.rs` does not import `thread.rs`.
+//! A module imports only modules above it in this list (`hash`, `stripe`, `select` and
+//! `time` import nothing of ours; `engine` imports `outcome`, not the other way). So `time`
+//! knows nothing of the timer, the timer reads real time but knows no clock, and
+//! `clock_source` alone binds the two: a [`ManualClock`](crate::ManualClock) *is* a manual
+//! timer, its time stored once, in that timer. `thread.rs` hands the driver a function that
+//! unparks its thread, so `driver.rs` does not import `thread.rs`.
 //!
 //! ## 3. The table
 //!

@@ -17,9 +17,10 @@
 //!   (`direct::Shared::resets`).
 //!
 //! Writers of a `SeqCount` are serialised by the caller (a mutex, or the shard lock), so they
-//! bump it with a load and a store; only readers are lock-free. An `Epoch` has two kinds of writer: concurrent ones, which bump it
-//! with RMWs (a direct limiter's resets run without a lock), and a serialised one, which
-//! keeps the count under its lock in an [`EpochWriter`] and only stores it (a table shard).
+//! bump it with a load and a store; only readers are lock-free. An `Epoch` has two kinds of
+//! writer: concurrent ones, which bump it with RMWs (a direct limiter's resets run without a
+//! lock), and a serialised one, which keeps the count under its lock in an [`EpochWriter`]
+//! and only stores it (a table shard).
 //!
 //! Loom models fail when any of `SeqCount`'s orderings is weakened, or when `Epoch`'s two
 //! bumps become one, with either kind of writer; `Epoch`'s Release/Acquire pair is beyond
