@@ -565,13 +565,11 @@
 //!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
 //!   batch in hand gets 2.1–2.5x through `check_batch_at` (29–32 against 67–70 ns in the
 //!   same rounds), 1.13–1.20x an ideal of tollgate's footprint: what remains is the footprint.
-//! * C: memory met; time growing met in the benchmark of record since the locked path takes
-//!   over a new key's lock-free miss (Intel 0.69–0.76x governor on the final tree, 0.61–0.83x
-//!   over two sets on an intermediate one, 0.82–0.89x before in the same host state; each
-//!   round a fresh process; AMD 0.63–0.74x before it), missed in the in-repo run (0.86–0.88x,
-//!   where governor's rounds read low; the two harnesses' children, paired, agree at 0.75x),
-//!   met presized (0.59–0.69x) and through
-//!   `check_batch_at` (0.47–0.69x: much of an insert is misses).
+//! * C: memory met; time growing at the line since the locked path takes over a new key's
+//!   lock-free miss (Intel 0.72–0.83x governor over twelve runs of one library in two hours,
+//!   median 0.78x, each round a fresh process; 0.82–0.89x before the take-over; in-repo
+//!   0.79x; AMD 0.63–0.74x), met presized (0.59–0.73x) and through `check_batch_at`
+//!   (0.44–0.69x: much of an insert is misses).
 //!   Churn: met.
 //! * F: a refused key met (1.6–1.9x a hit), an evicting one missed (Intel 2.25x, AMD 2.7–3.1x
 //!   on an earlier library): the refusal and the lock alone come to 1.9x (§3).
