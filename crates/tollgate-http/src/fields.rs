@@ -424,21 +424,57 @@ impl Fields {
         }
     }
 
-    /// After a refusal: the next cell comes in `wait`.
+    /// After a refusal of one cell: the next cell comes in `wait`. The same as
+    /// [`refused_n`](Fields::refused_n) with `n` 1.
     ///
     /// # Examples
     ///
     /// See [`Fields`].
     pub fn refused(policy: &Policy, quota: Quota, wait: Duration) -> Fields {
-        // The burst is back in full `(burst - 1)` intervals after the next cell.
-        let tolerance = quota.interval() * quota.burst().saturating_sub(1);
-        let reset = ceil_secs(wait.saturating_add(tolerance));
+        Fields::refused_n(policy, quota, 1, wait)
+    }
+
+    /// After a refusal of `n` cells (`check_n`, `until_n_ready`): the `n` cells are there in
+    /// `wait`, the error's. Fewer than `n` may be left now, and the burst is back in full
+    /// `burst - n` intervals after `wait`, so `RateLimit`'s `r` and `t` (and the legacy
+    /// fields) say what the key holds, as an admission's do, and `Retry-After` when this
+    /// request would pass. `n` above the burst is taken as the burst (such a request is
+    /// never admitted, and refused as too costly, not with these fields).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, Quota};
+    /// use tollgate_http::{Fields, Format, Policy};
+    ///
+    /// let quota = Quota::per_minute(5); // a cell every 12 s, burst 5
+    /// let limiter = Limiter::builder(quota).clock(ManualClock::new()).build();
+    /// limiter.check_n("k", 4).unwrap(); // one cell left, all five back in 48 s
+    /// let refusal = limiter.check_n("k", 2).unwrap_err();
+    /// let wait = refusal.retry_after().unwrap(); // the second cell comes in 12 s
+    /// let fields = Fields::refused_n(&Policy::new("p"), quota, 2, wait);
+    /// let mut headers = http::HeaderMap::new();
+    /// fields.insert_into(&mut headers, Format::IETF);
+    /// assert_eq!(headers["ratelimit"], "\"p\";r=1;t=48");
+    /// assert_eq!(headers["retry-after"], "12");
+    /// ```
+    pub fn refused_n(policy: &Policy, quota: Quota, n: u32, wait: Duration) -> Fields {
+        let interval = quota.interval();
+        let n = n.clamp(1, quota.burst());
+        // The key's TAT is `wait` past the moment `n` cells conform: `n - 1` intervals short
+        // of the tolerance (`burst - 1` intervals), so `burst - n` intervals before it.
+        let reset = ceil_secs(wait.saturating_add(interval * (quota.burst() - n)));
+        // Cells left now: `n` less the intervals `wait` spans, counting a part as one.
+        let short = wait.as_nanos().div_ceil(interval.as_nanos().max(1));
+        let remaining = u32::try_from(u128::from(n).saturating_sub(short)).unwrap_or(0);
         let retry = retry_after_secs(wait);
+        let (item, q) = policy.item(quota);
         Fields {
-            policy: policy.item(quota).0,
-            ratelimit: ratelimit_item(&policy.name, 0, reset.max(retry)),
+            policy: item,
+            ratelimit: ratelimit_item(&policy.name, remaining.min(q), reset.max(retry)),
             retry_after: NonZeroU64::new(retry).or(Some(NonZeroU64::MIN)),
-            legacy: (quota.burst(), 0, reset.max(retry)),
+            legacy: (quota.burst(), remaining, reset.max(retry)),
         }
     }
 
@@ -952,6 +988,53 @@ mod tests {
         )
         .insert_into(&mut h, IETF);
         assert_eq!(h[RATELIMIT], "\"p\";r=9;t=1");
+    }
+
+    /// A refusal of `n` cells describes the key as it is, as an admission would: the cells
+    /// left now (`check_n` of 0 reads them without taking any) and when all are back, over
+    /// random costs and times on quotas of whole and odd seconds.
+    #[test]
+    fn a_refusal_of_n_cells_says_what_the_key_holds() {
+        use tollgate::{Limiter, ManualClock};
+        let policy = Policy::new("p");
+        for quota in [
+            Quota::per_minute(5),
+            Quota::new(7, Duration::from_millis(3300)),
+            Quota::per_second(1),
+        ] {
+            let clock = ManualClock::new();
+            let limiter = Limiter::builder(quota).clock(clock.clone()).build();
+            let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+            let mut refusals = 0;
+            for _ in 0..2_000 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let n = 1 + (seed % u64::from(quota.burst())) as u32;
+                clock.advance(Duration::from_millis(seed >> 40 & 0x3ff));
+                let Err(error) = limiter.check_n(&1, n) else {
+                    continue;
+                };
+                refusals += 1;
+                let wait = error.retry_after().expect("over its rate");
+                let now = limiter.check_n(&1, 0).expect("no cell taken");
+                let mut h = HeaderMap::new();
+                Fields::refused_n(&policy, quota, n, wait).insert_into(&mut h, BOTH);
+                let (q, _) = policy_window(quota);
+                let reset = ceil_secs(now.reset_after()).max(retry_after_secs(wait));
+                let r = now.remaining().min(q);
+                assert_eq!(
+                    h[RATELIMIT],
+                    format!("\"p\";r={r};t={reset}"),
+                    "{quota:?}, n={n}"
+                );
+                assert_eq!(h[X_REMAINING], now.remaining().to_string());
+                assert_eq!(h[X_RESET], reset.to_string());
+                assert_eq!(h[RETRY_AFTER], retry_after_secs(wait).to_string());
+                assert!(now.remaining() < n, "refused with {n} left");
+            }
+            assert!(refusals > 100, "{quota:?}: {refusals} refusals");
+        }
     }
 
     #[test]

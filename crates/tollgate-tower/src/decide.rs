@@ -74,17 +74,26 @@ impl<E: KeyExtractor> Config<E> {
         })
     }
 
-    pub(crate) fn refusal(&self, quota: Option<Quota>, error: Error) -> Refusal {
+    /// The refusal of a request for `cost` cells by this layer's own limit.
+    pub(crate) fn refusal(&self, quota: Option<Quota>, cost: u32, error: Error) -> Refusal {
         let quota = quota.unwrap_or_else(|| self.limiter.quota());
-        self.refusal_by(&self.policy, &self.policy_raw, quota, error)
+        self.refusal_by(&self.policy, &self.policy_raw, quota, cost, error)
     }
 
-    /// A refusal by `policy` (named `name`) under `quota`.
-    fn refusal_by(&self, policy: &Policy, name: &str, quota: Quota, error: Error) -> Refusal {
+    /// A refusal of `cost` cells by `policy` (named `name`) under `quota`.
+    fn refusal_by(
+        &self,
+        policy: &Policy,
+        name: &str,
+        quota: Quota,
+        cost: u32,
+        error: Error,
+    ) -> Refusal {
         let mut headers = HeaderMap::new();
         match error {
             Error::RateLimited { wait, .. } => {
-                let fields = Fields::refused(policy, quota, wait);
+                // `wait` is for all `cost` cells: the fields count what is left from it.
+                let fields = Fields::refused_n(policy, quota, cost, wait);
                 let retry = fields.retry_after();
                 fields.insert_into(&mut headers, self.format);
                 Refusal::new(RefusalReason::RateLimited, headers, Some(name), retry)
@@ -147,7 +156,7 @@ impl<E: KeyExtractor> Config<E> {
                 return Decision::Call(None, Outcome::Admitted);
             }
             Ok(admitted) => admitted,
-            Err(error) => return Decision::Respond(self.refusal(quota, error)),
+            Err(error) => return Decision::Respond(self.refusal(quota, cost, error)),
         };
         let mut fields = self.admitted_fields(quota, &admitted);
         if self.extras.is_empty() {
@@ -250,7 +259,8 @@ impl<E: KeyExtractor> Config<E> {
                         undo();
                     }
                     let (policy, name) = (extra.policy(), extra.raw_name());
-                    return Err(self.refusal_by(policy, name, extra.quota(), error));
+                    // A stacked limit takes one cell a request.
+                    return Err(self.refusal_by(policy, name, extra.quota(), 1, error));
                 }
             }
         }

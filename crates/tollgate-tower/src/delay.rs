@@ -74,7 +74,7 @@ where
             abandoned.disarm();
             if let Err(error) = waited {
                 drop(undos);
-                let refusal = config.refusal(quota, error);
+                let refusal = config.refusal(quota, cost, error);
                 config.count_refusal(refused_outcome(refusal.reason()), &refusal);
                 config.log_refusal(&refusal, false);
                 return Err(answer(refusal, grpc, &*respond));

@@ -320,6 +320,58 @@ async fn a_request_costs_what_cost_for_says() {
     assert_eq!(ratelimit(&h).1, 0, "all ten cells at once");
 }
 
+/// A refused request of several cells says what the key holds, as the admission before it
+/// did: the cells left (fewer than it asked for, not none) and when all are back, with
+/// `Retry-After` when its own cells come; in reject mode and when delay mode's bound is
+/// passed. (The fields once took the wait for all the cells as the wait for one.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_costly_request_says_what_the_key_holds() {
+    let cost = |parts: &http::request::Parts| {
+        parts
+            .headers
+            .get("x-cost")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(1)
+    };
+    let costing = |n: &'static [u8]| [("x-cost", n)];
+    // A cell every 12 s, burst 5.
+    let limiter = || -> Limiter<()> {
+        Limiter::builder(Quota::per_minute(5))
+            .clock(ManualClock::new())
+            .build()
+    };
+    let layer = RateLimitLayer::builder(limiter(), Global)
+        .cost_for(cost)
+        .legacy_headers(true)
+        .build();
+    let addr = serve(layer).await;
+    let (status, h) = get_once(addr, &costing(b"4")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ratelimit(&h), ("default".into(), 1, 48));
+    let (status, h) = get_once(addr, &costing(b"2")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(ratelimit(&h), ("default".into(), 1, 48));
+    assert_eq!(retry_after(&h), 12);
+    assert_eq!(h["x-ratelimit-remaining"], "1");
+    assert_eq!(h["x-ratelimit-reset"], "48");
+    let (status, h) = get_once(addr, &costing(b"5")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(ratelimit(&h), ("default".into(), 1, 48));
+    assert_eq!(retry_after(&h), 48);
+
+    // Delay mode, bound 30 s: the 5 cells would come in 48 s, so refused at once.
+    let delayed = RateLimitLayer::builder(limiter(), Global)
+        .cost_for(cost)
+        .delay(Duration::from_secs(30))
+        .build();
+    let addr = serve(delayed).await;
+    assert_eq!(get_once(addr, &costing(b"4")).await.0, StatusCode::OK);
+    let (status, h) = get_once(addr, &costing(b"5")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(ratelimit(&h), ("default".into(), 1, 48));
+    assert_eq!(retry_after(&h), 48);
+}
+
 /// Delay mode keyed by `key` (1 cell a second, bursts of `burst`, waits up to 10 s, on the
 /// manual clock returned) in front of a handler that serves one request at a time (a
 /// `ConcurrencyLimit` of one): what the delay-mode capacity tests below share.
