@@ -534,58 +534,6 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
         Ok(self.allow_if(move |ip| cidrs.iter().any(|c| c.contains(*ip))))
     }
 
-    /// Dry-run mode: every request is decided and counted as usual, but none is refused.
-    /// A request that would have been refused (`429`, or the `400` / `503` / `413` the layer
-    /// answers by itself) is passed to the service with a [`DryRunRefusal`](crate::DryRunRefusal) in its
-    /// extensions, and counted in [`Counts::dry_run_refused`](crate::Counts::dry_run_refused); it consumes nothing, as a
-    /// refusal would not. Its response gets no rate-limit fields and no `Retry-After`
-    /// (clients see no sign of the trial); admitted requests get their fields as usual.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use std::net::SocketAddr;
-    /// use tollgate::{Limiter, Quota};
-    /// use tollgate_tower::{DryRun, DryRunRefusal, PeerIp, RateLimitLayer};
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// let trial: RateLimitLayer<PeerIp, DryRun> =
-    ///     RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), PeerIp::new())
-    ///         .dry_run()
-    ///         .build();
-    /// let svc = trial.layer(service_fn(|req: http::Request<()>| async move {
-    ///     let marked = req.extensions().get::<DryRunRefusal>().map(|r| r.status().as_u16());
-    ///     Ok::<_, Infallible>(http::Response::new(marked))
-    /// }));
-    /// let from_peer = || {
-    ///     let mut req = http::Request::new(());
-    ///     req.extensions_mut().insert("192.0.2.7:4000".parse::<SocketAddr>().unwrap());
-    ///     req
-    /// };
-    /// futures_executor::block_on(async {
-    ///     let first = svc.clone().oneshot(from_peer()).await.unwrap();
-    ///     assert_eq!((first.status().as_u16(), *first.body()), (200, None));
-    ///     assert!(first.headers().contains_key("ratelimit"));
-    ///     // Over the limit: served, marked, and without fields.
-    ///     let over = svc.clone().oneshot(from_peer()).await.unwrap();
-    ///     assert_eq!((over.status().as_u16(), *over.body()), (200, Some(429)));
-    ///     assert!(over.headers().is_empty());
-    ///     // No key: served, marked as the 400 it would have been.
-    ///     let keyless = svc.clone().oneshot(http::Request::new(())).await.unwrap();
-    ///     assert_eq!(*keyless.body(), Some(400));
-    /// });
-    /// let counts = trial.counts();
-    /// assert_eq!((counts.admitted, counts.dry_run_refused, counts.rejected), (1, 2, 0));
-    /// ```
-    pub fn dry_run(self) -> Builder<E, DryRun, R> {
-        Builder {
-            config: self.config,
-            mode: DryRun,
-            respond: self.respond,
-        }
-    }
-
     /// The policy's name in the IETF fields (`"default"` by default).
     ///
     /// # Errors
@@ -982,6 +930,112 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
         Ok(self)
     }
 
+    /// The layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{Global, RateLimitLayer, Reject};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global).build();
+    /// let Reject = layer.mode(); // the defaults: reject mode, the IETF fields
+    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
+    /// }));
+    /// futures_executor::block_on(async {
+    ///     let ok = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(ok.headers()["ratelimit-policy"], "\"default\";q=1;w=60");
+    ///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 429);
+    /// });
+    /// ```
+    pub fn build(self) -> RateLimitLayer<E, M, R> {
+        #[allow(unused_mut)] // used with the `metrics` feature
+        let mut config = self.config;
+        #[cfg(feature = "metrics")]
+        {
+            let stacked = config.extras.iter().map(|extra| extra.raw_name());
+            config.counters.instruments =
+                crate::instruments::Instruments::register(&config.policy_raw, stacked);
+        }
+        RateLimitLayer {
+            config: Arc::new(config),
+            mode: self.mode,
+            respond: Arc::new(self.respond),
+        }
+    }
+}
+
+/// The modes other than reject, chosen from reject mode (the default): a layer has one mode,
+/// so choosing a second (`.dry_run().delay(max)`, which would enforce a limit meant as a
+/// trial) does not compile.
+///
+/// ```compile_fail
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate_tower::{PeerIp, RateLimitLayer};
+///
+/// let limiter = Limiter::keyed(Quota::per_second(1));
+/// let layer = RateLimitLayer::builder(limiter, PeerIp::new())
+///     .dry_run()
+///     .delay(Duration::from_millis(100)) // no `delay` on a dry run
+///     .build();
+/// ```
+impl<E: KeyExtractor, R> Builder<E, Reject, R> {
+    /// Dry-run mode: every request is decided and counted as usual, but none is refused.
+    /// A request that would have been refused (`429`, or the `400` / `503` / `413` the layer
+    /// answers by itself) is passed to the service with a [`DryRunRefusal`](crate::DryRunRefusal) in its
+    /// extensions, and counted in [`Counts::dry_run_refused`](crate::Counts::dry_run_refused); it consumes nothing, as a
+    /// refusal would not. Its response gets no rate-limit fields and no `Retry-After`
+    /// (clients see no sign of the trial); admitted requests get their fields as usual.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use std::net::SocketAddr;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate_tower::{DryRun, DryRunRefusal, PeerIp, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let trial: RateLimitLayer<PeerIp, DryRun> =
+    ///     RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), PeerIp::new())
+    ///         .dry_run()
+    ///         .build();
+    /// let svc = trial.layer(service_fn(|req: http::Request<()>| async move {
+    ///     let marked = req.extensions().get::<DryRunRefusal>().map(|r| r.status().as_u16());
+    ///     Ok::<_, Infallible>(http::Response::new(marked))
+    /// }));
+    /// let from_peer = || {
+    ///     let mut req = http::Request::new(());
+    ///     req.extensions_mut().insert("192.0.2.7:4000".parse::<SocketAddr>().unwrap());
+    ///     req
+    /// };
+    /// futures_executor::block_on(async {
+    ///     let first = svc.clone().oneshot(from_peer()).await.unwrap();
+    ///     assert_eq!((first.status().as_u16(), *first.body()), (200, None));
+    ///     assert!(first.headers().contains_key("ratelimit"));
+    ///     // Over the limit: served, marked, and without fields.
+    ///     let over = svc.clone().oneshot(from_peer()).await.unwrap();
+    ///     assert_eq!((over.status().as_u16(), *over.body()), (200, Some(429)));
+    ///     assert!(over.headers().is_empty());
+    ///     // No key: served, marked as the 400 it would have been.
+    ///     let keyless = svc.clone().oneshot(http::Request::new(())).await.unwrap();
+    ///     assert_eq!(*keyless.body(), Some(400));
+    /// });
+    /// let counts = trial.counts();
+    /// assert_eq!((counts.admitted, counts.dry_run_refused, counts.rejected), (1, 2, 0));
+    /// ```
+    pub fn dry_run(self) -> Builder<E, DryRun, R> {
+        Builder {
+            config: self.config,
+            mode: DryRun,
+            respond: self.respond,
+        }
+    }
+
     /// Delay mode: a request over its limit waits up to `max` in its key's FIFO queue
     /// (with [`UntilReady::within`](tollgate::UntilReady::within)), and is refused at once
     /// if its turn would come later. The inner service must be `Clone`: a waiting request
@@ -1042,43 +1096,6 @@ impl<E: KeyExtractor, M, R> Builder<E, M, R> {
             config: self.config,
             mode: Delay { max },
             respond: self.respond,
-        }
-    }
-
-    /// The layer.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::convert::Infallible;
-    /// use tollgate::{Limiter, Quota};
-    /// use tollgate_tower::{Global, RateLimitLayer, Reject};
-    /// use tower::{Layer, ServiceExt, service_fn};
-    ///
-    /// let layer = RateLimitLayer::builder(Limiter::keyed(Quota::per_minute(1)), Global).build();
-    /// let Reject = layer.mode(); // the defaults: reject mode, the IETF fields
-    /// let svc = layer.layer(service_fn(|_: http::Request<()>| async {
-    ///     Ok::<_, Infallible>(http::Response::new(String::new()))
-    /// }));
-    /// futures_executor::block_on(async {
-    ///     let ok = svc.clone().oneshot(http::Request::new(())).await.unwrap();
-    ///     assert_eq!(ok.headers()["ratelimit-policy"], "\"default\";q=1;w=60");
-    ///     assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 429);
-    /// });
-    /// ```
-    pub fn build(self) -> RateLimitLayer<E, M, R> {
-        #[allow(unused_mut)] // used with the `metrics` feature
-        let mut config = self.config;
-        #[cfg(feature = "metrics")]
-        {
-            let stacked = config.extras.iter().map(|extra| extra.raw_name());
-            config.counters.instruments =
-                crate::instruments::Instruments::register(&config.policy_raw, stacked);
-        }
-        RateLimitLayer {
-            config: Arc::new(config),
-            mode: self.mode,
-            respond: Arc::new(self.respond),
         }
     }
 }
