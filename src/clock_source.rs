@@ -15,6 +15,10 @@ use crate::time::{Clock, MonotonicClock, Timestamp, nanos_since_origin};
 use crate::timer::{Sleep, TimerRef};
 use crate::tsc_clock::TscClock;
 
+/// The most a clock of the caller's own may read when a limiter takes it: half the horizon
+/// (`MAX_NOW`), 9.1 years.
+const RECENT_ORIGIN: u64 = 1 << 58;
+
 /// The limiter's clock: the monotonic default without dynamic dispatch, or any [`Clock`].
 #[derive(Debug, Clone)]
 pub(crate) enum ClockSource {
@@ -31,6 +35,15 @@ pub(crate) enum ClockSource {
 impl ClockSource {
     /// Recognises tollgate's own clocks, so checks avoid dynamic dispatch and waits on a
     /// `ManualClock` use its timer.
+    ///
+    /// # Panics
+    ///
+    /// If a clock of the caller's own already reads more than half of the limiter's
+    /// horizon (2^58 ns, 9.1 years) after its origin: one counting from the Unix epoch,
+    /// say. Past 2^59 ns a limiter's time saturates and stands still, so such a clock would
+    /// refuse every key over its burst for good, with a `Retry-After` that never comes true;
+    /// better a clear panic where the limiter is configured.
+    #[track_caller]
     pub(crate) fn from_clock<C: Clock>(clock: C) -> ClockSource {
         let any: Box<dyn Any> = Box::new(clock);
         let any = match any.downcast::<MonotonicClock>() {
@@ -50,10 +63,18 @@ impl ClockSource {
             }
             Err(any) => any,
         };
-        match any.downcast::<C>() {
-            Ok(c) => ClockSource::Custom(Arc::new(*c)),
-            Err(_) => unreachable!("the box holds a C"),
-        }
+        let Ok(clock) = any.downcast::<C>() else {
+            unreachable!("the box holds a C")
+        };
+        let read = clock.now().as_nanos();
+        assert!(
+            read <= RECENT_ORIGIN,
+            "tollgate: the clock reads {read} ns, {years:.1} years after its origin; a \
+             limiter's time stops 2^59 ns (18.3 years) after it, so count from a recent origin \
+             (the time the program started, say), not from the Unix epoch (see `Clock`)",
+            years = read as f64 / 31_557_600e9,
+        );
+        ClockSource::Custom(Arc::new(*clock))
     }
 
     /// Inlined into every check with the two clocks a server runs on; the others out of

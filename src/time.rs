@@ -118,8 +118,13 @@ impl fmt::Debug for Timestamp {
 
 /// A source of monotonic time for a limiter.
 ///
-/// `now` must never decrease. Timestamps later than about 18 years after the origin saturate
-/// (the limiter keeps working but no longer sees time pass), so origins should be recent.
+/// `now` must never decrease. Timestamps later than 2^59 ns (18.3 years) after the origin
+/// saturate: the limiter keeps answering, but no longer sees time pass, so a key over its
+/// burst stays refused, a wait for an instant after that point is refused at once if it has
+/// a bound, and never ends if it has none. Origins should therefore be recent: a limiter
+/// given a clock of your own that already reads more than 2^58 ns (9.1 years), as one
+/// counting from the Unix epoch does, panics where it is configured. Timestamps passed to
+/// `check_at` saturate the same way.
 ///
 /// Waits (`until_ready`) on a limiter with a custom clock sleep on tollgate's real-time timer
 /// for as long as the clock says is left at reservation time: exact for clocks that advance

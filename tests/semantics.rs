@@ -431,6 +431,68 @@ fn overflowing_durations_saturate() {
     assert_eq!(ok.reset_after(), q.interval() * u32::MAX);
 }
 
+/// At the far end of time a key checked there is live, as the limiter's own (saturated)
+/// time says, in the count and the stats alike (the count once read the clock unsaturated
+/// and said none).
+#[test]
+fn keys_checked_at_the_far_end_of_time_count_as_live() {
+    let (l, clock) = keyed::<u32>(Quota::per_second(1));
+    clock.advance(Duration::MAX);
+    assert!(l.check(&1).is_ok());
+    assert_eq!(l.count_live_keys(), 1);
+    assert_eq!(l.stats().live_keys, 1);
+}
+
+/// A clock of the caller's own that counts from the Unix epoch is past the limiter's horizon
+/// from the start, so every key over its burst would be refused for good: refused where the
+/// limiter is configured, with the cause.
+#[test]
+#[should_panic(expected = "count from a recent origin")]
+fn a_clock_counting_from_the_unix_epoch_is_refused() {
+    #[derive(Debug)]
+    struct Epoch;
+    impl tollgate::Clock for Epoch {
+        fn now(&self) -> Timestamp {
+            let since = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            Timestamp::from_nanos(since.as_nanos() as u64)
+        }
+    }
+    let _ = Limiter::<u32>::builder(Quota::per_second(1)).clock(Epoch);
+}
+
+/// A clock of the caller's own nine years from its origin is taken; tollgate's own clocks
+/// are taken at any reading (a `ManualClock` may be moved anywhere, before or after).
+#[test]
+fn recent_and_manual_clocks_are_taken_at_any_reading_below_the_bound() {
+    #[derive(Debug)]
+    struct At(u64);
+    impl tollgate::Clock for At {
+        fn now(&self) -> Timestamp {
+            Timestamp::from_nanos(self.0)
+        }
+    }
+    let nine_years = 1 << 58;
+    let l = Limiter::<u32>::builder(Quota::per_second(1))
+        .clock(At(nine_years))
+        .build();
+    assert!(l.check(&1).is_ok());
+    let refused = std::panic::catch_unwind(|| {
+        tollgate::DirectLimiter::with_clock(Quota::per_second(1), At(nine_years + 1))
+    });
+    assert!(refused.is_err());
+    let clock = tollgate::ManualClock::new();
+    clock.advance(Duration::MAX);
+    assert!(
+        Limiter::<u32>::builder(Quota::per_second(1))
+            .clock(clock)
+            .build()
+            .check(&1)
+            .is_ok()
+    );
+}
+
 #[test]
 fn direct_limiter_saturates_too() {
     let (d, clock) = direct(Quota::per_second(2));

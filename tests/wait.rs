@@ -1780,3 +1780,70 @@ fn a_bound_a_hair_away_on_a_standing_clock_never_spins() {
     assert_eq!(result, Ok(()));
     assert_eq!(head.poll(), Poll::Ready(Ok(())));
 }
+
+/// Runs `f` on a thread of its own and returns what it returns, failing the test if it has
+/// not returned within 20 s (a wait that spins), rather than hanging the suite.
+fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(f()).unwrap());
+    returned
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what} never returned"))
+}
+
+/// Past 2^59 ns a limiter's time stands still (`Clock`), while a `ManualClock` goes on to
+/// `u64::MAX`: a wait for an instant after that point is refused at once if it has a bound
+/// and pends, asleep, if it has none. Both used to spin for ever in their first poll (the
+/// timer's time had passed the instant, the limiter's never would), holding the key's queue
+/// lock, on a keyed and a direct limiter alike.
+#[test]
+fn waits_past_the_end_of_time_are_refused_or_sleep_but_never_spin() {
+    returns("a wait past the end of time", || {
+        let clock = ManualClock::new();
+        let l: Limiter<&str> = Limiter::builder(Quota::per_second(1))
+            .clock(clock.clone())
+            .build();
+        let d = DirectLimiter::with_clock(Quota::per_second(1), clock.clone());
+        clock.advance(Duration::MAX);
+        assert!(l.check(&"k").is_ok() && d.check().is_ok()); // the next cell: never
+        let mut bounded = Probe::new(l.until_ready(&"k").within(Duration::from_secs(5)));
+        let Poll::Ready(Err(Error::RateLimited { wait, .. })) = bounded.poll() else {
+            panic!("a bounded wait past the end of time was not refused");
+        };
+        assert_eq!(wait, Duration::from_secs(1));
+        let mut forever = Probe::new(l.until_ready(&"k"));
+        assert!(forever.poll().is_pending());
+        clock.advance(Duration::from_secs(10)); // runs no hand-over that could admit it
+        assert!(forever.poll().is_pending());
+        let mut bounded = Probe::new(d.until_ready().within(Duration::from_secs(5)));
+        assert!(matches!(
+            bounded.poll(),
+            Poll::Ready(Err(Error::RateLimited { .. }))
+        ));
+        let mut forever = Probe::new(d.until_ready());
+        assert!(forever.poll().is_pending());
+        // A bound of `Duration::MAX` is no bound, at the end of time as before it.
+        let mut unbounded = Probe::new(d.until_ready().within(Duration::MAX));
+        assert!(unbounded.poll().is_pending());
+    });
+}
+
+/// The longest window a quota allows (2^59 ns) puts a waiter's instant one nanosecond past
+/// the limiter's last one: the clock's advance to it, which hands over on the advancing
+/// thread, returns, and the waiter sleeps on (it used to spin inside `advance`).
+#[test]
+fn an_advance_to_the_end_of_time_returns() {
+    returns("ManualClock::advance", || {
+        let clock = ManualClock::new();
+        let l: Limiter<u8> = Limiter::builder(Quota::with_period(Duration::from_nanos(1 << 59)))
+            .clock(clock.clone())
+            .build();
+        clock.advance(NS);
+        assert!(l.check(&0).is_ok());
+        let mut head = Probe::new(l.until_ready(&0)); // at 2^59 + 1 ns
+        assert!(head.poll().is_pending());
+        clock.advance(Duration::from_nanos(1 << 59));
+        assert!(head.poll().is_pending());
+        assert_eq!(l.count_live_keys(), 1); // on the limiter's saturated time too
+    });
+}

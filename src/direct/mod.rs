@@ -95,6 +95,13 @@ impl DirectLimiter {
     /// clock.advance(Duration::from_secs(1));
     /// assert!(limiter.check().is_ok());
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If a clock of your own (not one of tollgate's) already reads more than 2^58 ns (9.1
+    /// years) after its origin, as one counting from the Unix epoch does: a limiter's time
+    /// stops 2^59 ns after the origin ([`Clock`]).
+    #[track_caller]
     pub fn with_clock(quota: Quota, clock: impl Clock) -> DirectLimiter {
         DirectLimiter::with_source(quota, ClockSource::from_clock(clock))
     }

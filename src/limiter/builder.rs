@@ -236,6 +236,13 @@ impl<K: ?Sized, S> LimiterBuilder<K, S> {
     /// assert_eq!(limiter.now(), Timestamp::from_nanos(5_000_000_000));
     /// assert!(limiter.check("alice").is_ok());
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If a clock of your own (not one of tollgate's) already reads more than 2^58 ns (9.1
+    /// years) after its origin, as one counting from the Unix epoch does: a limiter's time
+    /// stops 2^59 ns after the origin ([`Clock`]).
+    #[track_caller]
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = ClockSource::from_clock(clock);
         self

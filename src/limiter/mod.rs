@@ -672,7 +672,10 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     /// assert_eq!(limiter.count_live_keys(), 0);
     /// ```
     pub fn count_live_keys(&self) -> usize {
-        self.shared.table.live_keys(self.now().as_nanos())
+        // On the limiter's time, which saturates as every check's does.
+        self.shared
+            .table
+            .live_keys(self.now().as_nanos().min(MAX_NOW))
     }
 
     /// The most keys this limiter holds at once.

@@ -8,6 +8,7 @@ use std::task::Waker;
 use super::queue::HandOver;
 use super::waitlist::WaitShard;
 use crate::engine::{self, Word};
+use crate::gcra::MAX_NOW;
 use crate::table::Full;
 use crate::timer::Sleep;
 
@@ -30,11 +31,21 @@ impl Bound {
     /// already past is a wait of zero (`now`): a free cell is admitted, as by a check. Were
     /// it kept in the past, the queued path would refuse what the lock-free first try admits,
     /// with a wait of 0 ns, depending only on whether another key's queue shares the shard.
+    ///
+    /// A bound is at most `MAX_NOW`, the limiter's last instant (its clock saturates there):
+    /// a bound after it would never pass, and a wait whose instant lies after it, which could
+    /// never come, is refused up front instead of waiting for ever. A bound of `u64::MAX`
+    /// (`within(Duration::MAX)`, `until` the last timestamp) is no bound, as before.
     pub(crate) fn latest(self, now: u64) -> u64 {
-        match self {
-            Bound::Unbounded => u64::MAX,
+        let latest = match self {
+            Bound::Unbounded => return u64::MAX,
             Bound::Within(d) => now.saturating_add(d),
             Bound::Until(t) => t.max(now),
+        };
+        if latest == u64::MAX {
+            latest
+        } else {
+            latest.min(MAX_NOW)
         }
     }
 }

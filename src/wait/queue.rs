@@ -85,6 +85,7 @@ use super::cells::Cells;
 use super::node::{Node, Outcome};
 use super::woken::Woken;
 use crate::engine::{self, Failure, Reserved};
+use crate::gcra::MAX_NOW;
 use crate::sync::Arc;
 use crate::timer::{Sleep, Spare};
 
@@ -360,6 +361,14 @@ impl Queue {
         }
         if head.registered && !head.sleep.has_fired() {
             return false; // The timer will wake the queue at the instant.
+        }
+        if head.reserved.admit_at > MAX_NOW {
+            // The limiter's clock stops at `MAX_NOW` (it saturates), so this instant never
+            // comes: the head (an unbounded wait; a bounded one is refused up front) waits
+            // with no sleep, as on a clock that stands still. A sleep would fire at once on
+            // the timer's own time, which does not stop there, and the loop below would spin.
+            head.registered = true;
+            return false;
         }
         let waker = self
             .hand_over
