@@ -354,6 +354,28 @@ fn reset_forgets_a_key() {
     );
 }
 
+/// `reset` says whether the key was live, keyed and direct alike: an expired key is
+/// forgotten either way, but held nothing, whether or not the table still kept it (here it
+/// keeps every expired key; keyed `reset` once answered from that).
+#[test]
+fn reset_says_whether_the_key_was_live_keyed_and_direct_alike() {
+    let clock = ManualClock::new();
+    let l = Limiter::<str>::builder(Quota::per_second(1))
+        .keep_expired(Duration::MAX)
+        .clock(clock.clone())
+        .build();
+    let d = DirectLimiter::with_clock(Quota::per_second(1), clock.clone());
+    assert!(l.check("a").is_ok() && d.check().is_ok());
+    assert!(l.check("b").is_ok());
+    assert_eq!((l.reset("b"), d.reset()), (true, true)); // live: a cell out
+    assert!(d.check().is_ok());
+    clock.advance(Duration::from_secs(1)); // the cells are back: expired
+    assert_eq!(l.stats().keys_held, 1, "the table keeps the expired key");
+    assert_eq!((l.reset("a"), d.reset()), (false, false));
+    assert_eq!(l.stats().keys_held, 0, "and forgets it");
+    assert_eq!((l.reset("a"), l.reset("never seen")), (false, false));
+}
+
 #[test]
 fn penalize_pushes_the_next_admission_out() {
     let (l, clock) = keyed::<str>(Quota::per_second(100));

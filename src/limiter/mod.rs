@@ -533,7 +533,9 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
     }
 
     /// Forgets `key`: its next request is treated as its first. Returns whether the key held
-    /// any state.
+    /// any state: whether it was live (its next cells not all back yet), as
+    /// [`DirectLimiter::reset`](crate::DirectLimiter::reset) answers, whether or not the
+    /// table still kept the key after it expired.
     ///
     /// Waiters already queued on the key keep their places: the head is admitted at its
     /// instant (its reservation was forgotten with the rest), and those behind it reserve in
@@ -556,7 +558,8 @@ impl<K: ?Sized, S: BuildHasher + 'static> Limiter<K, S> {
         K: Hash,
     {
         let (route, fp) = self.hashes(key);
-        self.shared.table.remove(route, fp)
+        let now = self.now().as_nanos().min(MAX_NOW);
+        self.shared.table.remove(route, fp, now)
     }
 
     /// Pushes `key`'s next admission at least `delay` from now, keeping any later one: for

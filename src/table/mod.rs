@@ -342,11 +342,11 @@ impl Table {
         self.shard(route).removals()
     }
 
-    /// Forgets key `fp`. Returns whether it was held.
-    pub(crate) fn remove(&self, route: u64, fp: u64) -> bool {
+    /// Forgets key `fp`. Returns whether it was held and live at `now`.
+    pub(crate) fn remove(&self, route: u64, fp: u64, now: u64) -> bool {
         let shard = self.shard(route);
         // A lock-free probe first, so resetting an unknown key takes no lock.
-        !shard.absent_for_sure(fp) && shard.remove(fp)
+        !shard.absent_for_sure(fp) && shard.remove(fp, now)
     }
 
     /// Keys whose stored TAT is later than `now`: an O(slots) lock-free scan.
@@ -700,7 +700,7 @@ mod tests {
         }
         // Reset four keys in five: tombstones, which nothing trims, outnumber the keys.
         for k in (0..50).filter(|k| k % 5 != 0) {
-            assert!(t.remove(key(k), fingerprint(key(k))));
+            assert!(t.remove(key(k), fingerprint(key(k)), 0));
         }
         let len = shard.array().len();
         let mut k = 1_000;
@@ -764,11 +764,11 @@ mod tests {
             "its 100th key takes the shard to its largest"
         );
         for k in 90..100 {
-            assert!(t.remove(key(k), fingerprint(key(k))));
+            assert!(t.remove(key(k), fingerprint(key(k)), 0));
         }
         for k in 90..10_000 {
             put(&t, key(k), 1_000, 0).unwrap();
-            assert!(t.remove(key(k), fingerprint(key(k))));
+            assert!(t.remove(key(k), fingerprint(key(k)), 0));
             assert!(shard.counts().tombstones <= len / 8, "{:?}", shard.counts());
         }
         assert_eq!(shard.array().len(), len, "{len}: already its largest");
@@ -782,8 +782,8 @@ mod tests {
     fn remove_forgets_the_key() {
         let t = table(10, FullPolicy::RefuseNewKeys);
         put(&t, 7, 500, 0).unwrap();
-        assert!(t.remove(7, fingerprint(7)));
-        assert!(!t.remove(7, fingerprint(7)));
+        assert!(t.remove(7, fingerprint(7), 0));
+        assert!(!t.remove(7, fingerprint(7), 0));
         assert_eq!(get(&t, 7), 0);
     }
 
@@ -879,7 +879,7 @@ mod tests {
         let (a, b, home) = same_home(&t, 20);
         put(&t, a, 2_000, 0).unwrap();
         assert_eq!(fp_at(&t, home), fingerprint(a));
-        assert!(t.remove(a, fingerprint(a)));
+        assert!(t.remove(a, fingerprint(a), 0));
         let miss = miss_of(&t, b).expect("the run ends at an EMPTY slot");
         assert_ne!(miss.empty, home);
         insert_with(&t, b, 3_000, Some(miss));

@@ -468,8 +468,9 @@ impl Shard {
         count()
     }
 
-    /// Forgets a key. Returns whether it was present.
-    pub(crate) fn remove(&self, fp: u64) -> bool {
+    /// Forgets a key. Returns whether it was present and live (its TAT after `now`): an
+    /// expired key the shard still keeps is forgotten too, but held nothing a check would see.
+    pub(crate) fn remove(&self, fp: u64, now: u64) -> bool {
         let mut inner = lock(&self.inner);
         let array = self.array();
         let Probe::Found(i) = array.probe_locked(fp, 0) else {
@@ -480,16 +481,16 @@ impl Shard {
         self.begin_removal(&mut inner.removals);
         let frozen = slot.freeze_unless(|_| false);
         self.end_removal(&mut inner.removals);
-        if frozen.is_none() {
+        let Some(word) = frozen else {
             return false;
-        }
+        };
         slot.clear(TOMBSTONE);
         // The tombstone alone stops a take-over (`update_locked`), but the rule stays one
         // rule: whoever changes a fingerprint marks.
         self.changes.mark();
         inner.counts.used -= 1;
         inner.counts.tombstones += 1;
-        true
+        tat_of(word) > now
     }
 
     /// For a shard holding `used` keys in `len` slots: whether it is at its cap, and whether
