@@ -29,8 +29,8 @@ use common::fmt::{sig, table_header, thousands};
 use common::machine::{cpu_model, cpus, loadavg, loadavg_line, today};
 use common::proc::{peak_rss_bytes, rss_bytes};
 use common::subjects::{
-    ALLOW, DENY, ExplicitTime, Governor, Ideal, IdealSparse, IdealSparseLong, LIVE, Naive, Spec,
-    Subject, Tollgate, TollgateForgetting, TollgatePresized, TollgateTsc, tollgate_quota,
+    ALLOW, DENY, ExplicitTime, Governor, Ideal, IdealLong, IdealSparse, LIVE, Naive, Spec, Subject,
+    Tollgate, TollgateForgetting, TollgatePresized, TollgateTsc, tollgate_quota,
 };
 use common::{Config, Rng, Summary, run_threads};
 
@@ -1044,11 +1044,15 @@ fn main() {
                 scenario_b::<TollgatePresized>(&keys, &order),
             ));
             entries.push((IdealSparse::NAME, scenario_b::<IdealSparse>(&keys, &order)));
-            // Why `check_at` trails the ideal's: footprint, then the length of a check.
+            // Why `check_at` trails the ideal's: its footprint, the length of a check, both.
             entries.push((IDEAL_SPARSE_AT, scenario_b_at::<IdealSparse>(&keys, &order)));
             entries.push((
-                IdealSparseLong::NAME,
-                scenario_b_at::<IdealSparseLong>(&keys, &order),
+                IdealLong::<1>::NAME,
+                scenario_b_at::<IdealLong<1>>(&keys, &order),
+            ));
+            entries.push((
+                IdealLong::<4>::NAME,
+                scenario_b_at::<IdealLong<4>>(&keys, &order),
             ));
             entries.push((TollgateTsc::NAME, scenario_b::<TollgateTsc>(&keys, &order)));
         }

@@ -226,7 +226,9 @@
 //!
 //! Without a clock read (`check_at`), a loop of checks overlaps one check's miss with the
 //! next checks' only as far as the core's reorder window reaches, and a check of about 150
-//! instructions leaves little more than one there. A batch whose keys are known does better
+//! instructions leaves few there: the ideal's check made that long with no-ops takes twice
+//! its time on its own 8 MB, five times on a table of tollgate's size (BENCHMARKS.md,
+//! "Missed targets"). A batch whose keys are known does better
 //! by hand: `Limiter::check_batch_at` (`src/limiter/batch.rs`) locates each key eight keys
 //! before its check, in a ring of spots, so about eight misses are in flight at once, and
 //! then checks each from its spot without hashing again. Its verdicts are those of the same
@@ -561,8 +563,9 @@
 //!   keys that come back, below).
 //! * B with `check_at`: missed, 4.3–6.1x the ideal's `check_at` (35–44 against 8–9 ns at 1M
 //!   keys): without a clock read, misses overlap across as many checks as the core's reorder
-//!   window holds, and a check of 150 instructions leaves about one there. An ideal with
-//!   tollgate's footprint and 140 no-ops a check is as slow (5.2–5.4x). A caller with the
+//!   window holds, and a check of 150 instructions leaves few there. The ideal with 140
+//!   no-ops a check is 1.8–2.1x its `check_at`, over tollgate's footprint without them
+//!   2.1–2.2x, with both as slow as tollgate (5.0–6.0x). A caller with the
 //!   batch in hand gets 2.1–2.5x through `check_batch_at` (29–32 against 67–70 ns in the
 //!   same rounds), 1.13–1.20x an ideal of tollgate's footprint: what remains is the footprint.
 //! * C: memory met; time growing at the line since the locked path takes over a new key's

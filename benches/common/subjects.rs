@@ -12,8 +12,9 @@
 //!   of the physical lower bound.
 //! * [`IdealSparse`]: the ideal over 4 times as many slots, a footprint close to tollgate's
 //!   (a variant of B, to tell memory footprint apart from code).
-//! * [`IdealSparseLong`]: that ideal with a check as long as tollgate's `check_at` (no-ops
-//!   after its load), to tell the length of a check apart from what its instructions do.
+//! * [`IdealLong`]: the ideal, on its own slots or on 4 times as many, with a check as long
+//!   as tollgate's `check_at` (no-ops after its load), to tell the length of a check apart
+//!   from what its instructions do.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -479,24 +480,28 @@ impl ExplicitTime for IdealSparse {
     }
 }
 
-/// [`IdealSparse`] whose `check_at` runs [`IdealSparseLong::NOPS`] no-ops after loading its
-/// slot: about the instructions of tollgate's `check_at` (150–160 a check of 1,000 or 1M keys
-/// under callgrind), doing nothing. On many keys without a clock read, a check's misses
-/// overlap the next checks' only as far as the core's reorder window reaches, and a long
-/// check leaves fewer checks in it (B, `check_at`: BENCHMARKS.md, "Missed targets").
+/// The ideal over `SPREAD` times the slots whose `check_at` runs [`NOPS`] no-ops after
+/// loading its slot: about the instructions of tollgate's `check_at` (150–160 a check of
+/// 1,000 or 1M keys under callgrind), doing nothing. On many keys without a clock read, a
+/// check's misses overlap the next checks' only as far as the core's reorder window reaches,
+/// and a long check leaves fewer checks in it (B, `check_at`: BENCHMARKS.md, "Missed
+/// targets"). With `SPREAD` 1 and 4 and [`IdealSparse`], the length of a check and the
+/// footprint are told apart.
 #[derive(Debug)]
-pub(crate) struct IdealSparseLong(IdealSparse);
+pub(crate) struct IdealLong<const SPREAD: usize>(Ideal);
 
-impl IdealSparseLong {
-    /// Matches tollgate's `check_at`'s instructions, less the ideal's own (about 15).
-    pub(crate) const NOPS: usize = 140;
-}
+/// Matches tollgate's `check_at`'s instructions, less the ideal's own (about 15).
+pub(crate) const NOPS: usize = 140;
 
-impl Subject for IdealSparseLong {
-    const NAME: &'static str = "ideal, 4x the slots, 140 no-ops a check, check_at";
+impl<const SPREAD: usize> Subject for IdealLong<SPREAD> {
+    const NAME: &'static str = match SPREAD {
+        1 => "ideal, 140 no-ops a check, check_at",
+        4 => "ideal, 4x the slots, 140 no-ops a check, check_at",
+        _ => panic!("name the spread"),
+    };
 
     fn build(spec: Spec, keys: usize) -> Self {
-        IdealSparseLong(IdealSparse::build(spec, keys))
+        IdealLong(Ideal::build(spec, keys * SPREAD))
     }
 
     #[inline]
@@ -509,7 +514,7 @@ impl Subject for IdealSparseLong {
     }
 }
 
-impl ExplicitTime for IdealSparseLong {
+impl<const SPREAD: usize> ExplicitTime for IdealLong<SPREAD> {
     #[inline]
     fn now_ns(&self) -> u64 {
         self.0.now_ns()
@@ -517,8 +522,7 @@ impl ExplicitTime for IdealSparseLong {
 
     #[inline]
     fn check_at(&self, key: u64, now: u64) -> bool {
-        let ideal = &self.0.0;
-        let slot = ideal.slot(key);
+        let slot = self.0.slot(key);
         let tat = slot.load(Ordering::Relaxed);
         // SAFETY: no-ops: no memory, stack or flags touched. Placed after the load so that
         // the load issues as early as the plain ideal's does.
@@ -528,10 +532,10 @@ impl ExplicitTime for IdealSparseLong {
                 ".rept {n}",
                 "nop",
                 ".endr",
-                n = const IdealSparseLong::NOPS,
+                n = const NOPS,
                 options(nomem, nostack, preserves_flags),
             );
         }
-        ideal.admit_from(slot, tat, now)
+        self.0.admit_from(slot, tat, now)
     }
 }

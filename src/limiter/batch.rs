@@ -2,7 +2,7 @@
 //!
 //! On a table larger than the cache a check's time is one miss on its key's slot. A loop of
 //! `check_at` overlaps a miss with the next checks only as far as the core's reorder window
-//! reaches, and a check is long enough that the window holds little more than one
+//! reaches, and a check is long enough that the window holds only a few
 //! (BENCHMARKS.md, "Missed targets"). A batch knows its keys ahead: each key is located
 //! (hashed, its home slot's lines prefetched) [`AHEAD`] keys before it is checked, so that
 //! many misses are in flight at once, and checked from that spot without hashing again.
