@@ -57,6 +57,10 @@
 //!   application/grpc*`) is refused as gRPC, never through the hook: HTTP 200,
 //!   trailers-only, in the request's own content type, `grpc-status: 8` (RESOURCE_EXHAUSTED; 3 for a missing key, 14 for a
 //!   full table, 11 for a request that costs more than the burst) and a `grpc-message`.
+//!   The client picks this by its `content-type`, on any route: a refusal is still a
+//!   refusal (the service never sees the request), but it may reach an access log or a
+//!   cache as a `200`; count refusals with [`RateLimitLayer::counts`] or the metrics, not
+//!   by status code.
 //! * **Observability**: [`RateLimitLayer::counts`] (requests per decision, over every
 //!   clone, and the admissions near the limit: [`Builder::near_limit`]) and
 //!   [`RateLimitLayer::stats`] (the [`Stats`](tollgate::Stats) of every limiter behind it);
