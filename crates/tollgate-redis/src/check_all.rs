@@ -52,7 +52,9 @@
 //!
 //! A gate whose key the fast path holds as refused is refused without a round trip (the
 //! bound is one Redis would enforce); the keys a script refuses, or whose last cell it
-//! admits, are remembered as a check's would be. Leases are not used (as by per-call quotas
+//! admits, are remembered as a check's would be, with the TAT the server holds: a key given
+//! twice and refused on the cells its first gate took in the same call is remembered as
+//! stored, not as that gate moved it (the script wrote nothing). Leases are not used (as by per-call quotas
 //! and waits): the script reads and writes the server's TAT, which counts leased cells.
 
 use std::collections::HashMap;
@@ -73,7 +75,9 @@ use crate::stats::{add, bump};
 /// writes). ARGV\[1\] is `check` or `refund`; for `check`, three per gate follow:
 /// `interval_us, burst, n`; for `refund`, two per gate: `prev, new` (the TAT before and
 /// after the gate's admission). `check` answers `{i, now, wait, ahead}` when gate `i`
-/// (1-based) refuses, having written nothing, else `{0, now}` followed by five per gate:
+/// (1-based) refuses, having written nothing (`wait` counts the cells earlier gates of the
+/// call took of the same key; `ahead` is the key's TAT as the server holds it, the only
+/// bound the fast path may learn), else `{0, now}` followed by five per gate:
 /// `remaining, reset_after, ahead, prev, new`. `refund` restores each gate's `prev`, latest
 /// first, where its key still holds its `new`, and answers `{now, declined}`. The
 /// arithmetic is `script.rs`'s (integer µs below 2^53; see its docs), for several keys.
@@ -142,7 +146,9 @@ for i = 1, #KEYS do
     local tat0 = tat
     if tat0 < now then tat0 = now end
     local admit_at = tat0 + (n - 1) * T - tau
-    if admit_at > now then return {i, now, admit_at - now, ahead(tat)} end
+    -- The TAT as read, not as earlier gates of this call moved it: nothing is written on
+    -- a refusal, and the caller's fast path may only learn what the server holds.
+    if admit_at > now then return {i, now, admit_at - now, ahead(read[key])} end
     new = tat0 + n * T
     if new > now + MAX_AHEAD then new = now + MAX_AHEAD end
   end
@@ -303,7 +309,8 @@ type Taken<'g> = (&'g [usize], Vec<(u64, u64)>);
 enum GroupReply {
     /// Every gate admitted: per gate, the admission and its `(prev, new)` TATs.
     Admitted(Vec<(Admitted, (u64, u64))>),
-    /// Gate `index` (within the group) refused: the wait, and its key's TAT ahead of now.
+    /// Gate `index` (within the group) refused: the wait, and its key's TAT ahead of now as
+    /// the server holds it (not as earlier gates of the call moved it: nothing was written).
     Refused {
         index: usize,
         wait_us: u64,

@@ -143,6 +143,39 @@ async fn a_key_twice_sees_its_own_first_cells_and_n_over_the_burst_is_refused_un
     assert!(!exists, "a look writes nothing");
 }
 
+/// A key twice whose second gate refuses on cells the first gate took in the same call:
+/// Redis stores nothing, so the fast path must not learn the TAT the first gate moved (it
+/// would refuse the key here for as long as those cells span, while Redis admits it).
+#[tokio::test]
+async fn a_key_twice_refused_on_its_own_first_cells_leaves_the_fast_path_unpoisoned() {
+    let server = RedisServer::start();
+    let limiter = node(&server, daily(5)).await;
+    let refused = limiter
+        .check_all([Gate::new("d").n(3), Gate::new("d").n(3)])
+        .await
+        .unwrap_err();
+    assert_eq!(refused.index, 1);
+    assert!(refused.error.is_rate_limited());
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(limiter.redis_key("d"))
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!exists, "a refused call writes nothing");
+    // Redis holds nothing for `d`: 3 of its 5 cells are admitted, by Redis, on this node.
+    let ok = limiter.check_n("d", 3).await.unwrap();
+    assert_eq!((ok.remaining(), ok.source()), (2, Source::Redis));
+    assert_eq!(limiter.stats().local_refusals, 0);
+    // A key already spent is still remembered from what Redis holds: 2 left, so 3 more
+    // plus 3 is refused, and then 3 alone is refused too (by Redis or the fast path).
+    let refused = limiter
+        .check_all([Gate::new("d").n(1), Gate::new("d").n(3)])
+        .await
+        .unwrap_err();
+    assert_eq!(refused.index, 1);
+    let [ok] = limiter.check_all([Gate::new("d").n(2)]).await.unwrap();
+    assert_eq!(ok.remaining(), 0);
+}
+
 #[tokio::test]
 async fn with_redis_away_the_fault_policy_decides_the_whole_call() {
     // Nothing listens on port 1.
