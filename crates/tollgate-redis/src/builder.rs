@@ -13,7 +13,7 @@ use tollgate::{Limiter, MonotonicClock, Quota};
 
 use crate::breaker::Breaker;
 use crate::cache::LocalCache;
-use crate::conn::Conn;
+use crate::conn::{Conn, Link, Origin};
 use crate::engine::{Engine, Leasing, internal_key};
 use crate::fault::FaultPolicy;
 use crate::lease::LeaseStore;
@@ -127,7 +127,10 @@ impl FleetBuilder {
     /// [`Unavailable::CircuitOpen`](crate::Unavailable::CircuitOpen) where there is none); then one
     /// call probes Redis, and its answer closes the breaker, its failure opens it for another
     /// `cool_down`. Without it, while Redis does not answer every check waits out the timeout
-    /// first. Counted in [`Stats::circuit_opened`](crate::Stats::circuit_opened) and
+    /// first. When the `failures` in a row are timeouts (`5` when the breaker is off), the
+    /// connection is also replaced by a new one, at most once a second: it may be open and
+    /// hung, which the `redis` crate does not notice ([`Stats::reconnects`](crate::Stats::reconnects)).
+    /// Counted in [`Stats::circuit_opened`](crate::Stats::circuit_opened) and
     /// [`Stats::short_circuited`](crate::Stats::short_circuited); a `tracing` warning when it
     /// opens. `failures = 0` turns it off. A `cool_down` over a year is taken as a year.
     ///
@@ -163,7 +166,10 @@ impl FleetBuilder {
     /// A call that times out is a fault; it may still have run on the server. A check of a
     /// key the fast path holds may first wait up to this long for another task's call on the
     /// same key (single flight), so while Redis does not answer, such a check can take up to
-    /// twice the timeout before its fault policy decides. A timeout over a year
+    /// twice the timeout before its fault policy decides. After as many timeouts in a row as
+    /// open the [`circuit_breaker`](Self::circuit_breaker) (on one range of slots, on a
+    /// cluster), the connection is replaced by a new one: a connection that stays open and
+    /// answers nothing is never dropped by the `redis` crate. A timeout over a year
     /// (`Duration::MAX`: none) is taken as a year.
     ///
     /// # Examples
@@ -325,7 +331,9 @@ impl FleetBuilder {
     /// The connection manager's configuration (reconnection back-off and so on). By default
     /// its response and connection timeouts are the per-call timeout, and it retries a
     /// reconnection a few times with a back-off capped at one second; later calls start a new
-    /// reconnection.
+    /// reconnection. A connection that hangs (calls time out in a row on it while it stays
+    /// open) is replaced by a new manager built with this configuration from the same
+    /// client ([`timeout`](Self::timeout)).
     ///
     /// # Examples
     ///
@@ -385,17 +393,25 @@ impl FleetBuilder {
                 .set_min_delay(Duration::from_millis(10))
                 .set_max_delay(Duration::from_secs(1))
         });
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(self.finish(Conn::Single(conn)))
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        Ok(self.finish(Conn::Single(conn), Origin::Single(client, config)))
     }
 
-    /// Assembles the engine on `conn` (one server's, or a cluster's: `cluster.rs`) and
-    /// starts the background tasks.
-    pub(crate) fn finish(self, conn: Conn) -> FleetLimiter {
+    /// Assembles the engine on `conn` (one server's, or a cluster's: `cluster.rs`), built
+    /// from `origin` (so that a hung one can be replaced: `conn.rs`), and starts the
+    /// background tasks.
+    pub(crate) fn finish(self, conn: Conn, origin: Origin) -> FleetLimiter {
+        // A hung connection is replaced after as many timeouts in a row as open the breaker
+        // (its default's when it is off).
+        let after = match self.breaker.0 {
+            0 => FleetBuilder::DEFAULT_BREAKER.0,
+            failures => failures,
+        };
+        let link = Link::new(conn, origin, after, crate::conn::patience(self.timeout));
         let presence = (self.policy == FaultPolicy::LocalShare).then(|| {
             Arc::new(Presence::new(
                 self.heartbeat,
-                conn.clone(),
+                link.clone(),
                 internal_key(&self.prefix, b"{fleet}"),
                 self.timeout,
             ))
@@ -408,7 +424,7 @@ impl FleetBuilder {
         let limiter = FleetLimiter {
             inner: Arc::new(Engine {
                 server: Server::new(
-                    conn,
+                    link,
                     self.timeout,
                     (self.breaker.0 > 0).then(|| Breaker::new(self.breaker.0, self.breaker.1)),
                 ),

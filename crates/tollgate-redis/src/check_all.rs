@@ -479,7 +479,7 @@ impl Engine {
     /// The gates' indices grouped by what one script may take: all of them on one server,
     /// by hash slot on a cluster, in the order of each group's first gate.
     fn groups(&self, plans: &[Planned]) -> Vec<Vec<usize>> {
-        if !self.server.conn.is_cluster() {
+        if !self.server.link.is_cluster() {
             return vec![(0..plans.len()).collect()];
         }
         let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -496,7 +496,7 @@ impl Engine {
 
     /// Runs the script on one group; `Err` when Redis failed or was late (counted).
     async fn run_group(&self, plans: &[Planned], group: &[usize]) -> Result<GroupReply, ()> {
-        let call = self.server.conn.eval(
+        let call = self.server.link.get().eval(
             &SCRIPT,
             CHECK_ALL_LUA,
             |cmd| {
@@ -567,7 +567,7 @@ impl Engine {
                     cache.remove(&plans[i].key);
                 }
             }
-            let call = self.server.conn.eval(
+            let call = self.server.link.get().eval(
                 &SCRIPT,
                 CHECK_ALL_LUA,
                 |cmd| {

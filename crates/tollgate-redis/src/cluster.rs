@@ -39,6 +39,14 @@
 //! policy at once, while the live masters' keys keep going to Redis (but for a range the
 //! dead master shares with a live one at the boundary of their slots).
 //!
+//! A master that hangs rather than dies (a paused process, a host cut off without a reset)
+//! keeps its sockets open: its calls time out on tollgate's timer, and the cluster client,
+//! which reads the slot map again on errors and `MOVED`, sees neither. After as many
+//! timeouts in a row on a range as open the breaker, the limiter builds a new cluster
+//! connection, which reads the slot map afresh, and uses it once it has connected (at most
+//! one a second: `conn.rs`, "A connection that hangs"); once the cluster has promoted the
+//! replica, the next one finds it (tested in `tests/cluster.rs`).
+//!
 //! **The cost.** The promoted replica holds what the master had replicated to it.
 //! Replication is asynchronous, so a failover can lose the writes of the master's last
 //! replication lag `λ`, and each key written in that lag is admitted afresh from its older
@@ -55,7 +63,7 @@ use redis::cluster::{ClusterClient, ClusterConfig};
 #[cfg(doc)]
 use crate::FaultPolicy;
 use crate::builder::FleetBuilder;
-use crate::conn::Conn;
+use crate::conn::{Conn, Origin};
 use crate::limiter::FleetLimiter;
 
 impl FleetBuilder {
@@ -66,7 +74,9 @@ impl FleetBuilder {
     /// (see [`FleetLimiter::check_all`] for when they help). The connection's connection and
     /// response timeouts are the per-call timeout; `client`'s own settings (retries, their
     /// waits, TLS, credentials) are kept, and
-    /// [`connection_manager`](Self::connection_manager) does not apply. Connects lazily: the cluster need not be up yet,
+    /// [`connection_manager`](Self::connection_manager) does not apply. A connection whose
+    /// calls to one range of slots time out in a row (a master that hangs) is replaced by
+    /// a new one from `client`, which reads the slot map afresh. Connects lazily: the cluster need not be up yet,
     /// and until it is, checks follow the fault policy.
     ///
     /// On a failover the keys of the dead master's slots are decided by the fault policy
@@ -103,7 +113,7 @@ impl FleetBuilder {
         let config = ClusterConfig::new()
             .set_connection_timeout(timeout)
             .set_response_timeout(timeout);
-        let conn = client.get_pending_async_connection_with_config(config);
-        Ok(self.finish(Conn::Cluster(conn)))
+        let conn = client.get_pending_async_connection_with_config(config.clone());
+        Ok(self.finish(Conn::Cluster(conn), Origin::Cluster(client, config)))
     }
 }

@@ -463,7 +463,7 @@ impl Engine {
         if let Some(fallback) = &self.fallback {
             fallback.reset(&key);
         }
-        let mut conn = self.server.conn.clone();
+        let mut conn = self.server.link.get();
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&key);
         let deleted: i64 = self

@@ -57,9 +57,15 @@
 //!   row a circuit breaker stops sending calls for a cool-down (1 s), so the policy answers
 //!   at once instead of after a timeout each; one probe then closes it again
 //!   ([`FleetBuilder::circuit_breaker`]). The connection is a
-//!   [`redis::aio::ConnectionManager`], which reconnects by itself; on a cluster, the
-//!   `redis` crate's cluster connection, which reconnects to the nodes and refreshes its
-//!   slot map.
+//!   [`redis::aio::ConnectionManager`], which reconnects by itself when the connection
+//!   drops; on a cluster, the `redis` crate's cluster connection, which reconnects to the
+//!   nodes and refreshes its slot map on errors and `MOVED`. Neither notices a connection
+//!   that stays open and answers nothing (a hung server, a proxy whose upstream hangs, a
+//!   host partitioned away without a reset): after as many timeouts in a row as open the
+//!   breaker, the limiter builds a new connection (on a cluster, with the slot map read
+//!   afresh, so a promoted replica is found) and uses it once it connects; one at a time,
+//!   at most one a second, and never while calls are answered in time
+//!   ([`Stats::reconnects`], `src/conn.rs`).
 //!
 //! Runtimes: Tokio (the `redis` crate's `tokio-comp`, always on) and, with the `smol-comp`
 //! feature, smol. The crate itself needs no runtime: the per-call timeout and waiting run on
@@ -117,6 +123,7 @@
 //! | `tollgate_redis_reservations_total` | counter | `outcome` | waits: `reserved` (`reserved`), `refunded` (`refunded`), `refund_declined` (`refunds_declined`) |
 //! | `tollgate_redis_lease_cells_total` | counter | `kind` | leased cells: `leased` (`leased`), `spent_locally`, the lease hits (`spent_locally`), `returned` (`returned`), `expired_unspent` (`expired_unspent`) |
 //! | `tollgate_redis_script_reloads_total` | counter | | `NOSCRIPT` answers, the script loaded again (`script_reloads`) |
+//! | `tollgate_redis_reconnects_total` | counter | | new connections started because calls timed out in a row on one that stayed open (`reconnects`) |
 //!
 //! Round trips per admission follow from the counters: `round_trips_total` over
 //! `decisions_total{outcome="admitted"}` plus `lease_cells_total{kind="spent_locally"}`
@@ -126,7 +133,7 @@
 //!
 //! **Tracing** (the [`tracing`](https://docs.rs/tracing) facade, always on; every event has
 //! the field `limiter`, the key prefix, and the target `tollgate_redis::observe`; the
-//! transitions and the breaker's events also `first_slot` and `last_slot`, the range of
+//! transitions, the breaker's events and a reconnection's also `first_slot` and `last_slot`, the range of
 //! slots they are about: 0 and 16383 on one server, a range of 1,024 on a cluster, where a
 //! dead master's ranges fail over while the others answer):
 //!
@@ -140,6 +147,7 @@
 //! | "the breaker's probe failed; it stays open" | debug | `cool_down_ms` | a probe after a cool-down failed |
 //! | "the circuit breaker closed" | debug | | a probe was answered |
 //! | "Redis did not know the script (NOSCRIPT); loading it again" | debug | | a script reload |
+//! | "calls to Redis time out in a row on a connection that stays open; building a new connection ..." | warn | | calls timed out in a row (as many as open the breaker) and a new connection is started: at most one a second |
 //! | "refused (sampled: ...)" | debug | `wait_ms`, `unlogged` | a refusal by Redis, the fast path or [`FaultPolicy::FailClosed`], at most one event a second per limiter; `unlogged` counts the refusals since the last event (the key is never logged); costs nothing unless debug is enabled for `tollgate_redis` |
 //! | "the server's maxmemory-policy is ... which can evict the limiter's keys ..." | warn | `policy` | once at connect, if the server may evict keys ([`MemoryPolicy`]) |
 //!
@@ -185,7 +193,8 @@
 //   fallback's share), `stats` (Stats and its counters). Mechanisms: `script` (the Lua
 //   script and its reply), `offset` (the bound on the server's clock), `breaker`, `rt` (a
 //   timeout and a background task without a runtime), `sharded` (the bounded sharded map),
-//   `conn` (the connection: one server's, or a cluster's).
+//   `conn` (the connection: one server's, or a cluster's, and its replacement when it hangs,
+//   built in the background with `rt`).
 // * On the leaves: `cache` (the fast path) and `lease` (leased cells), both on `sharded`;
 //   `server` (one call to Redis: breaker, timeout, faults); `presence` (the fleet's size,
 //   counted in Redis); `memory` (MemoryPolicy and the question that finds it).

@@ -39,8 +39,7 @@ pub enum MemoryPolicy {
 }
 
 /// Asks the server for its `maxmemory-policy`, within `timeout`.
-pub(crate) async fn ask(conn: &Conn, timeout: Duration) -> Result<MemoryPolicy, Unavailable> {
-    let mut conn = conn.clone();
+pub(crate) async fn ask(mut conn: Conn, timeout: Duration) -> Result<MemoryPolicy, Unavailable> {
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg("maxmemory-policy");
     let asked = cmd.query_async::<Vec<String>>(&mut conn);

@@ -77,6 +77,7 @@ const SHORT_CIRCUITED: &str = "tollgate_redis_short_circuited_total";
 const RESERVATIONS: &str = "tollgate_redis_reservations_total";
 const LEASE_CELLS: &str = "tollgate_redis_lease_cells_total";
 const SCRIPT_RELOADS: &str = "tollgate_redis_script_reloads_total";
+const RECONNECTS: &str = "tollgate_redis_reconnects_total";
 
 /// The `operation` label's values: the script's operations, and `reset`'s `DEL`. Any other
 /// name is counted as `other` (none is sent today), so the label set stays fixed.
@@ -159,6 +160,7 @@ impl Counters {
             circuit_opened: m.count(CIRCUIT_OPENED, None),
             short_circuited: m.count(SHORT_CIRCUITED, None),
             script_reloads: m.count(SCRIPT_RELOADS, None),
+            reconnects: m.count(RECONNECTS, None),
             observer: Observer::new(limiter),
         }
     }
@@ -208,6 +210,10 @@ fn describe() {
     describe_counter!(
         SCRIPT_RELOADS,
         "Times Redis answered NOSCRIPT and the script was loaded again"
+    );
+    describe_counter!(
+        RECONNECTS,
+        "Times calls timed out in a row on an open connection and a new connection was started"
     );
 }
 
@@ -435,6 +441,20 @@ impl Observer {
         tracing::debug!(
             limiter = %self.limiter,
             "tollgate-redis: Redis did not know the script (NOSCRIPT); loading it again"
+        );
+    }
+
+    /// Calls on `route` timed out in a row on a connection that stays open: a new one is
+    /// being built to replace it (`conn.rs`, "A connection that hangs"); at most one a
+    /// second.
+    pub(crate) fn reconnecting(&self, c: &Counters, route: Route) {
+        c.reconnects.add(1);
+        tracing::warn!(
+            limiter = %self.limiter,
+            first_slot = route.first_slot,
+            last_slot = route.last_slot,
+            "tollgate-redis: calls to Redis time out in a row on a connection that stays open; \
+             building a new connection to replace it"
         );
     }
 

@@ -14,11 +14,11 @@
 //! limiter (every clone) is dropped. A presence holds what a beat needs (the connection, the
 //! set's key, the per-call timeout) and knows nothing else of the limiter.
 
-use std::sync::Weak;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::conn::Conn;
+use crate::conn::Link;
 
 const BEAT_LUA: &str = r#"
 local t = redis.call('TIME')
@@ -37,13 +37,18 @@ pub(crate) struct Presence {
     /// The fleet's size at the last beat Redis answered; 0 before any.
     seen: AtomicU32,
     /// The limiter's connection, the sorted set's key, and the limiter's per-call timeout.
-    conn: Conn,
+    link: Arc<Link>,
     key: Vec<u8>,
     timeout: Duration,
 }
 
 impl Presence {
-    pub(crate) fn new(every: Duration, conn: Conn, key: Vec<u8>, timeout: Duration) -> Presence {
+    pub(crate) fn new(
+        every: Duration,
+        link: Arc<Link>,
+        key: Vec<u8>,
+        timeout: Duration,
+    ) -> Presence {
         // An id no other node picks: a randomly seeded hash of what is unique here.
         let id = std::hash::BuildHasher::hash_one(
             &std::collections::hash_map::RandomState::new(),
@@ -53,7 +58,7 @@ impl Presence {
             id,
             every: every.max(Duration::from_millis(1)),
             seen: AtomicU32::new(0),
-            conn,
+            link,
             key,
             timeout,
         }
@@ -75,7 +80,7 @@ pub(crate) async fn beat(presence: Weak<Presence>) {
         };
         let every = presence.every;
         let window = (every * 3).as_millis().max(1) as u64;
-        let mut conn = presence.conn.clone();
+        let mut conn = presence.link.get();
         // `EVAL` with the text, not `EVALSHA`: a few hundred bytes a second, and the
         // limiter's own script calls (`EVALSHA`) stay countable apart from the beats.
         let mut cmd = redis::cmd("EVAL");

@@ -1,5 +1,6 @@
 //! What the crate needs of a runtime, without depending on one: a timeout on tollgate's own
-//! timer, and a way to run a refund after its waiter is gone.
+//! timer, and a way to run a task in the background (a refund after its waiter is gone, a
+//! replacement for a hung connection).
 //!
 //! The connection is the `redis` crate's, which finds its runtime when it is built: Tokio if
 //! built inside a Tokio runtime (`tokio-comp`), smol's otherwise (`smol-comp`, this crate's
@@ -35,10 +36,17 @@ pub(crate) fn spawn(task: impl Future<Output = ()> + Send + 'static) {
         runtime.spawn(task);
         return;
     }
+    spawn_thread(task);
+}
+
+/// Runs `task` to completion on a short-lived thread of its own, outside any Tokio runtime
+/// (so that the `redis` crate, asked for a connection there, builds it on smol's reactor).
+pub(crate) fn spawn_thread(task: impl Future<Output = ()> + Send + 'static) {
     let spawned = thread::Builder::new()
-        .name("tollgate-redis-refund".into())
+        .name("tollgate-redis".into())
         .spawn(move || block_on(task));
-    // No thread to be had: the cells stay spent, as documented; never a panic here.
+    // No thread to be had: the task's work is not done (a refund's cells stay spent, as
+    // documented; a replacement connection is not built); never a panic here.
     drop(spawned);
 }
 

@@ -5,7 +5,8 @@
 //! the caller's fault policy answers at once: `breaker.rs`), then the per-call timeout on
 //! tollgate's timer (`rt.rs`); it counts the round trip and, when Redis failed or was late,
 //! the fault, and tells the breaker whether the server answered (an error reply is an
-//! answer). What an operator sees of it (its span, its latency, the fault policy's and the
+//! answer); a call that timed out, or was answered, is told to the connection too, which
+//! replaces itself when calls time out in a row on it (`conn.rs`). What an operator sees of it (its span, its latency, the fault policy's and the
 //! breaker's transitions) is `observe.rs`'s, one line each here. Every reply of the script also tightens the bound on the server's clock that
 //! the fast path reads (`offset.rs`). What to do about a fault is not decided here: the
 //! caller's fault policy does that.
@@ -16,16 +17,20 @@ use redis::{RedisError, Script};
 use tollgate::{Clock, MonotonicClock};
 use tracing::Instrument;
 
+use std::sync::Arc;
+
 use crate::breaker::{Breaker, Change, Outcome, Pass};
-use crate::conn::Conn;
+use crate::conn::Link;
 use crate::fault::{Unavailable, unreachable};
+use crate::observe::Route;
 use crate::offset::ServerClock;
 use crate::script::{GCRA_LUA, Reply};
 use crate::stats::{Counters, bump};
 
 /// The connection and what every call shares: the script, the timeout, the breaker.
 pub(crate) struct Server {
-    pub(crate) conn: Conn,
+    /// The connection, replaced when it hangs (`conn.rs`).
+    pub(crate) link: Arc<Link>,
     script: Script,
     /// The per-call timeout.
     pub(crate) timeout: Duration,
@@ -39,17 +44,17 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn new(conn: Conn, timeout: Duration, breaker: Option<Breaker>) -> Server {
+    pub(crate) fn new(link: Arc<Link>, timeout: Duration, breaker: Option<Breaker>) -> Server {
         Server {
             script: Script::new(GCRA_LUA),
             timeout,
             breakers: match breaker {
-                Some(b) if conn.is_cluster() => {
+                Some(b) if link.is_cluster() => {
                     (0..crate::conn::ROUTES).map(|_| b.fresh()).collect()
                 }
                 b => b.into_iter().collect(),
             },
-            conn,
+            link,
             clock: ServerClock::new(),
             local_clock: MonotonicClock::new(),
         }
@@ -71,7 +76,7 @@ impl Server {
                 Arg::Num(_) => None,
             })
             .unwrap_or("other");
-        let call = self.conn.eval(
+        let call = self.link.get().eval(
             &self.script,
             GCRA_LUA,
             |cmd| {
@@ -112,7 +117,7 @@ impl Server {
         let now = || self.local_clock.now().as_nanos();
         // The breaker first: while it is open the call is not sent, and the caller's fault
         // policy answers at once (`breaker.rs`).
-        let route = self.conn.route(key);
+        let route = self.link.route(key);
         let pass = match self.breakers.get(route.index) {
             Some(breaker) => match breaker.pass(now()) {
                 Pass::ShortCircuit => {
@@ -148,6 +153,14 @@ impl Server {
             }
         };
         c.observer.outcome(c, route, &result);
+        // The connection hears how it went: calls that time out in a row on a range get it
+        // replaced (`conn.rs`, "A connection that hangs").
+        match &result {
+            Err(Unavailable::Timeout(_)) => self.timed_out(c, route),
+            Err(Unavailable::Redis(e)) if e.is_timeout() => self.timed_out(c, route),
+            Err(Unavailable::Redis(e)) if unreachable(e) => {}
+            _ => self.link.answered(route),
+        }
         if let Some(mut guard) = pass {
             let outcome = match &result {
                 Ok(_) => Outcome::Answered,
@@ -169,6 +182,16 @@ impl Server {
             }
         }
         result
+    }
+}
+
+impl Server {
+    /// A call on `route` timed out: the link counts it, and may start replacing the
+    /// connection (counted, and said once).
+    fn timed_out(&self, c: &Counters, route: Route) {
+        if self.link.timed_out(route) {
+            c.observer.reconnecting(c, route);
+        }
     }
 }
 

@@ -84,6 +84,12 @@ pub struct Stats {
     /// it: at the first call a server gets from any node, then after a restart, a
     /// `SCRIPT FLUSH` or a failover to a replica that never ran it.
     pub script_reloads: u64,
+    /// Times calls to Redis timed out in a row (as many as open the breaker, 5 by default)
+    /// on a connection that stays open, and the limiter started a new connection to replace
+    /// it: a hung server, a proxy whose upstream hangs, a partitioned host. At most one a
+    /// second; the new connection replaces the old once it connects
+    /// ([`FleetBuilder::timeout`](crate::FleetBuilder::timeout)).
+    pub reconnects: u64,
 }
 
 /// The live counters behind [`Stats`], bumped where things happen; each also feeds its
@@ -109,6 +115,7 @@ pub(crate) struct Counters {
     pub(crate) circuit_opened: Count,
     pub(crate) short_circuited: Count,
     pub(crate) script_reloads: Count,
+    pub(crate) reconnects: Count,
     /// What is not a counter of `Stats`: latency, gauges, the fault policy's transitions.
     pub(crate) observer: Observer,
 }
@@ -142,6 +149,7 @@ impl Counters {
             short_circuited: c.short_circuited.get(),
             fleet_size,
             script_reloads: c.script_reloads.get(),
+            reconnects: c.reconnects.get(),
         }
     }
 }

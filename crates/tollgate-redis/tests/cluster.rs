@@ -576,6 +576,47 @@ async fn a_dead_master_opens_the_breaker_of_its_own_slots_only() {
     );
 }
 
+/// A master that hangs (SIGSTOP: its sockets stay open, nothing answers) is failed over by
+/// the cluster, but the cluster client never learns it: the calls to it time out on
+/// tollgate's timer, with no error or `MOVED` to make it read the slot map again. The
+/// limiter replaces its cluster connection after timeouts in a row, and the new one finds
+/// the promoted replica. Recovery within [`cluster::SETTLE`], a generous bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_master_s_keys_are_answered_by_its_promoted_replica() {
+    let cluster = RedisCluster::start();
+    let limiter = FleetLimiter::builder(Quota::per_second(100_000))
+        .timeout(Duration::from_millis(300))
+        .circuit_breaker(3, Duration::from_millis(400))
+        .fault_policy(FaultPolicy::FailClosed {
+            retry_after: Duration::from_millis(1),
+        })
+        .connect_cluster(cluster.client())
+        .await
+        .unwrap();
+    let key = "hung";
+    let answered =
+        async || matches!(limiter.check(key).await, Ok(ok) if ok.source() == Source::Redis);
+    let start = Instant::now();
+    while !answered().await {
+        assert!(start.elapsed() < cluster::SETTLE, "{:?}", limiter.stats());
+    }
+    let victim = cluster.master_of(&limiter.redis_key(key));
+    cluster.pause(victim);
+    assert!(!answered().await, "a paused master answered");
+    let start = Instant::now();
+    while !answered().await {
+        assert!(
+            start.elapsed() < cluster::SETTLE,
+            "the key's slot never answered again: {:?}",
+            limiter.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = limiter.stats();
+    assert!(s.reconnects >= 1 && s.timeouts >= 1, "{s:?}");
+    cluster.resume(victim);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_all_gives_back_the_live_slots_cells_when_a_later_slot_faults() {
     let mut cluster = RedisCluster::start();

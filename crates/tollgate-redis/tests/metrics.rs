@@ -72,6 +72,7 @@ fn assert_agree(r: &Recorder, limiter: &str, s: &Stats) {
         one("tollgate_redis_circuit_opened_total"),
         one("tollgate_redis_short_circuited_total"),
         one("tollgate_redis_script_reloads_total"),
+        one("tollgate_redis_reconnects_total"),
     ];
     let stats = [
         s.round_trips,
@@ -93,6 +94,7 @@ fn assert_agree(r: &Recorder, limiter: &str, s: &Stats) {
         s.circuit_opened,
         s.short_circuited,
         s.script_reloads,
+        s.reconnects,
     ];
     assert_eq!(metrics, stats, "metrics against {s:?}");
     // Every call sent is timed once, whatever its fate.

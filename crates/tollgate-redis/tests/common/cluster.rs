@@ -335,6 +335,28 @@ impl RedisCluster {
         }
     }
 
+    /// Pauses node `i` (SIGSTOP): it keeps its connections and answers nothing, as a server
+    /// that hangs or a host cut off without a reset does. The other nodes see it fail after
+    /// [`NODE_TIMEOUT_MS`], and promote its replica if it is a master. Ask the cluster
+    /// nothing through [`RedisCluster`] while it is paused: a question may go to it and hang.
+    pub fn pause(&self, i: usize) {
+        self.signal(i, "-STOP");
+    }
+
+    /// Resumes a paused node (SIGCONT).
+    pub fn resume(&self, i: usize) {
+        self.signal(i, "-CONT");
+    }
+
+    fn signal(&self, i: usize, signal: &str) {
+        let pid = self.nodes[i].child.as_ref().expect("the node runs").id();
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Moves `slot` from its master to master `to` while clients run: `IMPORTING` on the
     /// target, `MIGRATING` on the source, `MIGRATE` of its keys in batches (so that clients
     /// meet `ASK` in between), then `SETSLOT NODE` on both and the other masters. Returns

@@ -6,6 +6,8 @@
 
 /// A `tracing` subscriber that keeps what it sees.
 pub mod events;
+/// A TCP proxy that can go silent, as a hung server does.
+pub mod proxy;
 /// A `metrics` recorder that keeps what it records.
 #[cfg(feature = "metrics")]
 pub mod recorder;
