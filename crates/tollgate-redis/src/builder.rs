@@ -329,7 +329,10 @@ impl FleetBuilder {
     }
 
     /// The connection manager's configuration (reconnection back-off and so on). By default
-    /// its response and connection timeouts are the per-call timeout, and it retries a
+    /// its response and connection timeouts are twice the per-call timeout, so that a call
+    /// that times out is always timed out by tollgate's timer first (and its caller sees
+    /// [`Unavailable::Timeout`](crate::Unavailable::Timeout); a response timeout set below
+    /// the per-call timeout here is reported as that too), and it retries a
     /// reconnection a few times with a back-off capped at one second; later calls start a new
     /// reconnection. A connection that hangs (calls time out in a row on it while it stays
     /// open) is replaced by a new manager built with this configuration from the same
@@ -387,8 +390,8 @@ impl FleetBuilder {
     pub async fn connect(self, client: Client) -> Result<FleetLimiter, RedisError> {
         let config = self.manager.clone().unwrap_or_else(|| {
             ConnectionManagerConfig::new()
-                .set_response_timeout(Some(self.timeout))
-                .set_connection_timeout(Some(self.timeout))
+                .set_response_timeout(Some(self.connection_timeout()))
+                .set_connection_timeout(Some(self.connection_timeout()))
                 .set_number_of_retries(3)
                 .set_min_delay(Duration::from_millis(10))
                 .set_max_delay(Duration::from_secs(1))
@@ -457,9 +460,13 @@ impl FleetBuilder {
         limiter
     }
 
-    /// The per-call timeout set (the cluster's connection takes it too).
-    pub(crate) fn call_timeout(&self) -> Duration {
-        self.timeout
+    /// The connection's own response and connection timeouts (the cluster's too): twice the
+    /// per-call timeout. Equal to it, the two timers raced, and a call that timed out came
+    /// back as the connection's error (`Unavailable::Redis(timed out)`) about as often as
+    /// `Unavailable::Timeout`; above it, tollgate's fires first. Still finite, so that a
+    /// connection's own attempts (a reconnection, a replacement: `conn.rs`) end.
+    pub(crate) fn connection_timeout(&self) -> Duration {
+        self.timeout.saturating_mul(2)
     }
 }
 

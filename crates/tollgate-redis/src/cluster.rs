@@ -72,7 +72,9 @@ impl FleetBuilder {
     /// settings, semantics, fast path, leases and fault policies; each key's state is one
     /// Redis key in one slot (`prefix + key`, as on one server), so keys need no hash tags
     /// (see [`FleetLimiter::check_all`] for when they help). The connection's connection and
-    /// response timeouts are the per-call timeout; `client`'s own settings (retries, their
+    /// response timeouts are twice the per-call timeout (so that tollgate's timer is the one
+    /// that fires: a call that times out is
+    /// [`Unavailable::Timeout`](crate::Unavailable::Timeout)); `client`'s own settings (retries, their
     /// waits, TLS, credentials) are kept, and
     /// [`connection_manager`](Self::connection_manager) does not apply. A connection whose
     /// calls to one range of slots time out in a row (a master that hangs) is replaced by
@@ -109,7 +111,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn connect_cluster(self, client: ClusterClient) -> Result<FleetLimiter, RedisError> {
-        let timeout = self.call_timeout();
+        let timeout = self.connection_timeout();
         let config = ClusterConfig::new()
             .set_connection_timeout(timeout)
             .set_response_timeout(timeout);

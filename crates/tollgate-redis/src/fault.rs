@@ -92,7 +92,9 @@ impl Default for FaultPolicy {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Unavailable {
-    /// No answer within the per-call timeout.
+    /// No answer within the per-call timeout (also when the connection's own response
+    /// timeout fired first, as one set below it through
+    /// [`FleetBuilder::connection_manager`](crate::FleetBuilder::connection_manager) does).
     Timeout(Duration),
     /// The connection or the server failed.
     Redis(RedisError),

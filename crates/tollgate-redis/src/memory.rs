@@ -51,6 +51,8 @@ pub(crate) async fn ask(mut conn: Conn, timeout: Duration) -> Result<MemoryPolic
             Some(policy) => MemoryPolicy::Evicting(policy.to_owned()),
             None => MemoryPolicy::Unknown,
         }),
+        // The connection's own timer fired first: a timeout, as in `Server::call`.
+        Ok(Err(e)) if e.is_timeout() => Err(Unavailable::Timeout(timeout)),
         Ok(Err(e)) if unreachable(&e) => Err(Unavailable::Redis(e)),
         // An error reply: the server refuses `CONFIG` (an ACL, a renamed command).
         Ok(Err(_)) => Ok(MemoryPolicy::Unknown),

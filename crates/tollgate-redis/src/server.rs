@@ -139,11 +139,15 @@ impl Server {
         c.observer.round_trip(op, sent);
         let result = match answer {
             Ok(Ok(v)) => Ok(v),
+            // The connection's own timer fired first (its response timeout set below ours
+            // through `connection_manager`): a timeout all the same, and said as one.
+            Ok(Err(e)) if e.is_timeout() => {
+                bump(&c.faults);
+                bump(&c.timeouts);
+                Err(Unavailable::Timeout(self.timeout))
+            }
             Ok(Err(e)) => {
                 bump(&c.faults);
-                if e.is_timeout() {
-                    bump(&c.timeouts);
-                }
                 Err(Unavailable::Redis(e))
             }
             Err(_) => {
@@ -157,7 +161,6 @@ impl Server {
         // replaced (`conn.rs`, "A connection that hangs").
         match &result {
             Err(Unavailable::Timeout(_)) => self.timed_out(c, route),
-            Err(Unavailable::Redis(e)) if e.is_timeout() => self.timed_out(c, route),
             Err(Unavailable::Redis(e)) if unreachable(e) => {}
             _ => self.link.answered(route),
         }

@@ -135,3 +135,39 @@ async fn with_no_breaker_every_check_tries_redis() {
     assert_eq!((s.timeouts, s.short_circuited, s.circuit_opened), (8, 0, 0));
     server.resume();
 }
+
+/// A call that times out is `Unavailable::Timeout`, the documented variant, whichever timer
+/// fires first: tollgate's per-call timer, or the connection's own response timeout (which
+/// by default is set well above it, and here, set through `connection_manager`, below it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_times_out_is_a_timeout_whichever_timer_fires_first() {
+    let server = RedisServer::start();
+    let timeout = Duration::from_millis(30);
+    let default = FleetLimiter::builder(Quota::per_second(1000))
+        .timeout(timeout)
+        .circuit_breaker(0, COOL_DOWN);
+    let shorter = default.clone().connection_manager(
+        redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_millis(5)))
+            .set_number_of_retries(0),
+    );
+    let limiters = [
+        default.connect(server.client()).await.unwrap(),
+        shorter.connect(server.client()).await.unwrap(),
+    ];
+    for l in &limiters {
+        l.peek("warm-up").await.unwrap();
+    }
+    server.pause();
+    for (which, l) in limiters.iter().enumerate() {
+        for _ in 0..40 {
+            match l.reset("k").await {
+                Err(Unavailable::Timeout(t)) => assert_eq!(t, timeout),
+                other => panic!("limiter {which}: {other:?}"),
+            }
+        }
+        let s = l.stats();
+        assert_eq!((s.faults, s.timeouts), (40, 40), "limiter {which}: {s:?}");
+    }
+    server.resume();
+}
