@@ -127,7 +127,8 @@ impl FleetBuilder {
     /// [`Unavailable::CircuitOpen`](crate::Unavailable::CircuitOpen) where there is none); then one
     /// call probes Redis, and its answer closes the breaker, its failure opens it for another
     /// `cool_down`. Without it, while Redis does not answer every check waits out the timeout
-    /// first. When the `failures` in a row are timeouts (`5` when the breaker is off), the
+    /// first. A server that refuses the client's credentials (`NOAUTH`, a wrong password)
+    /// counts as failing, as one that is away does; other error replies count as answers. When the `failures` in a row are timeouts (`5` when the breaker is off), the
     /// connection is also replaced by a new one, at most once a second: it may be open and
     /// hung, which the `redis` crate does not notice ([`Stats::reconnects`](crate::Stats::reconnects)).
     /// Counted in [`Stats::circuit_opened`](crate::Stats::circuit_opened) and

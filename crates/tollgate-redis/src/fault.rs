@@ -125,14 +125,19 @@ impl std::error::Error for Unavailable {
     }
 }
 
-/// Whether `e` says Redis was not reached (rather than that it answered with an error). On
-/// a cluster, also: no connection to the slot's master (`ClusterConnectionNotFound`, and
-/// the cluster client's own `Client` errors: a request it could not route or hand over),
-/// and a redirection or `CLUSTERDOWN`/`TRYAGAIN` that outlived the client's retries (the
-/// slot's master has failed and no replica has taken over yet, or the slot is moving).
+/// Whether `e` says Redis was not reached, or is of no use to this node (rather than that
+/// it answered a call with an error). On a cluster, also: no connection to the slot's
+/// master (`ClusterConnectionNotFound`, and the cluster client's own `Client` errors: a
+/// request it could not route or hand over), and a redirection or `CLUSTERDOWN`/`TRYAGAIN`
+/// that outlived the client's retries (the slot's master has failed and no replica has
+/// taken over yet, or the slot is moving). And a server that refuses this node's
+/// credentials ([`refuses_credentials`]): it answers, but decides nothing until the
+/// configuration changes, so it counts as away (the breaker opens, and
+/// `memory_policy` is an error rather than `Unknown`).
 pub(crate) fn unreachable(e: &RedisError) -> bool {
     use redis::ErrorKind;
-    e.is_io_error()
+    refuses_credentials(e)
+        || e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
@@ -141,6 +146,14 @@ pub(crate) fn unreachable(e: &RedisError) -> bool {
             e.kind(),
             ErrorKind::ClusterConnectionNotFound | ErrorKind::Client
         )
+}
+
+/// Whether `e` says the server refuses this node's credentials: `NOAUTH` (none given to a
+/// server that requires a password), `WRONGPASS` and the `redis` crate's
+/// `AuthenticationFailed` (a wrong password or user, at connect).
+pub(crate) fn refuses_credentials(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
 }
 
 /// The fallback's share of `quota` for one of `nodes` nodes.

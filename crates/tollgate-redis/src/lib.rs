@@ -54,7 +54,7 @@
 //!   size as the nodes last counted it in Redis (each keeps a presence entry there,
 //!   [`FaultPolicy::LocalShare`]), so an outage does not multiply the limit by the number
 //!   of nodes; a node that never counted refuses. After 5 failed calls in a
-//!   row a circuit breaker stops sending calls for a cool-down (1 s), so the policy answers
+//!   row (timeouts, connection errors, and refusals of the client's credentials) a circuit breaker stops sending calls for a cool-down (1 s), so the policy answers
 //!   at once instead of after a timeout each; one probe then closes it again
 //!   ([`FleetBuilder::circuit_breaker`]). The connection is a
 //!   [`redis::aio::ConnectionManager`], which reconnects by itself when the connection

@@ -361,8 +361,9 @@ impl FleetLimiter {
     ///
     /// # Errors
     ///
-    /// [`Unavailable`] if Redis did not answer in time or the connection failed; a server
-    /// that refuses `CONFIG` is [`MemoryPolicy::Unknown`], not an error.
+    /// [`Unavailable`] if Redis did not answer in time, the connection failed, or the server
+    /// refused the client's credentials (`NOAUTH`, a wrong password); a server that refuses
+    /// `CONFIG` (an ACL, a renamed command) is [`MemoryPolicy::Unknown`], not an error.
     ///
     /// # Examples
     ///

@@ -34,7 +34,8 @@ pub enum MemoryPolicy {
     NoEviction,
     /// A policy that evicts keys (its name: `allkeys-lru`, `volatile-ttl`, ...).
     Evicting(String),
-    /// The server would not say (`CONFIG` refused, as managed services and ACLs do).
+    /// The server would not say (`CONFIG` refused, as managed services and ACLs do; not a
+    /// refusal of the credentials, which is an error).
     Unknown,
 }
 
@@ -54,7 +55,8 @@ pub(crate) async fn ask(mut conn: Conn, timeout: Duration) -> Result<MemoryPolic
         // The connection's own timer fired first: a timeout, as in `Server::call`.
         Ok(Err(e)) if e.is_timeout() => Err(Unavailable::Timeout(timeout)),
         Ok(Err(e)) if unreachable(&e) => Err(Unavailable::Redis(e)),
-        // An error reply: the server refuses `CONFIG` (an ACL, a renamed command).
+        // Another error reply: the server refuses `CONFIG` (an ACL, a renamed command). A
+        // refusal of the credentials is not one: `unreachable` takes it, above.
         Ok(Err(_)) => Ok(MemoryPolicy::Unknown),
     }
 }

@@ -167,7 +167,8 @@ impl Server {
         if let Some(mut guard) = pass {
             let outcome = match &result {
                 Ok(_) => Outcome::Answered,
-                // An error reply is an answer: the server is there.
+                // An error reply is an answer: the server is there (but not a refusal of
+                // our credentials: `fault::unreachable`).
                 Err(Unavailable::Redis(e)) if !unreachable(e) => Outcome::Answered,
                 Err(_) => Outcome::Failed,
             };

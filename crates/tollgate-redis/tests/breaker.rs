@@ -171,3 +171,48 @@ async fn a_call_that_times_out_is_a_timeout_whichever_timer_fires_first() {
     }
     server.resume();
 }
+
+/// A server that refuses this node's credentials (none given to a `requirepass` server, or
+/// a wrong password) is of no use until the configuration changes: its refusals open the
+/// breaker as an unreachable server's failures do (instead of a round trip and the fault
+/// policy per check), and `memory_policy` is an error, not `Unknown`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_the_credentials_opens_the_breaker() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = |auth: &str| format!("redis://{auth}127.0.0.1:{}/", server.port);
+    for (what, auth) in [("no password", ""), ("a wrong password", ":wrong@")] {
+        let l = FleetLimiter::builder(Quota::per_second(1000))
+            .timeout(common::FAULT_TIMEOUT)
+            .fault_policy(FaultPolicy::FailOpen)
+            .circuit_breaker(3, Duration::from_secs(600))
+            .connect(redis::Client::open(url(auth)).unwrap())
+            .await
+            .unwrap();
+        for _ in 0..10 {
+            assert_eq!(l.check("k").await.unwrap().source(), Source::FailOpen);
+        }
+        let s = l.stats();
+        assert_eq!(
+            (s.round_trips, s.faults, s.circuit_opened, s.short_circuited),
+            (3, 3, 1, 7),
+            "{what}: {s:?}"
+        );
+        match l.memory_policy().await {
+            Err(Unavailable::Redis(e)) => assert!(
+                e.kind() == redis::ErrorKind::AuthenticationFailed || e.code() == Some("NOAUTH"),
+                "{what}: {e:?}"
+            ),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let l = FleetLimiter::builder(Quota::per_second(1000))
+        .timeout(common::CALM_TIMEOUT)
+        .connect(redis::Client::open(url(":s3cret@")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(l.check("k").await.unwrap().source(), Source::Redis);
+    assert_eq!(
+        l.memory_policy().await.unwrap(),
+        tollgate_redis::MemoryPolicy::NoEviction
+    );
+}

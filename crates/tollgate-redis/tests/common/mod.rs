@@ -43,6 +43,8 @@ pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
     dir: PathBuf,
+    /// Arguments after the defaults (`--requirepass ...`).
+    extra: Vec<String>,
 }
 
 fn binary() -> String {
@@ -60,6 +62,11 @@ fn free_port() -> u16 {
 impl RedisServer {
     /// Starts a server, or fails the test saying what to install.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server with `args` after the defaults (`["--requirepass", "s3cret"]`).
+    pub fn start_with(args: &[&str]) -> RedisServer {
         let dir = std::env::temp_dir().join(format!(
             "tollgate-redis-{}-{}",
             std::process::id(),
@@ -70,6 +77,7 @@ impl RedisServer {
             child: None,
             port: free_port(),
             dir,
+            extra: args.iter().map(|a| a.to_string()).collect(),
         };
         server.spawn();
         server
@@ -82,6 +90,7 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -100,9 +109,13 @@ impl RedisServer {
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
+            // Up: it answers `PING`, or refuses it for want of a password.
             if let Ok(client) = redis::Client::open(self.url())
                 && let Ok(mut c) = client.get_connection()
-                && redis::cmd("PING").query::<String>(&mut c).is_ok()
+                && match redis::cmd("PING").query::<String>(&mut c) {
+                    Ok(_) => true,
+                    Err(e) => e.code() == Some("NOAUTH"),
+                }
             {
                 return;
             }
