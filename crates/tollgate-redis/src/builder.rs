@@ -368,7 +368,10 @@ impl FleetBuilder {
     ///
     /// # Errors
     ///
-    /// A [`RedisError`] if the client's configuration is refused.
+    /// A [`RedisError`] if the client's configuration is refused, or (of kind
+    /// [`ErrorKind::Client`](redis::ErrorKind::Client)) if called outside a Tokio runtime
+    /// without the `smol-comp` feature: there is no runtime for the connection to run on
+    /// (the `redis` crate would panic).
     ///
     /// # Examples
     ///
@@ -389,6 +392,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn connect(self, client: Client) -> Result<FleetLimiter, RedisError> {
+        runtime_here()?;
         let config = self.manager.clone().unwrap_or_else(|| {
             ConnectionManagerConfig::new()
                 .set_response_timeout(Some(self.connection_timeout()))
@@ -469,6 +473,22 @@ impl FleetBuilder {
     pub(crate) fn connection_timeout(&self) -> Duration {
         self.timeout.saturating_mul(2)
     }
+}
+
+/// Whether a connection can run here: inside a Tokio runtime, or anywhere with the
+/// `smol-comp` feature (smol's reactor). Elsewhere the `redis` crate panics when the
+/// connection is built ("there is no reactor running"); this says so as an error instead.
+pub(crate) fn runtime_here() -> Result<(), RedisError> {
+    if tokio::runtime::Handle::try_current().is_ok() || cfg!(feature = "smol-comp") {
+        return Ok(());
+    }
+    Err(RedisError::from((
+        redis::ErrorKind::Client,
+        "tollgate-redis: no runtime for the connection",
+        "the limiter was built outside a Tokio runtime: build it inside one (its connection \
+         runs there), or enable the crate's smol-comp feature to run it on smol's reactor"
+            .to_owned(),
+    )))
 }
 
 impl FleetLimiter {

@@ -88,8 +88,9 @@ impl FleetBuilder {
     ///
     /// # Errors
     ///
-    /// None today (the connection is lazy); a [`RedisError`] is kept in the signature, as
-    /// [`connect`](Self::connect)'s, for a configuration the client refuses.
+    /// A [`RedisError`] of kind [`ErrorKind::Client`](redis::ErrorKind::Client) if called
+    /// outside a Tokio runtime without the `smol-comp` feature, as
+    /// [`connect`](Self::connect); nothing else today (the connection is lazy).
     ///
     /// # Examples
     ///
@@ -111,6 +112,7 @@ impl FleetBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn connect_cluster(self, client: ClusterClient) -> Result<FleetLimiter, RedisError> {
+        crate::builder::runtime_here()?;
         let timeout = self.connection_timeout();
         let config = ClusterConfig::new()
             .set_connection_timeout(timeout)

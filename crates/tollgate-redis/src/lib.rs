@@ -73,7 +73,9 @@
 //! there is one, else on a short-lived thread. The connection
 //! ([`redis::aio::ConnectionManager`]) picks its runtime when the limiter is built: Tokio
 //! inside a Tokio runtime, smol's reactor elsewhere (`smol-comp`), on one server as on a
-//! cluster. Requires Redis 6.2 or later (`SET … PXAT`); tested with Redis 7.0 (one
+//! cluster; outside a Tokio runtime without `smol-comp`, [`FleetBuilder::connect`] is an
+//! error (of kind [`redis::ErrorKind::Client`]). A connection that replaces a hung one is
+//! built on the same runtime. Requires Redis 6.2 or later (`SET … PXAT`); tested with Redis 7.0 (one
 //! server, and a cluster of three masters with a replica each).
 
 //! # Examples
