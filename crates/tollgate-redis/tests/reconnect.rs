@@ -53,24 +53,17 @@ async fn a_connection_gone_silent_is_replaced_and_redis_answers_again() {
         .connect(proxy.client())
         .await
         .unwrap();
-    // Healthy: one connection, never replaced.
     until_redis_answers(&l).await;
-    for _ in 0..50 {
-        let _ = l.check("k").await;
-    }
-    assert_eq!((proxy.accepted(), l.stats().reconnects), (1, 0));
+    let (before, accepted) = (l.stats(), proxy.accepted());
     // The open connection goes silent; a new one would reach the server.
     proxy.silence_open();
     assert!(l.check("k").await.unwrap_err().is_rate_limited());
     until_redis_answers(&l).await;
     let s = l.stats();
-    assert!(s.timeouts >= 3 && s.circuit_opened >= 1, "{s:?}");
-    assert!(s.reconnects >= 1, "{s:?}");
-    assert!(
-        proxy.accepted() >= 2,
-        "a new connection: {}",
-        proxy.accepted()
-    );
+    assert!(s.timeouts - before.timeouts >= 3, "{s:?}");
+    assert!(s.circuit_opened > before.circuit_opened, "{s:?}");
+    assert!(s.reconnects > before.reconnects, "{s:?}");
+    assert!(proxy.accepted() > accepted, "no new connection");
     // And it stays: the new connection answers.
     for _ in 0..20 {
         assert_eq!(l.check("k").await.unwrap().source(), Source::Redis);
@@ -106,6 +99,7 @@ async fn a_server_that_never_answers_is_reconnected_to_at_most_once_a_second() {
     // Every connection silent, the open one and every new one: each check times out, and
     // two tasks check at once, so many timeouts find a replacement in flight.
     proxy.silence_all();
+    let before = l.stats();
     let start = Instant::now();
     let tasks: Vec<_> = (0..2)
         .map(|_| {
@@ -122,14 +116,37 @@ async fn a_server_that_never_answers_is_reconnected_to_at_most_once_a_second() {
     }
     let s = l.stats();
     let elapsed = start.elapsed();
+    let (reconnects, timeouts) = (
+        s.reconnects - before.reconnects,
+        s.timeouts - before.timeouts,
+    );
     // Replacements start at least a second apart: at most one more than the whole seconds
     // elapsed, however many calls timed out.
-    assert!(s.reconnects >= 1, "{s:?}");
+    assert!(reconnects >= 1, "{s:?}");
     assert!(
-        s.reconnects <= 1 + elapsed.as_secs(),
-        "{} replacements in {elapsed:?} ({} timeouts)",
-        s.reconnects,
-        s.timeouts
+        reconnects <= 1 + elapsed.as_secs(),
+        "{reconnects} replacements in {elapsed:?} ({timeouts} timeouts)"
     );
-    assert!(s.timeouts > 2 * s.reconnects, "{s:?}");
+    assert!(timeouts > 2 * reconnects, "{s:?}");
+}
+
+/// While Redis answers, the connection is never replaced: one connection through the proxy
+/// for the limiter's whole life (its checks, waits and presence beats).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_connection_is_never_replaced() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port);
+    let l = FleetLimiter::builder(Quota::per_second(1000))
+        .timeout(common::CALM_TIMEOUT)
+        .heartbeat(Duration::from_millis(50))
+        .connect(proxy.client())
+        .await
+        .unwrap();
+    for i in 0..500 {
+        let _ = l.check(format!("k{}", i % 7)).await;
+    }
+    l.until_ready("w").await.unwrap();
+    let s = l.stats();
+    assert_eq!((s.faults, s.reconnects), (0, 0), "{s:?}");
+    assert_eq!(proxy.accepted(), 1);
 }
