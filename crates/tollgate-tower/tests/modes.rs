@@ -266,18 +266,21 @@ async fn dry_run_refusals_by_a_stacked_limit_consume_nothing() {
     assert_eq!(layer.counts().dry_run_refused, 3);
 }
 
+/// A request's cost in cells, from its `x-cost` header (1 without one): the `cost_for` of
+/// the tests below.
+fn cost(parts: &http::request::Parts) -> u32 {
+    parts
+        .headers
+        .get("x-cost")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or(1)
+}
+
 /// A request's cost in cells (`cost_for`), in reject and delay mode: what it costs is spent,
 /// a cost of 0 spends nothing, and a cost above the burst is a `413` without `Retry-After`
 /// (it could never be admitted), in either mode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_costs_what_cost_for_says() {
-    let cost = |parts: &http::request::Parts| {
-        parts
-            .headers
-            .get("x-cost")
-            .and_then(|v| v.to_str().ok()?.parse().ok())
-            .unwrap_or(1)
-    };
     let limiter: Limiter<()> = Limiter::builder(Quota::per_minute(10))
         .clock(ManualClock::new())
         .build();
@@ -326,13 +329,6 @@ async fn a_request_costs_what_cost_for_says() {
 /// passed. (The fields once took the wait for all the cells as the wait for one.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_costly_request_says_what_the_key_holds() {
-    let cost = |parts: &http::request::Parts| {
-        parts
-            .headers
-            .get("x-cost")
-            .and_then(|v| v.to_str().ok()?.parse().ok())
-            .unwrap_or(1)
-    };
     let costing = |n: &'static [u8]| [("x-cost", n)];
     // A cell every 12 s, burst 5.
     let limiter = || -> Limiter<()> {
