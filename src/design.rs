@@ -703,7 +703,13 @@
 //! field that does not parse is ignored whole), the retry policy (a client's concern, and it
 //! wants `fastrand` for jitter, outside the core's dependencies), and the layer. Per attempt
 //! the layer takes the host's [`InFlight`](crate::InFlight) permit, then its turn at the rate
-//! (the order §9 argues), sends and feeds the response back; the permit goes out in the
+//! (the order §9 argues), sends and feeds the response back. A limiter wait keeps the quota
+//! it queued with, so an attempt reads the host's quota before its wait and, if the host
+//! is paced slower after it (an answer ahead of it announced a policy or was a 429), takes
+//! another turn at the new quota, behind the waits already queued at it (fewer than
+//! `max_in_flight`, each holding a permit; the attempts queued at the old rate rejoin in
+//! their old order). Each extra turn needs the rate to have slowed again during the
+//! previous one. The permit goes out in the
 //! response's body (`PoliteBody`) and is released at the body's end or drop, so a host's
 //! downloads count against its concurrency. Redirects are followed by a layer above
 //! (`RedirectLayer`), each hop a request of its own through the polite layer, so a hop to
@@ -726,6 +732,7 @@
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
 //! | each signal moves the rate as documented, under the ceiling; throttles never below the floor nor raise a rate | the pure rules in `state.rs` | `crates/tollgate-client/tests/adaptive.rs` (manual clock), unit tests in its `src/adaptive/state.rs` |
+//! | a slower rate (announced, a 429's, a spread) paces the requests already queued | the attempt's turn taken again at a slower quota | `crates/tollgate-client/tests/slower.rs` (scripted hyper server, manual clock) |
 //! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `crates/tollgate-client/tests/adaptive.rs::retry_after_pushes…` |
 //! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `crates/tollgate-client/tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |

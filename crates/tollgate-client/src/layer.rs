@@ -59,6 +59,10 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///   429 without `Retry-After`); `r > 0` paces the host at `r / t` until the reset when
 ///   that is slower ([`AdaptiveRate::spread`]).
 ///
+/// A slower rate (an announced policy, a 429's decrease, a spread) applies from the answer
+/// that brings it, to the attempts already queued for their turn at the old rate too: each
+/// takes its turn again at the new one, after its old turn comes.
+///
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
 /// a 429 does, unless the host announced its policy: a server failing under load gets less
 /// of it.
@@ -854,40 +858,57 @@ where
                                 .max_wait
                                 .map(|max| max.saturating_sub(turns.elapsed()))
                         };
-                        loop {
-                            take_turn(shared.rates.until_ready(&key), left()).await?;
+                        // The interval the attempt's turn was taken at.
+                        let paced = loop {
+                            // A wait keeps the quota it starts with, so it is read here and
+                            // compared after the turn.
+                            let quota = shared.rates.quota(&key);
+                            let turn = shared.rates.limiter().until_ready_with(&key, quota);
+                            take_turn(turn, left()).await?;
                             // A turn reserved before a hold came (an answer to an attempt
                             // ahead of this one) is not moved by it: the hold is renewed in
                             // the rates (it may also have left a full limiter table) and the
                             // attempt takes a turn after it. A table that cannot hold it:
                             // the attempt sleeps it out instead, on the real clock.
-                            let Some(held) = shared.rates.held_after_now(&key) else {
-                                break;
-                            };
-                            if left().is_some_and(|left| held > left) {
-                                return Err(PoliteError::held(held));
-                            }
-                            if shared.rates.limiter().penalize(&key, held).is_err() {
+                            if let Some(held) = shared.rates.held_after_now(&key) {
+                                if left().is_some_and(|left| held > left) {
+                                    return Err(PoliteError::held(held));
+                                }
+                                if shared.rates.limiter().penalize(&key, held).is_ok() {
+                                    continue;
+                                }
                                 RetryPolicy::sleep(held).await;
-                                break;
+                                break quota.interval();
                             }
-                        }
+                            // Nor is a turn queued at a faster rate than the host's now (an
+                            // answer ahead of it announced a slower policy, or was a 429):
+                            // its cell, sized at the old rate, is spent, and the attempt
+                            // takes a turn at the new one, behind the waits queued at it
+                            // already (they are fewer than `max_in_flight`: each holds a
+                            // permit). Attempts queued at the old rate rejoin in the order
+                            // their old turns came, so they keep their order among
+                            // themselves. Each extra turn needs the rate to have slowed
+                            // again during the last one, a wait of at least its interval.
+                            if shared.rates.quota(&key).interval() > quota.interval() {
+                                continue;
+                            }
+                            break quota.interval();
+                        };
                         // A content-bytes policy: the attempt's bytes too (see `byte_cost`).
                         let cost = shared.byte_cost(&key, &parts);
                         if let Some(turn) = shared.rates.until_bytes_ready(&key, cost) {
                             take_turn(turn, left()).await?;
                         }
-                        Ok(permit)
+                        Ok((permit, paced))
                     };
                     let span = observe::wait_span(&key, state.retries());
-                    let permit = match wait.instrument(span).await {
-                        Ok(permit) => permit,
+                    let (permit, paced) = match wait.instrument(span).await {
+                        Ok(waited) => waited,
                         Err(e) => return Err(e),
                     };
                     let waited = asked.elapsed();
                     let in_flight = shared.inflight.in_flight(&key);
                     let sent_at = shared.rates.now();
-                    let paced = shared.rates.quota(&key).interval();
                     shared.hosts.with(&key, |c| {
                         c.requests += 1;
                         c.handle.count(Tally::Requests);

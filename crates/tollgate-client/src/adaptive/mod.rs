@@ -202,6 +202,12 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// the key, on tollgate's timer (no runtime needed). A wait keeps the quota it started
     /// with; the rate's later changes apply to the waits that start after them.
     ///
+    /// [`PoliteLayer`](crate::PoliteLayer) applies a slower rate to the waits already
+    /// queued: after its turn, an attempt whose host is now paced slower than the quota it
+    /// waited at ([`quota`](Self::quota), read before the wait) waits again at the slower
+    /// one (with [`Limiter::until_ready_with`] on [`limiter`](Self::limiter)). Code of your
+    /// own that waits here can do the same.
+    ///
     /// # Cancel safety
     ///
     /// As [`Limiter::until_ready`]: a dropped wait costs nothing.

@@ -1,0 +1,131 @@
+//! A slower rate reaches the requests already queued for their turn, over a real socket (a
+//! scripted hyper server on 127.0.0.1): a 429's lowered rate paces every request sent
+//! after the answer that carried it.
+//!
+//! The client paces on a `ManualClock` that the test moves in small steps; each request is
+//! stamped with that clock when the layer hands it to the inner client. A `ManualClock`
+//! wakes the turns that come due inside `advance`, on the test's thread, and the
+//! current-thread runtime runs those tasks (to the stamp, without another await) before
+//! the test's next step, so a stamp is the step its turn came due in: no real time is
+//! measured.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use support::script::{self, Answer};
+use tollgate::{ManualClock, Timestamp};
+use tollgate_client::{AdaptiveConfig, AdaptiveRate, PoliteLayer, RetryPolicy};
+use tower::{Layer, Service, ServiceExt};
+
+/// The layer's key of a scripted server's URL.
+fn key(url: &str) -> String {
+    url.trim_start_matches("http://").to_owned()
+}
+
+fn answer(status: u16, fields: &[(&'static str, &str)]) -> Answer {
+    let fields = fields.iter().map(|&(k, v)| (k, v.to_owned())).collect();
+    (status, fields, "page\n".to_owned())
+}
+
+/// A polite client over hyper's, starting every host at `rate` on `clock`, without
+/// retries (a retry would sleep on real time), that stamps each request with `clock` as
+/// the layer sends it; and the stamps.
+#[allow(clippy::type_complexity)]
+fn stamped(
+    clock: &ManualClock,
+    rate: f64,
+) -> (
+    PoliteLayer,
+    impl Service<
+        Request<Full<Bytes>>,
+        Response = http::Response<tollgate_client::PoliteBody<hyper::body::Incoming>>,
+        Error = tollgate_client::PoliteError<hyper_util::client::legacy::Error>,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static,
+    Arc<Mutex<Vec<Timestamp>>>,
+) {
+    let rates = AdaptiveRate::with_clock(AdaptiveConfig::new(rate), clock.clone());
+    let layer = PoliteLayer::with_rates(rates).retry(RetryPolicy::never());
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let (clock, log) = (clock.clone(), Arc::clone(&stamps));
+    let inner = tower::service_fn(move |req: Request<Full<Bytes>>| {
+        log.lock().unwrap().push(tollgate::Clock::now(&clock));
+        client.request(req)
+    });
+    (layer.clone(), layer.layer(inner), stamps)
+}
+
+/// Sends one GET through `svc` and reads its body; returns the status.
+async fn get<S>(svc: S, url: String) -> u16
+where
+    S: Service<
+            Request<Full<Bytes>>,
+            Response = http::Response<tollgate_client::PoliteBody<hyper::body::Incoming>>,
+        >,
+    S::Error: std::fmt::Debug,
+{
+    let req = Request::get(url).body(Full::new(Bytes::new())).unwrap();
+    let res = svc.oneshot(req).await.expect("the local server answers");
+    let status = res.status().as_u16();
+    let _ = res.into_body().collect().await;
+    status
+}
+
+/// Waits (in real time, bounded: a hang guard, not a measured time) until `done`.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..3_000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+/// Moves `clock` by `step` `steps` times, letting the woken tasks run after each.
+async fn step(clock: &ManualClock, step: Duration, steps: u32) {
+    for _ in 0..steps {
+        clock.advance(step);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Eight requests at once to a host that answers the first with a 429 without
+/// `Retry-After`: the rate drops from 20 to 16 a second (the decrease 0.8), and the seven
+/// requests queued at 20 a second go out at least 62.5 ms apart, not 50.
+#[tokio::test]
+async fn a_429s_lowered_rate_paces_the_requests_already_queued() {
+    let (url, seen) = script::serve(|n, _| answer(if n == 0 { 429 } else { 200 }, &[])).await;
+    let clock = ManualClock::new();
+    let (layer, svc, stamps) = stamped(&clock, 20.0);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(get(svc.clone(), url.clone())))
+        .collect();
+    until("the 429 is applied", || {
+        layer.host(&key(&url)).is_some_and(|h| h.throttled == 1)
+    })
+    .await;
+    assert_eq!(layer.host(&key(&url)).unwrap().rate, 16.0);
+    // 2.5 ms steps for 1.5 s: every turn is a multiple of 12.5 ms, so each stamp is exact.
+    step(&clock, Duration::from_micros(2_500), 600).await;
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 8);
+    let stamps = stamps.lock().unwrap().clone();
+    for pair in stamps.windows(2) {
+        let gap = pair[1].saturating_duration_since(pair[0]);
+        assert!(gap >= Duration::from_micros(62_500), "{stamps:?}");
+    }
+}
