@@ -709,7 +709,10 @@
 //! another turn at the new quota, behind the waits already queued at it (fewer than
 //! `max_in_flight`, each holding a permit; the attempts queued at the old rate rejoin in
 //! their old order). Each extra turn needs the rate to have slowed again during the
-//! previous one. The permit goes out in the
+//! previous one. And since the key's state was sized at the old interval, an answer that
+//! slows the host moves its next admission out to the new interval after its latest send
+//! (a `penalize`; the layer records that send, which the limiter's state cannot tell once
+//! its next admission is past). The permit goes out in the
 //! response's body (`PoliteBody`) and is released at the body's end or drop, so a host's
 //! downloads count against its concurrency. Redirects are followed by a layer above
 //! (`RedirectLayer`), each hop a request of its own through the polite layer, so a hop to
@@ -732,7 +735,7 @@
 //! | promise | why it holds | checked by |
 //! | --- | --- | --- |
 //! | each signal moves the rate as documented, under the ceiling; throttles never below the floor nor raise a rate | the pure rules in `state.rs` | `crates/tollgate-client/tests/adaptive.rs` (manual clock), unit tests in its `src/adaptive/state.rs` |
-//! | a slower rate (announced, a 429's, a spread) paces the requests already queued | the attempt's turn taken again at a slower quota | `crates/tollgate-client/tests/slower.rs` (scripted hyper server, manual clock) |
+//! | a slower rate (announced, a 429's, a spread) paces the requests already queued and the next one after the latest send | the attempt's turn taken again at a slower quota; the next admission pushed to the latest send plus the new interval | `crates/tollgate-client/tests/slower.rs` (scripted hyper server, manual clock: eight tasks hold at most `q` a window after `q=2;w=1`) |
 //! | a `Retry-After` holds the key back, capped; a shorter one never pulls it in | `Limiter::penalize` keeps the later admission | `crates/tollgate-client/tests/adaptive.rs::retry_after_pushes…` |
 //! | bounded memory | at most `ceil(capacity / shards)` keys a shard; the client's counters likewise | `crates/tollgate-client/tests/adaptive.rs::memory_is_bounded…`, `crates/tollgate-client/src/hosts.rs` |
 //! | malformed fields never panic and never half-apply | a field that does not parse is ignored whole | `crates/tollgate-client/tests/signal.rs` |

@@ -98,16 +98,21 @@ pub(crate) struct Counters {
     /// The latest attempts' send instants on the rates' clock (a ring).
     sends: [Option<Timestamp>; SENDS],
     sent: usize,
+    /// The latest send and the interval its turn was taken at.
+    pub(crate) last_send: Option<(Timestamp, Duration)>,
 }
 
 /// How many recent send instants a host keeps for [`Counters::bunched`].
 const SENDS: usize = 8;
 
 impl Counters {
-    /// Records an attempt sent at `at`.
-    pub(crate) fn sent(&mut self, at: Timestamp) {
+    /// Records an attempt sent at `at`, its turn taken at one per `interval`.
+    pub(crate) fn sent(&mut self, at: Timestamp, interval: Duration) {
         self.sends[self.sent % SENDS] = Some(at);
         self.sent = self.sent.wrapping_add(1);
+        if self.last_send.is_none_or(|(last, _)| at >= last) {
+            self.last_send = Some((at, interval));
+        }
     }
 
     /// Whether the client's own sends up to `at` (the latest [`SENDS`]) broke its pacing
@@ -209,17 +214,17 @@ mod tests {
         let paced = Duration::from_millis(100);
         let mut c = Counters::default();
         for t in [0, 100, 240, 300] {
-            c.sent(ms(t)); // late, then 60 ms after: within half an interval of its turn
+            c.sent(ms(t), paced); // late, then 60 ms after: within half an interval of its turn
         }
         assert!(!c.bunched(ms(300), paced));
-        c.sent(ms(500));
-        c.sent(ms(500)); // two at once after a stall
-        c.sent(ms(530));
+        c.sent(ms(500), paced);
+        c.sent(ms(500), paced); // two at once after a stall
+        c.sent(ms(530), paced);
         assert!(c.bunched(ms(530), paced)); // the clump is before it
         assert!(c.bunched(ms(500), paced)); // and around it
         assert!(!c.bunched(ms(300), paced)); // sends after it left later are not its cause
         for i in 0..SENDS as u64 {
-            c.sent(ms(1_000 + 100 * i));
+            c.sent(ms(1_000 + 100 * i), paced);
         }
         assert!(!c.bunched(ms(1_700), paced)); // the clump is out of the ring
     }

@@ -60,8 +60,9 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///   that is slower ([`AdaptiveRate::spread`]).
 ///
 /// A slower rate (an announced policy, a 429's decrease, a spread) applies from the answer
-/// that brings it, to the attempts already queued for their turn at the old rate too: each
-/// takes its turn again at the new one, after its old turn comes.
+/// that brings it: to the attempts already queued for their turn at the old rate (each
+/// takes its turn again at the new one, after its old turn comes), and to the next
+/// request, which follows the host's latest send by the new interval, not the old.
 ///
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
 /// a 429 does, unless the host announced its policy: a server failing under load gets less
@@ -682,6 +683,28 @@ impl Shared {
         sent.saturating_add(last)
     }
 
+    /// After an answer that may have slowed the host (an announced policy, a 429, a
+    /// spread): its next admission moves out to its interval as it is now after its latest
+    /// send. The limiter's state was sized at the latest send's own interval, so without
+    /// this the first request after the change would follow it by the old interval.
+    /// Nothing is known of a host the counters no longer track (evicted): it keeps the gap
+    /// of its latest admission.
+    fn slow_from_last_send(&self, key: &str) {
+        let Some((at, was)) = self.hosts.with(key, |c| c.last_send) else {
+            return;
+        };
+        let interval = self.rates.quota(key).interval();
+        if interval <= was {
+            return;
+        }
+        let wait = (at + interval).saturating_duration_since(self.rates.now());
+        if !wait.is_zero() {
+            // A full limiter table cannot hold the push: the host is then paced at its new
+            // rate from its next admission on, the documented policy of a full table.
+            let _ = self.rates.limiter().penalize(key, wait);
+        }
+    }
+
     /// Counts a plain 5xx (one without `Retry-After`, which [`apply`](Shared::apply) reads
     /// as a throttle already) in the host's run; the run's [`SERVER_ERROR_RUN`]th lowers
     /// the rate as a throttle does, and starts a new run. Any other answer ends the run.
@@ -918,7 +941,7 @@ where
                             c.waited += waited;
                         }
                         c.in_flight_max = c.in_flight_max.max(in_flight);
-                        c.sent(sent_at);
+                        c.sent(sent_at, paced);
                         if let (Some(b), 0) = (budget, state.retries()) {
                             c.budget.first(&b, sent_at);
                         }
@@ -952,6 +975,7 @@ where
                             let before = events.then(|| shared.rates.rate(&key));
                             shared.apply(&key, &sig, bunched);
                             shared.server_error_run(&key, &sig);
+                            shared.slow_from_last_send(&key);
                             shared.observe_rate(&key, &sig, before, gauge);
                             match sig.verdict {
                                 Verdict::Success | Verdict::Final => return res,

@@ -148,9 +148,8 @@ async fn a_remaining_count_is_spread_over_its_reset() {
     assert_eq!(get(&svc, &url).await, 200);
     let host = layer.host(&key(&url)).unwrap();
     assert_eq!(host.rate, 0.5);
-    // The next turn was set at the old pace (1 ms); the one after it at the spread.
-    clock.advance(Duration::from_millis(1));
-    assert_eq!(get(&svc, &url).await, 200);
+    // The next turn is the spread's interval after the first send, not the old pace's
+    // (1 ms) after it.
     assert_eq!(held_for(&layer, &key(&url)), Some(Duration::from_secs(2)));
 
     // The next request stays unsent until its turn, 2 s on.
@@ -163,7 +162,7 @@ async fn a_remaining_count_is_spread_over_its_reset() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         seen.load(Ordering::SeqCst),
-        2,
+        1,
         "sent before its spread turn"
     );
     clock.advance(Duration::from_millis(100));
@@ -172,6 +171,7 @@ async fn a_remaining_count_is_spread_over_its_reset() {
         .expect("sent at its turn")
         .unwrap();
     assert_eq!(status, 200);
+    assert_eq!(held_for(&layer, &key(&url)), Some(Duration::from_secs(2)));
 
     // Past the reset, the policy's own pace is back.
     clock.advance(Duration::from_secs(40));
@@ -195,8 +195,7 @@ async fn legacy_remaining_and_reset_spread_a_learning_host() {
     let host = layer.host(&key(&url)).unwrap();
     assert_eq!(host.rate, 0.5); // 30 / 60 s, not the 1,000/s it was learning at
     assert!(!host.announced);
-    clock.advance(Duration::from_millis(1)); // the turn set at the old pace
-    assert_eq!(get(&svc, &url).await, 200);
+    // The next turn is 2 s after the first send, not the old pace's 1 ms.
     assert_eq!(held_for(&layer, &key(&url)), Some(Duration::from_secs(2)));
 }
 

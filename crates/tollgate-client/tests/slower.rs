@@ -1,6 +1,7 @@
 //! A slower rate reaches the requests already queued for their turn, over a real socket (a
-//! scripted hyper server on 127.0.0.1): a 429's lowered rate paces every request sent
-//! after the answer that carried it.
+//! scripted hyper server on 127.0.0.1): an announced policy slower than the host's rate, or
+//! a 429's lowered rate, paces every request sent after the answer that carried it, the
+//! next one included, whether the client sends one request at a time or eight at once.
 //!
 //! The client paces on a `ManualClock` that the test moves in small steps; each request is
 //! stamped with that clock when the layer hands it to the inner client. A `ManualClock`
@@ -101,6 +102,61 @@ async fn step(clock: &ManualClock, step: Duration, steps: u32) {
     }
 }
 
+/// The most stamps in any window `[t, t + width)`.
+fn most_in_window(stamps: &[Timestamp], width: Duration) -> usize {
+    let mut t = stamps.to_vec();
+    t.sort_unstable();
+    let mut most = 0;
+    let mut first = 0;
+    for (i, &at) in t.iter().enumerate() {
+        while at.saturating_duration_since(t[first]) >= width {
+            first += 1;
+        }
+        most = most.max(i - first + 1);
+    }
+    most
+}
+
+/// Eight tasks fetch in a loop from a host whose every answer announces 2 a second; the
+/// client starts at 20 a second, so seven requests are queued at that rate when the first
+/// answer comes. No second holds more than 2 of the requests sent, the first one's
+/// included, and the queue goes on at 2 a second.
+#[tokio::test]
+async fn an_announced_slower_policy_paces_the_requests_already_queued() {
+    let (url, _) =
+        script::serve(|_, _| answer(200, &[("ratelimit-policy", "\"p\";q=2;w=1")])).await;
+    let clock = ManualClock::new();
+    let (layer, svc, stamps) = stamped(&clock, 20.0);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (svc, url) = (svc.clone(), url.clone());
+            tokio::spawn(async move {
+                loop {
+                    get(svc.clone(), url.clone()).await;
+                }
+            })
+        })
+        .collect();
+    // The first answer is in before the clock moves: the other seven are queued by then,
+    // their turns taken at 20 a second.
+    until("the first answer is applied", || {
+        layer.host(&key(&url)).is_some_and(|h| h.successes == 1)
+    })
+    .await;
+    assert_eq!(layer.host(&key(&url)).unwrap().rate, 2.0);
+    // 10 ms steps for 5.5 s: every turn is a multiple of 50 ms, so each stamp is exact.
+    step(&clock, Duration::from_millis(10), 550).await;
+    for t in tasks {
+        t.abort();
+    }
+    let stamps = stamps.lock().unwrap().clone();
+    let most = most_in_window(&stamps, Duration::from_secs(1));
+    assert!(most <= 2, "{most} in a second: {stamps:?}");
+    // Paced at 2 a second, not stalled: the first at 0, the next within a second, then
+    // one every 500 ms to 5.5 s.
+    assert!(stamps.len() >= 10, "{stamps:?}");
+}
+
 /// Eight requests at once to a host that answers the first with a 429 without
 /// `Retry-After`: the rate drops from 20 to 16 a second (the decrease 0.8), and the seven
 /// requests queued at 20 a second go out at least 62.5 ms apart, not 50.
@@ -128,4 +184,39 @@ async fn a_429s_lowered_rate_paces_the_requests_already_queued() {
         let gap = pair[1].saturating_duration_since(pair[0]);
         assert!(gap >= Duration::from_micros(62_500), "{stamps:?}");
     }
+}
+
+/// One request at a time: the answer to the first, which came 100 ms after it was sent
+/// (two intervals at 20 a second), announces 2 a second; the second request goes out
+/// 500 ms after the first, not at once (the limiter's state was sized at 50 ms from the
+/// first send, long passed when the answer came).
+#[tokio::test]
+async fn the_next_request_after_a_slower_announcement_keeps_its_interval_from_the_last() {
+    let clock = ManualClock::new();
+    let server_clock = clock.clone();
+    let (url, seen) = script::serve(move |n, _| {
+        if n == 0 {
+            server_clock.advance(Duration::from_millis(100)); // the answer's latency
+        }
+        answer(200, &[("ratelimit-policy", "\"p\";q=2;w=1")])
+    })
+    .await;
+    let (layer, svc, stamps) = stamped(&clock, 20.0);
+    assert_eq!(get(svc.clone(), url.clone()).await, 200);
+    assert_eq!(layer.host(&key(&url)).unwrap().rate, 2.0);
+    let second = tokio::spawn(get(svc.clone(), url.clone()));
+    step(&clock, Duration::from_millis(10), 39).await; // to 490 ms
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "sent before its interval");
+    step(&clock, Duration::from_millis(10), 1).await; // 500 ms
+    let status = tokio::time::timeout(Duration::from_secs(30), second)
+        .await
+        .expect("sent at 500 ms")
+        .unwrap();
+    assert_eq!(status, 200);
+    let stamps = stamps.lock().unwrap().clone();
+    assert_eq!(
+        stamps,
+        [Timestamp::ZERO, Timestamp::from_nanos(500_000_000)]
+    );
 }

@@ -200,13 +200,17 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
 
     /// Waits for the key's next admission at its current rate: the limiter's FIFO queue for
     /// the key, on tollgate's timer (no runtime needed). A wait keeps the quota it started
-    /// with; the rate's later changes apply to the waits that start after them.
+    /// with; the rate's later changes apply to the waits that start after them. And the
+    /// limiter's state keeps the gap it was sized at: the first admission after a slowdown
+    /// follows the one before by the old interval.
     ///
-    /// [`PoliteLayer`](crate::PoliteLayer) applies a slower rate to the waits already
-    /// queued: after its turn, an attempt whose host is now paced slower than the quota it
-    /// waited at ([`quota`](Self::quota), read before the wait) waits again at the slower
-    /// one (with [`Limiter::until_ready_with`] on [`limiter`](Self::limiter)). Code of your
-    /// own that waits here can do the same.
+    /// [`PoliteLayer`](crate::PoliteLayer) closes both gaps: after its turn, an attempt whose
+    /// host is now paced slower than the quota it waited at ([`quota`](Self::quota), read
+    /// before the wait) waits again at the slower one (with
+    /// [`Limiter::until_ready_with`] on [`limiter`](Self::limiter)); and after an answer
+    /// that slowed the host, the layer moves its next admission out to the new interval
+    /// after its latest send ([`Limiter::penalize`]). Code of your own that waits here can
+    /// do the same.
     ///
     /// # Cancel safety
     ///
