@@ -74,7 +74,8 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///   `Idempotency-Key` header only after [`RetryPolicy::retry_writes`]; no other;
 /// * on what: 429, 5xx, and the errors of the inner service that
 ///   [`RetryPolicy::retries_error`] accepts (a refused, reset or timed-out connection; not
-///   a DNS failure, a TLS error or an invalid URI); never another 4xx;
+///   a DNS failure, a TLS error or an invalid URI); a 403 that refuses for rate is a
+///   throttle and retried as a 429 is; never another 4xx;
 /// * how many: within the host's [`RetryBudget`](crate::RetryBudget) (by default at most
 ///   20 % of its first attempts over the last 10 s, plus 1 retry per second); a refused
 ///   retry returns the last answer and counts in [`HostSnapshot::budget_refused`].

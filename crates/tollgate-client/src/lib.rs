@@ -51,8 +51,10 @@
 //!   header too, after [`RetryPolicy::retry_writes`]) are retried on 429, 5xx and the transport
 //!   errors a second attempt may get past (a refused, reset or timed-out connection:
 //!   [`is_transient_error`], widened by [`RetryPolicy::retry_errors_if`]) under a
-//!   [`RetryPolicy`]; a 4xx other than 429 is never retried, nor a DNS failure, a TLS error,
-//!   an invalid URI or an error the classifier does not know.
+//!   [`RetryPolicy`]. The only 4xx retried are 429 and a 403 that refuses for rate (with
+//!   `Retry-After` or a spent quota, as GitHub's limits answer: a throttle, see
+//!   [`Verdict::Throttled`]); another 4xx is never retried, nor a DNS failure, a TLS
+//!   error, an invalid URI or an error the classifier does not know.
 //!   Each host's retries stay within a [`RetryBudget`] (by default 20 % of its first
 //!   attempts over 10 s, plus 1 per second), and a run of plain 5xx lowers its rate as a
 //!   429 does (unless it announced its policy), so a failing host is not sent more than it

@@ -212,7 +212,8 @@ impl RetryState {
 /// Which requests may be retried at all is [`retries_method`](RetryPolicy::retries_method)'s
 /// rule: GET, HEAD and OPTIONS by default; PUT, DELETE and a POST carrying an
 /// `Idempotency-Key` header only after [`retry_writes`](RetryPolicy::retry_writes). Never a
-/// 4xx other than 429: the client layer applies that.
+/// 4xx other than 429 and a 403 that refuses for rate
+/// ([`Verdict::Throttled`](crate::Verdict::Throttled)): the client layer applies that.
 /// [`sleep`](RetryPolicy::sleep) waits on tollgate's timer, with no runtime.
 ///
 /// # Examples

@@ -227,6 +227,45 @@ async fn a_403_is_a_throttle_only_with_rate_limit_fields() {
     assert_eq!(held_for(&layer, &key(&url)), Some(Duration::from_millis(1)));
 }
 
+/// A 403 that refuses for rate (a `Retry-After`, or a spent quota) is a throttle, and is
+/// retried as a 429 is; a 403 without them is final, never retried. (The crate docs once
+/// said that no 4xx but 429 is retried.)
+#[tokio::test]
+async fn a_403_refusing_for_rate_is_retried_an_ordinary_403_is_not() {
+    let cases = [
+        (vec![("retry-after", "0".to_owned())], true),
+        (
+            vec![
+                ("x-ratelimit-remaining", "0".to_owned()),
+                ("x-ratelimit-reset", "0".to_owned()),
+            ],
+            true,
+        ),
+        (vec![("x-ratelimit-remaining", "4999".to_owned())], false),
+        (vec![], false),
+    ];
+    for (fields, retried) in cases {
+        let (url, seen) = serve(vec![(403, fields.clone()), (200, vec![])]).await;
+        // On the real clock: the retry's own delay sleeps on it (1 ms and its jitter here).
+        let layer = PoliteLayer::new(AdaptiveConfig::new(1_000.0))
+            .retry(RetryPolicy::new().base(Duration::from_millis(1)));
+        let res = client(&layer).oneshot(get(&url)).await.expect("answers");
+        let host = layer.host(&key(&url)).unwrap();
+        let want = if retried {
+            (200, 2, 1, 1)
+        } else {
+            (403, 1, 0, 0)
+        };
+        let got = (
+            res.status().as_u16(),
+            seen.load(Ordering::SeqCst),
+            host.retries,
+            host.throttled,
+        );
+        assert_eq!(got, want, "{fields:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_retry_after_of_an_hour_holds_the_host_for_the_hour() {
     let hour = Duration::from_secs(3_600);
