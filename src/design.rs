@@ -674,7 +674,9 @@
 //! ## 10. Rates learned from the server, and the client
 //!
 //! `tollgate_client::AdaptiveRate` keeps, per key, a rate under a ceiling (and, as far as
-//! throttles go, above a floor: an announced policy may be slower) and
+//! throttles go, above a floor: the server's word, an announced policy, a spread or a
+//! site's `Crawl-delay`, may be slower, below the configuration's lowest rate of one a day
+//! too, down to the slowest quota tollgate holds, one per 2^59 ns) and
 //! paces the key through a keyed [`Limiter`](crate::Limiter) with per-call quotas
 //! (`until_ready_with`, burst 1); a server's `Retry-After` is a `penalize` of the key. It
 //! lives in `tollgate-client`, over the core's public primitives (per-call quotas,

@@ -267,3 +267,49 @@ fn a_throttle_never_raises_a_rate_below_the_floor() {
     let after = rates.rate("slow.example");
     assert!(after <= before, "{before} -> {after}");
 }
+
+/// Admissions of `key` over `days` of fake time, asking once a minute; `renew` runs after
+/// each admission (a server repeating its fields on every answer).
+fn admitted_each_minute(
+    rates: &AdaptiveRate<str>,
+    clock: &ManualClock,
+    key: &str,
+    days: u64,
+    renew: impl Fn(),
+) -> u64 {
+    let mut n = 0;
+    for _ in 0..days * 24 * 60 {
+        if rates.check(key).is_ok() {
+            n += 1;
+            renew();
+        }
+        clock.advance(Duration::from_secs(60));
+    }
+    n
+}
+
+/// The server's word slower than a request a day (the configuration's lowest rate) is paced
+/// to exactly, not at one a day: a policy of 5 a week, 1 left for the next week, a site's
+/// ceiling of one every 2 days.
+#[test]
+fn the_servers_word_slower_than_a_day_is_paced_exactly() {
+    let week = Duration::from_secs(7 * 86_400);
+    let (r, clock) = rates(AdaptiveConfig::new(1.0));
+    let weekly = Quota::new(5, week);
+    r.announce("policy", weekly);
+    assert_eq!(r.quota("policy"), weekly.allow_burst(1));
+    assert!((r.rate("policy") - 5.0 / week.as_secs_f64()).abs() < 1e-15);
+    // Renewed on every answer, as a server sends it: 5 in the week, then 5 in the next.
+    let renew = || r.announce("policy", weekly);
+    assert_eq!(admitted_each_minute(&r, &clock, "policy", 7, renew), 5);
+    assert_eq!(admitted_each_minute(&r, &clock, "policy", 7, renew), 5);
+
+    let (r, clock) = rates(AdaptiveConfig::new(1.0));
+    r.spread("spread", 1, week);
+    assert_eq!(r.quota("spread").interval(), week);
+    assert_eq!(admitted_each_minute(&r, &clock, "spread", 7, || ()), 1);
+
+    let (r, clock) = rates(AdaptiveConfig::new(1.0));
+    r.set_ceiling("ceiling", Some(1.0 / (2.0 * 86_400.0))); // Crawl-delay: 172800
+    assert_eq!(admitted_each_minute(&r, &clock, "ceiling", 7, || ()), 4); // days 0, 2, 4, 6
+}

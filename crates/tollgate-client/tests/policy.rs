@@ -332,3 +332,21 @@ async fn answers_that_hold_the_host_are_counted() {
     }
     assert_eq!(holds, [1, 2, 2]); // a spent quota, a Retry-After; remaining 7 is no hold
 }
+
+#[tokio::test]
+async fn a_weekly_policy_is_paced_at_its_own_rate() {
+    // 5 a week: one every 1.4 days, slower than the configuration's lowest rate (a day).
+    let (url, _) =
+        script::serve(|_, _| ok(&[("ratelimit-policy", "\"weekly\";q=5;w=604800")])).await;
+    let clock = ManualClock::new();
+    let (layer, svc) = paced(&clock);
+    assert_eq!(get(&svc, &url).await, 200);
+    let host = layer.host(&key(&url)).unwrap();
+    assert!(host.announced);
+    assert!((host.rate - 5.0 / 604_800.0).abs() < 1e-15, "{host:?}");
+    // The next request's turn: a fifth of the week after the first, not a day.
+    assert_eq!(
+        held_for(&layer, &key(&url)),
+        Some(Duration::from_secs(604_800 / 5))
+    );
+}

@@ -6,7 +6,11 @@ use std::time::Duration;
 /// is the finest interval a [`Quota`](tollgate::Quota) can express).
 pub const MAX_RATE: f64 = 1e9;
 
-/// The lowest rate an [`AdaptiveConfig`] accepts: one request a day.
+/// The lowest rate an [`AdaptiveConfig`] accepts: one request a day. It bounds the
+/// configuration (its initial rate, floor and ceiling), not the server's word: an announced
+/// policy, a remaining count spread over its reset or a key's own ceiling may pace a key
+/// slower (a weekly quota at its rate), down to the slowest pace a
+/// [`Quota`](tollgate::Quota) can hold.
 pub const MIN_RATE: f64 = 1.0 / 86_400.0;
 
 /// How an [`AdaptiveRate`](crate::AdaptiveRate) moves each key's rate, in requests per second.

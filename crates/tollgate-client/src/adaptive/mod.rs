@@ -21,7 +21,7 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 use std::time::Duration;
 
-use state::{KeyRate, quota_for};
+use state::{KeyRate, SLOWEST, quota_for};
 use table::Table;
 use tollgate::hash::RandomState;
 use tollgate::{
@@ -389,8 +389,9 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     }
 
     /// The server announced its policy for `key` (`RateLimit-Policy`, `X-RateLimit-Limit`):
-    /// the key is paced at exactly that rate (at most the ceiling; below the floor too if the
-    /// server asks: the floor bounds only what throttles do), and successes no
+    /// the key is paced at exactly that rate (at most the ceiling; below the floor and
+    /// [`MIN_RATE`] too if the server asks, a weekly quota as well: the floor bounds only
+    /// what throttles do), and successes no
     /// longer probe above it. It is trusted for the policy's window (or the configuration's
     /// [`announcement_ttl`](AdaptiveConfig::announcement_ttl)) from now; then the key goes
     /// back to learning, from the rate it was paced at. A throttle under it lowers the rate
@@ -437,7 +438,9 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// refill up to 1 s, and `r / 1` would read a server that refills continuously as far
     /// slower than it is. A `remaining` of 0 spreads nothing either: it is a
     /// [`hold`](AdaptiveRate::hold) until the reset. The spread is not floored at the
-    /// configuration's floor (the server's word, as a hold is), only at [`MIN_RATE`].
+    /// configuration's floor nor at [`MIN_RATE`] (the server's word, as a hold is): 1 left
+    /// for a week paces at one a week, down to the slowest pace a [`Quota`] can hold (one
+    /// every 2^59 ns, about 18 years).
     ///
     /// # Examples
     ///
@@ -530,9 +533,10 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// `Crawl-delay` of `d` seconds (a ceiling of `1 / d`; see
     /// [`PoliteLayer::crawl_delay`](crate::PoliteLayer::crawl_delay)).
     ///
-    /// A ceiling is clamped to [`MIN_RATE`]..=[`MAX_RATE`] (a NaN or infinite one lifts
-    /// it); it is not clamped to the configuration's floor (a site that asks for one request
-    /// a minute gets that, whatever the floor). It lives with the key's learned state: a key
+    /// A ceiling is clamped to [`MAX_RATE`] (a NaN or infinite one lifts it); it is not
+    /// clamped to the configuration's floor nor to [`MIN_RATE`] (a site that asks for one
+    /// request a minute, or a week, gets that, whatever the floor), only to the slowest pace
+    /// a [`Quota`] can hold (one every 2^59 ns, about 18 years). It lives with the key's learned state: a key
     /// evicted from the table forgets it, as it forgets its rate.
     ///
     /// # Examples
@@ -555,7 +559,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
         let now = shared.limiter.now();
         let max = max
             .filter(|m| m.is_finite())
-            .map(|m| m.clamp(MIN_RATE, MAX_RATE));
+            .map(|m| m.clamp(SLOWEST, MAX_RATE));
         shared.table.with(self.hash(key), &shared.config, |k| {
             k.set_ceiling(&shared.config, max, now)
         });

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::config::{AdaptiveConfig, MAX_RATE, MIN_RATE};
+use super::config::{AdaptiveConfig, MAX_RATE};
 use tollgate::Quota;
 use tollgate::Timestamp;
 
@@ -352,7 +352,8 @@ impl KeyRate {
     ) {
         self.expire(now);
         let ceiling = self.own_ceiling(config);
-        let rate = rate_of(policy).clamp(MIN_RATE.min(ceiling), ceiling);
+        // No lower bound: a policy is a quota, so its rate is one a quota can pace at.
+        let rate = rate_of(policy).min(ceiling);
         let paced = if rate == rate_of(policy) {
             policy
         } else {
@@ -383,7 +384,7 @@ impl KeyRate {
     /// remaining count of 0 is a hold, not a pace (the layer holds the key instead).
     pub(crate) fn spread(&mut self, remaining: u64, reset: Duration, now: Timestamp) {
         self.spread = (remaining > 0 && reset > Duration::from_secs(1)).then(|| {
-            let pace = (remaining as f64 / reset.as_secs_f64()).clamp(MIN_RATE, MAX_RATE);
+            let pace = (remaining as f64 / reset.as_secs_f64()).clamp(SLOWEST, MAX_RATE);
             (pace, now + reset)
         });
         self.expire(now);
@@ -402,10 +403,19 @@ pub(crate) fn rate_of(quota: Quota) -> f64 {
     1.0 / quota.interval().as_secs_f64()
 }
 
-/// A burst-1 quota at `rate` per second (`rate` is within the configuration's bounds, so
-/// the interval is between a nanosecond and a day).
+/// The longest interval a [`Quota`] can have, in nanoseconds: 2^59 (about 18 years; see
+/// `Quota::try_new`).
+const LONGEST_NANOS: u64 = 1 << 59;
+
+/// The slowest rate a [`Quota`] can pace at, in requests per second: one every
+/// [`LONGEST_NANOS`]. The server's own word (an announced policy, a spread, a site's
+/// ceiling) is paced down to it; what throttles teach stays above the floor.
+pub(crate) const SLOWEST: f64 = 1e9 / LONGEST_NANOS as f64;
+
+/// A burst-1 quota at `rate` per second, its interval rounded up (never faster than
+/// `rate`), between a nanosecond and [`LONGEST_NANOS`].
 pub(crate) fn quota_for(rate: f64) -> Quota {
-    let nanos = (1e9 / rate).ceil().clamp(1.0, 86_400e9);
+    let nanos = (1e9 / rate).ceil().clamp(1.0, LONGEST_NANOS as f64);
     Quota::with_period(Duration::from_nanos(nanos as u64))
 }
 
@@ -482,5 +492,12 @@ mod tests {
     fn quota_round_trip() {
         assert_eq!(quota_for(10.0), Quota::per_second(10).allow_burst(1));
         assert_eq!(rate_of(Quota::per_second(4)), 4.0);
+        // Down to the slowest quota, never beyond it (a rate of 0 would be forever).
+        let longest = Duration::from_nanos(LONGEST_NANOS);
+        assert_eq!(quota_for(SLOWEST).interval(), longest);
+        assert_eq!(quota_for(SLOWEST / 2.0).interval(), longest);
+        assert_eq!(quota_for(0.0).interval(), longest);
+        let week = Duration::from_secs(7 * 86_400);
+        assert_eq!(quota_for(1.0 / week.as_secs_f64()).interval(), week);
     }
 }
