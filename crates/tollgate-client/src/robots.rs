@@ -17,9 +17,14 @@ use std::time::Duration;
 /// §2.2.1 matches) apply, all of them combined; if none does, the `User-agent: *` groups
 /// apply. Among their `Crawl-delay` lines the longest valid one wins (a site that says two
 /// things is taken at its most cautious). A value is a decimal number of seconds (`10`,
-/// `0.5`); a negative, non-numeric or non-finite value is ignored. Comments (`#` to the end
-/// of a line) and blank lines are skipped; keys are case-insensitive; lines end at LF, CRLF
-/// or CR, and a leading byte-order mark is skipped.
+/// `0.5`); a negative, non-numeric or non-finite value is ignored.
+///
+/// A group is its `User-agent` lines, then its rules: `Allow`, `Disallow` and
+/// `Crawl-delay`. A `User-agent` line after a rule starts the next group; other records
+/// (`Sitemap`, `Host`, keys the parser does not know) belong to no group (RFC 9309 §2.2.4),
+/// so they neither end the `User-agent` lines nor the group. Comments (`#` to the end of a
+/// line) and blank lines are skipped; keys are case-insensitive; lines end at LF, CRLF or
+/// CR, and a leading byte-order mark is skipped.
 ///
 /// # Examples
 ///
@@ -47,7 +52,8 @@ pub fn crawl_delay(robots_txt: &str, user_agent: &str) -> Option<Duration> {
     let mut any: Option<Duration> = None;
     let mut named_seen = false;
     // The current group: whether it names the crawler, and `*`; and whether its
-    // user-agent lines are over (a user-agent line after a rule starts a new group).
+    // user-agent lines are over (a user-agent line after a rule starts a new group; a
+    // record of no group, such as `Sitemap`, leaves them open).
     let (mut names_us, mut names_all, mut in_rules) = (false, false, false);
     // A byte-order mark before the first line (files saved on Windows) is no part of it;
     // a line ends at LF, CRLF or a lone CR (RFC 9309, §2.2: EOL).
@@ -70,8 +76,12 @@ pub fn crawl_delay(robots_txt: &str, user_agent: &str) -> Option<Duration> {
             }
             continue;
         }
+        let delay = key.eq_ignore_ascii_case("crawl-delay");
+        if !delay && !key.eq_ignore_ascii_case("allow") && !key.eq_ignore_ascii_case("disallow") {
+            continue; // a record of no group
+        }
         in_rules = true;
-        if !key.eq_ignore_ascii_case("crawl-delay") {
+        if !delay {
             continue;
         }
         let Some(delay) = parse_delay(value) else {
@@ -126,6 +136,30 @@ mod tests {
         );
         assert_eq!(crawl_delay("crawl-delay: 4\n", "a"), None); // outside any group
         assert_eq!(crawl_delay("", ""), None);
+    }
+
+    #[test]
+    fn records_of_no_group_neither_end_the_user_agent_lines_nor_the_group() {
+        // RFC 9309 §2.2.4: a `Sitemap` (or any record the protocol does not define) is
+        // outside the groups. `a` and `b` are one group.
+        let robots = "User-agent: a\nSitemap: https://example.com/s.xml\n\
+                      User-agent: b\nCrawl-delay: 5\n";
+        assert_eq!(crawl_delay(robots, "a"), Some(Duration::from_secs(5)));
+        assert_eq!(crawl_delay(robots, "b"), Some(Duration::from_secs(5)));
+        let robots = "User-agent: a\nHost: example.com\nx-unknown: 1\nUser-agent: b\n\
+                      Disallow: /x\nSitemap: https://example.com/s.xml\nCrawl-delay: 5\n\
+                      User-agent: c\nCrawl-delay: 1\n";
+        assert_eq!(crawl_delay(robots, "a"), Some(Duration::from_secs(5)));
+        assert_eq!(crawl_delay(robots, "c"), Some(Duration::from_secs(1))); // a new group
+        // A rule ends the user-agent lines: `allow`, `disallow` and `crawl-delay` alike.
+        for rule in ["Allow: /", "Disallow: /x", "Crawl-delay: 2"] {
+            let robots = format!("User-agent: a\n{rule}\nUser-agent: b\nCrawl-delay: 9\n");
+            assert_ne!(
+                crawl_delay(&robots, "a"),
+                Some(Duration::from_secs(9)),
+                "{rule}"
+            );
+        }
     }
 
     #[test]
