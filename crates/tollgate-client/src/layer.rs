@@ -487,7 +487,9 @@ impl PoliteLayer {
     /// of `user_agent` ([`crawl_delay`](crate::crawl_delay)), `d` seconds, becomes the
     /// host's ceiling of `1 / d` requests per second
     /// ([`AdaptiveRate::set_ceiling`]); learned and announced rates stay under it. Returns
-    /// the delay found; none (or a delay of 0) leaves the host's ceiling as it was.
+    /// the delay found; none (or a delay of 0) leaves the host's ceiling as it was. A delay
+    /// longer than tollgate can pace (one request per 2^59 ns, about 18 years; an overlong
+    /// value is [`Duration::MAX`]) paces the host at that slowest rate.
     ///
     /// Opt-in, and the robots.txt is yours to fetch: the layer never sends a request its
     /// caller did not make, and you keep your own cache of robots.txt and your own policy

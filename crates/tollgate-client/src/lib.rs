@@ -26,8 +26,9 @@
 //!   layer cannot measure (`"concurrent-requests"`, others) is ignored and reported in
 //!   [`HostSnapshot::ignored_unit`].
 //! * robots.txt `Crawl-delay`, opt-in: [`crawl_delay`] reads it for a user agent (groups,
-//!   `*`, malformed values skipped) and [`PoliteLayer::crawl_delay`] seeds the host's
-//!   ceiling from it ([`AdaptiveRate::set_ceiling`]); you fetch the robots.txt.
+//!   `*`, malformed values skipped, an overlong one taken as the longest) and
+//!   [`PoliteLayer::crawl_delay`] seeds the host's ceiling from it
+//!   ([`AdaptiveRate::set_ceiling`]); you fetch the robots.txt.
 //! * Holds are honoured whatever the status carrying them: `Retry-After` on a refusal, and
 //!   a spent quota (`RateLimit: r=0;t=N`, or `X-RateLimit-Remaining: 0` with
 //!   `X-RateLimit-Reset`) on any status, a 200, a 403 (GitHub's spent primary limit), a 429

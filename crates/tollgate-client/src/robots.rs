@@ -17,7 +17,8 @@ use std::time::Duration;
 /// §2.2.1 matches) apply, all of them combined; if none does, the `User-agent: *` groups
 /// apply. Among their `Crawl-delay` lines the longest valid one wins (a site that says two
 /// things is taken at its most cautious). A value is a decimal number of seconds (`10`,
-/// `0.5`); a negative, non-numeric or non-finite value is ignored.
+/// `0.5`); a negative, non-numeric or non-finite value is ignored, and one too long for a
+/// `Duration` is [`Duration::MAX`], the longest delay there is (not no delay).
 ///
 /// A group is its `User-agent` lines, then its rules: `Allow`, `Disallow` and
 /// `Crawl-delay`. A `User-agent` line after a rule starts the next group; other records
@@ -105,14 +106,17 @@ fn product_token(user_agent: &str) -> &str {
         .unwrap_or("")
 }
 
-/// A non-negative decimal number of seconds; `None` for anything else (or a delay too long
-/// for a `Duration`).
+/// A non-negative decimal number of seconds, [`Duration::MAX`] if it is longer; `None` for
+/// anything else.
 fn parse_delay(value: &str) -> Option<Duration> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         return None; // no sign, exponent, `inf` or `NaN`
     }
     let secs: f64 = value.parse().ok()?;
-    Duration::try_from_secs_f64(secs).ok()
+    // Digits and a dot: a number, so the only error left is its size (too long for a
+    // `Duration`, or for an `f64`, which parses it as infinity). The site asked for more
+    // than can be waited: the longest wait, never none (a later, shorter line would win).
+    Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }
 
 #[cfg(test)]
@@ -163,17 +167,26 @@ mod tests {
     }
 
     #[test]
-    fn malformed_values_are_skipped() {
-        for bad in [
-            "-1",
-            "1e3",
-            "inf",
-            "NaN",
-            "",
-            "ten",
-            "1.2.3",
-            "99999999999999999999999",
+    fn a_delay_too_long_for_a_duration_is_the_longest_not_none() {
+        for long in [
+            "99999999999999999999",
+            "99999999999999999999.5",
+            &"9".repeat(400),
         ] {
+            let robots = format!("User-agent: *\nCrawl-delay: {long}\nCrawl-delay: 1\n");
+            assert_eq!(crawl_delay(&robots, "x"), Some(Duration::MAX), "{long}");
+        }
+        // The longest that fits is read as it is.
+        let robots = "User-agent: *\nCrawl-delay: 18446744073\n";
+        assert_eq!(
+            crawl_delay(robots, "x"),
+            Some(Duration::from_secs(18_446_744_073))
+        );
+    }
+
+    #[test]
+    fn malformed_values_are_skipped() {
+        for bad in ["-1", "1e3", "inf", "NaN", "", "ten", "1.2.3", "."] {
             let robots = format!("User-agent: *\nCrawl-delay: {bad}\nCrawl-delay: 0.25\n");
             assert_eq!(
                 crawl_delay(&robots, "x"),

@@ -88,6 +88,21 @@ async fn a_crawl_delay_paces_the_host_at_one_request_per_delay() {
     assert_eq!(seen.load(Ordering::SeqCst), 3);
 }
 
+/// A delay too long for a `Duration` is the longest there is, not none (nor a later line's
+/// 1 s): the host is paced at the slowest a quota holds, one request per 2^59 ns (about 18
+/// years).
+#[test]
+fn an_overlong_crawl_delay_paces_the_host_at_the_slowest_quota() {
+    let layer = PoliteLayer::new(AdaptiveConfig::new(10.0));
+    let robots = "User-agent: *\nCrawl-delay: 99999999999999999999\nCrawl-delay: 1\n";
+    assert_eq!(
+        layer.crawl_delay("h:80", robots, "mybot"),
+        Some(Duration::MAX)
+    );
+    let slowest = Duration::from_nanos(1 << 59);
+    assert_eq!(layer.rates().quota("h:80").interval(), slowest);
+}
+
 #[tokio::test]
 async fn a_robots_txt_without_a_delay_for_the_crawler_leaves_the_host_alone() {
     let layer = PoliteLayer::new(AdaptiveConfig::new(10.0));
