@@ -711,7 +711,9 @@
 //! another turn at the new quota, behind the waits already queued at it (fewer than
 //! `max_in_flight`, each holding a permit; the attempts queued at the old rate rejoin in
 //! their old order). Each extra turn needs the rate to have slowed again during the
-//! previous one. And since the key's state was sized at the old interval, an answer that
+//! previous one, by more than an eighth: a spread follows the server's counts answer by
+//! answer, and turns taken again for its small moves cost every queued attempt a cell
+//! each time (a host's pace collapsed under GitHub-style counts). And since the key's state was sized at the old interval, an answer that
 //! slows the host moves its next admission out to the new interval after its latest send
 //! (a `penalize`; the layer records that send, which the limiter's state cannot tell once
 //! its next admission is past). The permit goes out in the

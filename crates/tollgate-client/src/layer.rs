@@ -61,8 +61,10 @@ const SERVER_ERROR_RUN: u32 = 3;
 ///
 /// A slower rate (an announced policy, a 429's decrease, a spread) applies from the answer
 /// that brings it: to the attempts already queued for their turn at the old rate (each
-/// takes its turn again at the new one, after its old turn comes), and to the next
-/// request, which follows the host's latest send by the new interval, not the old.
+/// takes its turn again at the new one, after its old turn comes, unless the interval grew
+/// by an eighth or less: a spread's small moves answer by answer would otherwise cost each
+/// queued attempt a cell every time), and to the next request, which follows the host's
+/// latest send by the new interval, not the old.
 ///
 /// A run of 3 plain 5xx answers in a row (without `Retry-After`) lowers the host's rate as
 /// a 429 does, unless the host announced its policy: a server failing under load gets less
@@ -915,7 +917,11 @@ where
                             // their old turns came, so they keep their order among
                             // themselves. Each extra turn needs the rate to have slowed
                             // again during the last one, a wait of at least its interval.
-                            if shared.rates.quota(&key).interval() > quota.interval() {
+                            // A slowdown of an eighth or less is let pass: a spread follows
+                            // the server's counts answer by answer, and each small move
+                            // would cost every queued attempt a cell.
+                            let interval = shared.rates.quota(&key).interval();
+                            if interval > quota.interval() + quota.interval() / 8 {
                                 continue;
                             }
                             break quota.interval();

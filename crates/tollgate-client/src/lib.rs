@@ -11,8 +11,8 @@
 //!   a success raises it, a 429 (or a 503 with `Retry-After`, or a 403 that refuses for
 //!   rate) lowers it, and an announced policy (`RateLimit-Policy`, `X-RateLimit-Limit;w=`)
 //!   is paced to exactly. A slower rate applies from the answer that brings it, to the
-//!   requests already queued for their turn too, and the next request follows the host's
-//!   latest send by the new interval.
+//!   requests already queued for their turn too (if it slows by more than an eighth), and
+//!   the next request follows the host's latest send by the new interval.
 //! * An announcement is trusted for its window (or [`AdaptiveConfig::announcement_ttl`]),
 //!   then the host goes back to learning; a 429 under it lowers the rate below it (the
 //!   quota is shared, or smaller than said), and renewals keep it there. A remaining count

@@ -157,6 +157,44 @@ async fn an_announced_slower_policy_paces_the_requests_already_queued() {
     assert!(stamps.len() >= 10, "{stamps:?}");
 }
 
+/// A slowdown of an eighth or less (here 20 a second announced as 19) lets the requests
+/// already queued go at their turns: were each to take a turn again, as for a larger one,
+/// the small moves of a spread (which follows the server's counts answer by answer) would
+/// cost every queued request a cell each time, and the host's pace would collapse. Paced
+/// at 19 or 20 a second over 2 s, not stalled behind turns taken twice (31 sends).
+#[tokio::test]
+async fn a_small_slowdown_lets_the_queued_requests_go_at_their_turns() {
+    let (url, _) =
+        script::serve(|_, _| answer(200, &[("ratelimit-policy", "\"p\";q=19;w=1")])).await;
+    let clock = ManualClock::new();
+    let (layer, svc, stamps) = stamped(&clock, 20.0);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (svc, url) = (svc.clone(), url.clone());
+            tokio::spawn(async move {
+                loop {
+                    get(svc.clone(), url.clone()).await;
+                }
+            })
+        })
+        .collect();
+    until("the first answer is applied", || {
+        layer.host(&key(&url)).is_some_and(|h| h.successes == 1)
+    })
+    .await;
+    assert!((layer.host(&key(&url)).unwrap().rate - 19.0).abs() < 1e-6);
+    step(&clock, Duration::from_millis(2), 1_000).await;
+    for t in tasks {
+        t.abort();
+    }
+    let stamps = stamps.lock().unwrap().clone();
+    assert!(stamps.len() >= 36, "{} sent: {stamps:?}", stamps.len());
+    assert!(
+        most_in_window(&stamps, Duration::from_secs(1)) <= 21,
+        "{stamps:?}"
+    );
+}
+
 /// Eight requests at once to a host that answers the first with a 429 without
 /// `Retry-After`: the rate drops from 20 to 16 a second (the decrease 0.8), and the seven
 /// requests queued at 20 a second go out at least 62.5 ms apart, not 50.
