@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 use tollgate::{Quota, Refused};
 
 use crate::admitted::{Admitted, Source};
+use crate::conn::Conn;
 use crate::engine::{Engine, within_burst};
 use crate::fault::FaultPolicy;
 use crate::limiter::FleetLimiter;
@@ -496,22 +497,24 @@ impl Engine {
 
     /// Runs the script on one group; `Err` when Redis failed or was late (counted).
     async fn run_group(&self, plans: &[Planned], group: &[usize]) -> Result<GroupReply, ()> {
-        let call = self.server.link.get().eval(
-            &SCRIPT,
-            CHECK_ALL_LUA,
-            |cmd| {
-                cmd.arg(group.len());
-                for &i in group {
-                    cmd.arg(&plans[i].key);
-                }
-                cmd.arg("check");
-                for &i in group {
-                    let p = &plans[i];
-                    cmd.arg(p.interval_us).arg(p.burst).arg(p.n);
-                }
-            },
-            || self.counters.observer.script_reload(&self.counters),
-        );
+        let call = |conn: Conn| {
+            conn.eval(
+                &SCRIPT,
+                CHECK_ALL_LUA,
+                |cmd| {
+                    cmd.arg(group.len());
+                    for &i in group {
+                        cmd.arg(&plans[i].key);
+                    }
+                    cmd.arg("check");
+                    for &i in group {
+                        let p = &plans[i];
+                        cmd.arg(p.interval_us).arg(p.burst).arg(p.n);
+                    }
+                },
+                || self.counters.observer.script_reload(&self.counters),
+            )
+        };
         let sent = Instant::now();
         let values: Vec<i64> = self
             .server
@@ -567,21 +570,23 @@ impl Engine {
                     cache.remove(&plans[i].key);
                 }
             }
-            let call = self.server.link.get().eval(
-                &SCRIPT,
-                CHECK_ALL_LUA,
-                |cmd| {
-                    cmd.arg(group.len());
-                    for &i in group.iter() {
-                        cmd.arg(&plans[i].key);
-                    }
-                    cmd.arg("refund");
-                    for &(prev, new) in tats {
-                        cmd.arg(prev).arg(new);
-                    }
-                },
-                || self.counters.observer.script_reload(&self.counters),
-            );
+            let call = |conn: Conn| {
+                conn.eval(
+                    &SCRIPT,
+                    CHECK_ALL_LUA,
+                    |cmd| {
+                        cmd.arg(group.len());
+                        for &i in group.iter() {
+                            cmd.arg(&plans[i].key);
+                        }
+                        cmd.arg("refund");
+                        for &(prev, new) in tats {
+                            cmd.arg(prev).arg(new);
+                        }
+                    },
+                    || self.counters.observer.script_reload(&self.counters),
+                )
+            };
             let reply: Result<(u64, u64), _> = self
                 .server
                 .call(

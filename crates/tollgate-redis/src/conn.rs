@@ -29,7 +29,8 @@
 //! until the kernel gives up on the socket (about 15 minutes) or, behind a proxy, for ever.
 //!
 //! So the call path tells the link how each call went ([`Link::answered`],
-//! [`Link::timed_out`]), and after `after` calls in a row on one range of slots timed out
+//! [`Link::timed_out`]; on the connection it went on: calls still in flight on a replaced
+//! one count no more, and a new connection starts with no timeouts against it), and after `after` calls in a row on one range of slots timed out
 //! (the breaker's failures, 5 by default), the link builds a new connection from what the
 //! first was built from: on one server a new [`ConnectionManager`], on a cluster a new
 //! cluster connection, which reads the slot map afresh (so a promoted replica is found).
@@ -45,7 +46,9 @@
 //! answer and is never reconnected to; one that answers none in time is reconnected to at
 //! most once a second, as a hung one is.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -184,6 +187,10 @@ pub(crate) struct Link {
     /// Timeouts in a row on a range that start a replacement (at least 1).
     after: u32,
     patience: Duration,
+    /// How many times the connection was replaced: a call's outcome counts only for the
+    /// connection it was sent on (calls still in flight on the old one time out after the
+    /// swap, and must not condemn the new one).
+    generation: AtomicU64,
     /// Whether a replacement is being built, and when the last started (ns since `base`,
     /// plus 1; 0: never).
     replacing: AtomicBool,
@@ -206,19 +213,21 @@ impl Link {
                 .collect(),
             after: after.max(1),
             patience,
+            generation: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
             last: AtomicU64::new(0),
             base: Instant::now(),
         })
     }
 
-    /// The current connection (a clone: clones share it).
-    pub(crate) fn get(&self) -> Conn {
+    /// The current connection (a clone: clones share it) and its generation, read under
+    /// the same lock as the swap writes both: a call's outcome is told with it
+    /// ([`answered`](Self::answered), [`timed_out`](Self::timed_out)).
+    pub(crate) fn get(&self) -> (Conn, u64) {
         // A panic while the lock was held cannot leave a `Conn` half written: take it.
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        // ordering: Relaxed: the swap changes it under the write lock, which orders it.
+        (current.clone(), self.generation.load(Relaxed))
     }
 
     /// Whether the keys live on a cluster (so a script's keys must share a hash slot).
@@ -233,7 +242,11 @@ impl Link {
     }
 
     /// A call on `route` was answered (an error reply included): its range is not hung.
-    pub(crate) fn answered(&self, route: Route) {
+    pub(crate) fn answered(&self, route: Route, generation: u64) {
+        // ordering: Relaxed: a stale read only lets one outcome count (or not) once more.
+        if generation != self.generation.load(Relaxed) {
+            return;
+        }
         // ordering: Relaxed: a count that publishes nothing. Loaded first so that a healthy
         // call writes nothing shared.
         let silent = &self.silent[route.index];
@@ -245,9 +258,14 @@ impl Link {
     /// A call on `route` timed out; whether this started a replacement of the connection
     /// (`after` in a row on the range, none in flight, none started in the last
     /// [`REPLACE_EVERY`]).
-    pub(crate) fn timed_out(self: &Arc<Self>, route: Route) -> bool {
-        // ordering: Relaxed throughout: `replacing` elects one caller, and the connection
-        // itself is published by the `RwLock`.
+    pub(crate) fn timed_out(self: &Arc<Self>, route: Route, generation: u64) -> bool {
+        // ordering: as in `answered`.
+        if generation != self.generation.load(Relaxed) {
+            return false; // sent on a connection replaced since
+        }
+        // ordering: the counts are Relaxed: they publish nothing. `replacing` elects one
+        // caller (Acquire), whose read of `last` then follows the previous winner's write
+        // of it (`replacing` released with Release after it).
         let in_a_row = self.silent[route.index]
             .fetch_add(1, Relaxed)
             .saturating_add(1);
@@ -256,7 +274,7 @@ impl Link {
         }
         if self
             .replacing
-            .compare_exchange(false, true, Relaxed, Relaxed)
+            .compare_exchange(false, true, Acquire, Relaxed)
             .is_err()
         {
             return false;
@@ -268,7 +286,7 @@ impl Link {
         let last = self.last.load(Relaxed);
         let every = u64::try_from(REPLACE_EVERY.as_nanos()).unwrap_or(u64::MAX);
         if last != 0 && now < last.saturating_add(every) {
-            self.replacing.store(false, Relaxed);
+            self.replacing.store(false, Release);
             return false;
         }
         self.last.store(now, Relaxed);
@@ -298,8 +316,8 @@ struct Replacing(Weak<Link>);
 impl Drop for Replacing {
     fn drop(&mut self) {
         if let Some(link) = self.0.upgrade() {
-            // ordering: as in `Link::timed_out`.
-            link.replacing.store(false, Relaxed);
+            // ordering: Release, as in `Link::timed_out`.
+            link.replacing.store(false, Release);
         }
     }
 }
@@ -312,6 +330,13 @@ async fn replace(origin: Origin, patience: Duration, replacing: Replacing) {
     {
         let mut current = link.current.write().unwrap_or_else(PoisonError::into_inner);
         let old = std::mem::replace(&mut *current, conn);
+        // A new generation: what is still in flight on the old connection no longer counts,
+        // and the new one starts with no timeouts against it. ordering: Relaxed, under the
+        // write lock (`Link::get`).
+        link.generation.fetch_add(1, Relaxed);
+        for silent in &link.silent {
+            silent.store(0, Relaxed);
+        }
         drop(current);
         drop(old); // outside the lock: the last clone of a connection ends its tasks
     }

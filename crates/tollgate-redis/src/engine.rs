@@ -18,6 +18,7 @@ use tollgate::{Clock, Error, Limiter, MonotonicClock, Quota};
 
 use crate::admitted::{Admitted, Source};
 use crate::cache::{LocalCache, Lookup, ProbeGuard};
+use crate::conn::Conn;
 use crate::fault::{FaultPolicy, Unavailable, share};
 use crate::lease::{Lease, LeaseStore, Spend};
 use crate::presence::Presence;
@@ -463,13 +464,10 @@ impl Engine {
         if let Some(fallback) = &self.fallback {
             fallback.reset(&key);
         }
-        let mut conn = self.server.link.get();
         let mut cmd = redis::cmd("DEL");
         cmd.arg(&key);
-        let deleted: i64 = self
-            .server
-            .call(&self.counters, &key, "reset", cmd.query_async(&mut conn))
-            .await?;
+        let del = |mut conn: Conn| async move { cmd.query_async(&mut conn).await };
+        let deleted: i64 = self.server.call(&self.counters, &key, "reset", del).await?;
         Ok(deleted > 0)
     }
 

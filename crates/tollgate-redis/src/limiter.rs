@@ -375,7 +375,7 @@ impl FleetLimiter {
     /// # }
     /// ```
     pub async fn memory_policy(&self) -> Result<MemoryPolicy, Unavailable> {
-        crate::memory::ask(self.inner.server.link.get(), self.inner.server.timeout).await
+        crate::memory::ask(self.inner.server.link.get().0, self.inner.server.timeout).await
     }
 
     /// Forgets `key` in Redis (its next request is its first), in this node's fast path and

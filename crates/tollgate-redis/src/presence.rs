@@ -80,7 +80,7 @@ pub(crate) async fn beat(presence: Weak<Presence>) {
         };
         let every = presence.every;
         let window = (every * 3).as_millis().max(1) as u64;
-        let mut conn = presence.link.get();
+        let (mut conn, _) = presence.link.get();
         // `EVAL` with the text, not `EVALSHA`: a few hundred bytes a second, and the
         // limiter's own script calls (`EVALSHA`) stay countable apart from the beats.
         let mut cmd = redis::cmd("EVAL");

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use std::sync::Arc;
 
 use crate::breaker::{Breaker, Change, Outcome, Pass};
-use crate::conn::Link;
+use crate::conn::{Conn, Link};
 use crate::fault::{Unavailable, unreachable};
 use crate::observe::Route;
 use crate::offset::ServerClock;
@@ -76,20 +76,22 @@ impl Server {
                 Arg::Num(_) => None,
             })
             .unwrap_or("other");
-        let call = self.link.get().eval(
-            &self.script,
-            GCRA_LUA,
-            |cmd| {
-                cmd.arg(1).arg(key);
-                for a in &args {
-                    match *a {
-                        Arg::Op(op) => cmd.arg(op),
-                        Arg::Num(x) => cmd.arg(x),
-                    };
-                }
-            },
-            || c.observer.script_reload(c),
-        );
+        let call = |conn: Conn| {
+            conn.eval(
+                &self.script,
+                GCRA_LUA,
+                |cmd| {
+                    cmd.arg(1).arg(key);
+                    for a in &args {
+                        match *a {
+                            Arg::Op(op) => cmd.arg(op),
+                            Arg::Num(x) => cmd.arg(x),
+                        };
+                    }
+                },
+                || c.observer.script_reload(c),
+            )
+        };
         let values: Vec<i64> = self.call(c, key, op, call).await?;
         let reply = Reply::from_values(&values);
         if let Some(r) = &reply {
@@ -104,16 +106,19 @@ impl Server {
         })
     }
 
-    /// Sends one call of the limit on `key`: not at all while the key's breaker is open,
-    /// else within the per-call timeout; counts it, and its fault, and tells the breaker how
-    /// it went.
-    pub(crate) async fn call<T>(
+    /// Sends one call of the limit on `key` (`send` makes it on the connection it is given):
+    /// not at all while the key's breaker is open, else within the per-call timeout; counts
+    /// it, and its fault, and tells the breaker and the connection how it went.
+    pub(crate) async fn call<T, F>(
         &self,
         c: &Counters,
         key: &[u8],
         op: &'static str,
-        fut: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, Unavailable> {
+        send: impl FnOnce(Conn) -> F,
+    ) -> Result<T, Unavailable>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
         let now = || self.local_clock.now().as_nanos();
         // The breaker first: while it is open the call is not sent, and the caller's fault
         // policy answers at once (`breaker.rs`).
@@ -131,6 +136,10 @@ impl Server {
             },
             None => None,
         };
+        // Taken past the breaker (a short-circuited call touches no connection), with its
+        // generation: the outcome counts against that connection only (`conn.rs`).
+        let (conn, generation) = self.link.get();
+        let fut = send(conn);
         bump(&c.round_trips);
         let sent = c.observer.sent();
         let answer = crate::rt::timeout(self.timeout, fut)
@@ -160,9 +169,9 @@ impl Server {
         // The connection hears how it went: calls that time out in a row on a range get it
         // replaced (`conn.rs`, "A connection that hangs").
         match &result {
-            Err(Unavailable::Timeout(_)) => self.timed_out(c, route),
+            Err(Unavailable::Timeout(_)) => self.timed_out(c, route, generation),
             Err(Unavailable::Redis(e)) if unreachable(e) => {}
-            _ => self.link.answered(route),
+            _ => self.link.answered(route, generation),
         }
         if let Some(mut guard) = pass {
             let outcome = match &result {
@@ -192,8 +201,8 @@ impl Server {
 impl Server {
     /// A call on `route` timed out: the link counts it, and may start replacing the
     /// connection (counted, and said once).
-    fn timed_out(&self, c: &Counters, route: Route) {
-        if self.link.timed_out(route) {
+    fn timed_out(&self, c: &Counters, route: Route, generation: u64) {
+        if self.link.timed_out(route, generation) {
             c.observer.reconnecting(c, route);
         }
     }
