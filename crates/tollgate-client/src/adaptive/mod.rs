@@ -132,6 +132,13 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
     /// let rates = AdaptiveRate::<str>::with_clock(AdaptiveConfig::new(5.0), ManualClock::new());
     /// assert_eq!(rates.now(), tollgate::Timestamp::ZERO);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If a clock of your own (not one of tollgate's) already reads more than 2^58 ns (9.1
+    /// years) after its origin, as one counting from the Unix epoch does: a limiter's time
+    /// stops 2^59 ns after the origin ([`Clock`]).
+    #[track_caller]
     pub fn with_clock(config: AdaptiveConfig, clock: impl Clock) -> AdaptiveRate<K> {
         // The bytes' limiter: every wait on it names the key's byte policy, so its default
         // quota is never used.
@@ -678,6 +685,7 @@ impl<K: Hash + ?Sized> AdaptiveRate<K> {
 /// Two limiters on one clock. tollgate's own clocks are cloned, so that the limiters still
 /// recognise them (waits on a [`ManualClock`] sleep on its fake time, the monotonic clock
 /// is read without dynamic dispatch); any other clock is shared behind an `Arc`.
+#[track_caller]
 fn two_on<K: Hash + ?Sized, C: Clock>(
     clock: C,
     builder: impl Fn() -> tollgate::LimiterBuilder<K>,
