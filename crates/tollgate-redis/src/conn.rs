@@ -255,7 +255,8 @@ impl Link {
         }
     }
 
-    /// A call on `route` timed out; whether this started a replacement of the connection
+    /// A call on `route` timed out (or was refused the credentials, which a new connection
+    /// presents afresh); whether this started a replacement of the connection
     /// (`after` in a row on the range, none in flight, none started in the last
     /// [`REPLACE_EVERY`]).
     pub(crate) fn timed_out(self: &Arc<Self>, route: Route, generation: u64) -> bool {

@@ -61,8 +61,9 @@
 //!   drops; on a cluster, the `redis` crate's cluster connection, which reconnects to the
 //!   nodes and refreshes its slot map on errors and `MOVED`. Neither notices a connection
 //!   that stays open and answers nothing (a hung server, a proxy whose upstream hangs, a
-//!   host partitioned away without a reset): after as many timeouts in a row as open the
-//!   breaker, the limiter builds a new connection (on a cluster, with the slot map read
+//!   host partitioned away without a reset), nor credentials the server has since come to
+//!   accept: after as many timeouts or refused credentials in a row as open the breaker,
+//!   the limiter builds a new connection (on a cluster, with the slot map read
 //!   afresh, so a promoted replica is found) and uses it once it connects; one at a time,
 //!   at most one a second, and never while calls are answered in time
 //!   ([`Stats::reconnects`], `src/conn.rs`).

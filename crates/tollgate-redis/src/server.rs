@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::breaker::{Breaker, Change, Outcome, Pass};
 use crate::conn::{Conn, Link};
-use crate::fault::{Unavailable, unreachable};
+use crate::fault::{Unavailable, refuses_credentials, unreachable};
 use crate::observe::Route;
 use crate::offset::ServerClock;
 use crate::script::{GCRA_LUA, Reply};
@@ -167,9 +167,14 @@ impl Server {
         };
         c.observer.outcome(c, route, &result);
         // The connection hears how it went: calls that time out in a row on a range get it
-        // replaced (`conn.rs`, "A connection that hangs").
+        // replaced (`conn.rs`, "A connection that hangs"), as do refused credentials: the
+        // `redis` crate's connection keeps the refusal of its first connect for good, and a
+        // new one presents them afresh (a password since set on the server to match).
         match &result {
             Err(Unavailable::Timeout(_)) => self.timed_out(c, route, generation),
+            Err(Unavailable::Redis(e)) if refuses_credentials(e) => {
+                self.timed_out(c, route, generation);
+            }
             Err(Unavailable::Redis(e)) if unreachable(e) => {}
             _ => self.link.answered(route, generation),
         }
@@ -199,8 +204,8 @@ impl Server {
 }
 
 impl Server {
-    /// A call on `route` timed out: the link counts it, and may start replacing the
-    /// connection (counted, and said once).
+    /// A call on `route` timed out (or its credentials were refused): the link counts it,
+    /// and may start replacing the connection (counted, and said once).
     fn timed_out(&self, c: &Counters, route: Route, generation: u64) {
         if self.link.timed_out(route, generation) {
             c.observer.reconnecting(c, route);

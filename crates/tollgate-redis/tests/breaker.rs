@@ -216,3 +216,45 @@ async fn a_server_that_refuses_the_credentials_opens_the_breaker() {
         tollgate_redis::MemoryPolicy::NoEviction
     );
 }
+
+/// A password set on the server to match the limiter's is picked up: the `redis` crate's
+/// connection keeps the refusal of its first connect for good, so refused credentials count
+/// toward a new connection as timeouts do, and the new one presents them afresh.
+#[tokio::test]
+async fn a_password_set_on_the_server_to_match_is_picked_up() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = |auth: &str| format!("redis://{auth}127.0.0.1:{}/", server.port);
+    let l = FleetLimiter::builder(Quota::per_second(1000))
+        .timeout(common::FAULT_TIMEOUT)
+        .fault_policy(FaultPolicy::FailOpen)
+        .circuit_breaker(3, COOL_DOWN)
+        .connect(redis::Client::open(url(":wrong@")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(l.check("k").await.unwrap().source(), Source::FailOpen);
+    // The operator sets the server's password to the one the fleet was given.
+    let mut admin = redis::Client::open(url(":s3cret@"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("wrong")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    // A hang guard, not a measured time: the breaker probes every 400 ms, and the third
+    // refusal in a row starts a new connection.
+    let mut answered = false;
+    for _ in 0..300 {
+        if l.check("k").await.unwrap().source() == Source::Redis {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "Redis never answered again: {:?}", l.stats());
+    assert!(l.stats().reconnects >= 1, "{:?}", l.stats());
+}
