@@ -157,7 +157,8 @@ pub struct ServerSignal {
     pub ignored_unit: Option<QuotaUnit>,
     /// Requests left (`RateLimit`'s `r`, or `X-RateLimit-Remaining`): of several `RateLimit`
     /// items, the one that binds ([`parse_ratelimit`](crate::parse_ratelimit)), whose `t` is
-    /// `reset`.
+    /// `reset`. An item whose policy (`RateLimit-Policy`, by name) counts another unit than
+    /// requests (`qu="content-bytes"`, ...) counts only when spent (`r=0`: it holds).
     pub remaining: Option<u64>,
     /// When the quota is back in full (`RateLimit`'s `t`, or `X-RateLimit-Reset`: delta
     /// seconds, Unix seconds above 10⁹, Unix milliseconds above 10¹², each with an optional
@@ -189,8 +190,17 @@ impl ServerSignal {
     /// assert_eq!(s.policy, None); // ignored, no panic
     /// ```
     pub fn read(status: StatusCode, headers: &HeaderMap, now: SystemTime) -> ServerSignal {
-        let ietf = field(headers, &RATELIMIT).and_then(|v| parse_ratelimit(&v));
-        let policies = field(headers, &RATELIMIT_POLICY).and_then(|v| parse_policies(&v));
+        let policy_field = field(headers, &RATELIMIT_POLICY);
+        let policies = policy_field.as_deref().and_then(parse_policies);
+        // A `RateLimit` item's `r` is in its policy's unit (draft-10 ties them by name): a
+        // count of bytes or of concurrent requests left says nothing of how many requests
+        // may follow, so only a spent one (r=0, which holds the host) counts there.
+        let other_units = policy_field
+            .as_deref()
+            .map(named_other_units)
+            .unwrap_or_default();
+        let ietf = field(headers, &RATELIMIT)
+            .and_then(|v| binding_item(&v, |name, r| r == 0 || !other_units.contains(&name)));
         // The server's own clock, if it said it.
         let now = single(headers, &DATE)
             .and_then(|d| httpdate::parse_http_date(d.trim()).ok())
@@ -474,6 +484,23 @@ fn parse_policies(value: &str) -> Option<Vec<(QuotaUnit, Option<Quota>)>> {
     Some(out)
 }
 
+/// The names (as written, quoted) of a `RateLimit-Policy`'s items in a unit other than
+/// requests; none if the field is malformed.
+fn named_other_units(value: &str) -> Vec<&str> {
+    let Some(members) = parse_list(value) else {
+        return Vec::new();
+    };
+    members
+        .iter()
+        .filter(|m| {
+            m.params
+                .iter()
+                .any(|(k, v)| *k == "qu" && QuotaUnit::parse(v) != QuotaUnit::Requests)
+        })
+        .map(|m| m.item)
+        .collect()
+}
+
 /// The slowest quota among the items in `unit`.
 fn most_restrictive(items: &[(QuotaUnit, Option<Quota>)], unit: QuotaUnit) -> Option<Quota> {
     let mut best: Option<Quota> = None;
@@ -516,6 +543,12 @@ fn most_restrictive(items: &[(QuotaUnit, Option<Quota>)], unit: QuotaUnit) -> Op
 /// assert_eq!(parse_ratelimit("\"a\";r=-1"), None);
 /// ```
 pub fn parse_ratelimit(value: &str) -> Option<(u64, Duration)> {
+    binding_item(value, |_, _| true)
+}
+
+/// [`parse_ratelimit`] over the items `counts(name, r)` keeps (the others are skipped, not
+/// malformed).
+fn binding_item(value: &str, counts: impl Fn(&str, u64) -> bool) -> Option<(u64, Duration)> {
     let members = parse_list(value)?;
     // Which rule an item falls under (the lower binds first): a spent quota with a reset
     // ahead, a pace (reset more than a second ahead), anything else.
@@ -530,6 +563,9 @@ pub fn parse_ratelimit(value: &str) -> Option<(u64, Duration)> {
             return None;
         };
         let Some(r) = r else { continue };
+        if !counts(m.item, r) {
+            continue;
+        }
         let t = t.unwrap_or(0);
         let binds = match out {
             None => true,

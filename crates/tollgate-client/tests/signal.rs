@@ -329,3 +329,43 @@ fn several_ratelimit_items_bind_as_the_one_that_binds() {
         (Some(1), Some(Duration::from_secs(60)))
     );
 }
+
+/// A `RateLimit` item's `r` is in its policy's unit (draft-10 ties item and policy by
+/// name): bytes or concurrent requests left pace nothing, but a spent one still holds.
+#[test]
+fn ratelimit_counts_only_in_requests_pace() {
+    let policies = "\"b\";q=1000000;w=60;qu=\"content-bytes\", \"r\";q=100;w=60";
+    // The request count binds, not the 30 bytes left.
+    let s = read(
+        200,
+        &[
+            ("ratelimit-policy", policies),
+            ("ratelimit", "\"b\";r=30;t=60, \"r\";r=90;t=60"),
+        ],
+    );
+    assert_eq!(
+        (s.remaining, s.reset),
+        (Some(90), Some(Duration::from_secs(60)))
+    );
+    // Bytes alone: nothing to pace by.
+    let s = read(
+        200,
+        &[
+            ("ratelimit-policy", policies),
+            ("ratelimit", "\"b\";r=30;t=60"),
+        ],
+    );
+    assert_eq!(s.remaining, None);
+    // Bytes spent: the host waits for the reset whatever the unit.
+    let s = read(
+        200,
+        &[
+            ("ratelimit-policy", policies),
+            ("ratelimit", "\"b\";r=0;t=45, \"r\";r=90;t=60"),
+        ],
+    );
+    assert_eq!(s.hold(), Some(Duration::from_secs(45)));
+    // Without a policy field every item counts, as requests.
+    let s = read(200, &[("ratelimit", "\"b\";r=30;t=60")]);
+    assert_eq!(s.remaining, Some(30));
+}
