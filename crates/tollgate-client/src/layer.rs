@@ -491,7 +491,9 @@ impl PoliteLayer {
     /// ([`AdaptiveRate::set_ceiling`]); learned and announced rates stay under it. Returns
     /// the delay found; none (or a delay of 0) leaves the host's ceiling as it was. A delay
     /// longer than tollgate can pace (one request per 2^59 ns, about 18 years; an overlong
-    /// value is [`Duration::MAX`]) paces the host at that slowest rate.
+    /// value is [`Duration::MAX`]) paces the host at that slowest rate. The next request
+    /// keeps the delay after the host's latest send through this layer (the robots.txt
+    /// fetch itself, if it went through it), as after an answer that slows the host.
     ///
     /// Opt-in, and the robots.txt is yours to fetch: the layer never sends a request its
     /// caller did not make, and you keep your own cache of robots.txt and your own policy
@@ -518,6 +520,9 @@ impl PoliteLayer {
             self.shared
                 .rates
                 .set_ceiling(key, Some(1.0 / delay.as_secs_f64()));
+            // As after an answer that slows the host: the next request keeps the delay after
+            // the latest send (the robots.txt fetch, if it went through this layer).
+            self.shared.slow_from_last_send(key);
         }
         Some(delay)
     }

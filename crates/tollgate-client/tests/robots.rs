@@ -64,9 +64,22 @@ async fn a_crawl_delay_paces_the_host_at_one_request_per_delay() {
     assert_eq!(delay, Some(Duration::from_secs(5)));
     assert_eq!(layer.rates().rate(&key), 0.2);
 
-    // The robots.txt fetch set the next turn at 100/s (10 ms); after it, 5 s apart.
+    // The robots.txt fetch went at 0 with a turn of 100/s (10 ms): the next request still
+    // keeps the crawl delay after it, and the ones after that 5 s apart.
+    let first = tokio::spawn(get("/a"));
     clock.advance(Duration::from_millis(10));
-    assert_eq!(get("/a").await, "page\n");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "sent inside the crawl delay"
+    );
+    clock.advance(Duration::from_millis(4_990));
+    let page = tokio::time::timeout(Duration::from_secs(30), first)
+        .await
+        .expect("sent after the crawl delay")
+        .unwrap();
+    assert_eq!(page, "page\n");
     let host = layer.host(&key).unwrap();
     assert_eq!(host.rate, 0.2, "{host:?}"); // the announced 50/s clamped under it
     assert!(host.announced);
