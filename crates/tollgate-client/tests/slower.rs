@@ -117,6 +117,40 @@ fn most_in_window(stamps: &[Timestamp], width: Duration) -> usize {
     most
 }
 
+/// Eight tasks fetching `url` through `svc` in a loop; returns once the layer has applied
+/// the first answer (the clock not moved yet, the other seven queued for their turns).
+async fn eight_fetching<S>(
+    layer: &PoliteLayer,
+    svc: &S,
+    url: &str,
+) -> Vec<tokio::task::JoinHandle<()>>
+where
+    S: Service<
+            Request<Full<Bytes>>,
+            Response = http::Response<tollgate_client::PoliteBody<hyper::body::Incoming>>,
+        > + Clone
+        + Send
+        + 'static,
+    S::Error: std::fmt::Debug,
+    S::Future: Send,
+{
+    let tasks = (0..8)
+        .map(|_| {
+            let (svc, url) = (svc.clone(), url.to_owned());
+            tokio::spawn(async move {
+                loop {
+                    get(svc.clone(), url.clone()).await;
+                }
+            })
+        })
+        .collect();
+    until("the first answer is applied", || {
+        layer.host(&key(url)).is_some_and(|h| h.successes == 1)
+    })
+    .await;
+    tasks
+}
+
 /// Eight tasks fetch in a loop from a host whose every answer announces 2 a second; the
 /// client starts at 20 a second, so seven requests are queued at that rate when the first
 /// answer comes. No second holds more than 2 of the requests sent, the first one's
@@ -127,22 +161,9 @@ async fn an_announced_slower_policy_paces_the_requests_already_queued() {
         script::serve(|_, _| answer(200, &[("ratelimit-policy", "\"p\";q=2;w=1")])).await;
     let clock = ManualClock::new();
     let (layer, svc, stamps) = stamped(&clock, 20.0);
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let (svc, url) = (svc.clone(), url.clone());
-            tokio::spawn(async move {
-                loop {
-                    get(svc.clone(), url.clone()).await;
-                }
-            })
-        })
-        .collect();
     // The first answer is in before the clock moves: the other seven are queued by then,
     // their turns taken at 20 a second.
-    until("the first answer is applied", || {
-        layer.host(&key(&url)).is_some_and(|h| h.successes == 1)
-    })
-    .await;
+    let tasks = eight_fetching(&layer, &svc, &url).await;
     assert_eq!(layer.host(&key(&url)).unwrap().rate, 2.0);
     // 10 ms steps for 5.5 s: every turn is a multiple of 50 ms, so each stamp is exact.
     step(&clock, Duration::from_millis(10), 550).await;
@@ -168,20 +189,9 @@ async fn a_small_slowdown_lets_the_queued_requests_go_at_their_turns() {
         script::serve(|_, _| answer(200, &[("ratelimit-policy", "\"p\";q=19;w=1")])).await;
     let clock = ManualClock::new();
     let (layer, svc, stamps) = stamped(&clock, 20.0);
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let (svc, url) = (svc.clone(), url.clone());
-            tokio::spawn(async move {
-                loop {
-                    get(svc.clone(), url.clone()).await;
-                }
-            })
-        })
-        .collect();
-    until("the first answer is applied", || {
-        layer.host(&key(&url)).is_some_and(|h| h.successes == 1)
-    })
-    .await;
+    // The first answer is in before the clock moves: the other seven are queued by then,
+    // their turns taken at 20 a second.
+    let tasks = eight_fetching(&layer, &svc, &url).await;
     assert!((layer.host(&key(&url)).unwrap().rate - 19.0).abs() < 1e-6);
     step(&clock, Duration::from_millis(2), 1_000).await;
     for t in tasks {
