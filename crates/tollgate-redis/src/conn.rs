@@ -41,7 +41,8 @@
 //!
 //! Bounded: one replacement at a time, at most one a second ([`REPLACE_EVERY`]), each given
 //! up after [`patience`] (the old connection is kept). While Redis answers, a call costs the
-//! link one load of its range's count (and the connection's `RwLock` read to clone it);
+//! link one load of its range's count (and an `ArcSwap` load to clone the connection: no
+//! lock, no count that every thread writes);
 //! a Redis that is merely slow, answering some calls in time, resets the count with each
 //! answer and is never reconnected to; one that answers none in time is reconnected to at
 //! most once a second, as a hung one is.
@@ -49,7 +50,9 @@
 use std::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Weak};
+
+use arc_swap::ArcSwap;
 use std::time::{Duration, Instant};
 
 use crate::observe::Route;
@@ -172,10 +175,20 @@ pub(crate) fn patience(timeout: Duration) -> Duration {
         .clamp(Duration::from_secs(1), Duration::from_secs(60))
 }
 
+/// A connection and how many replacements came before it.
+struct Current {
+    conn: Conn,
+    generation: u64,
+}
+
 /// The limiter's connection, and its replacement when it hangs (module docs). Shared by the
 /// call path, the presence beat and the memory-policy question.
 pub(crate) struct Link {
-    current: RwLock<Conn>,
+    /// The connection and its generation, swapped whole by a replacement (its only writer,
+    /// one at a time: `replacing`). An `ArcSwap` (which the `redis` crate's connection
+    /// manager already builds on) rather than a lock: a call's load writes no line that
+    /// every calling thread shares.
+    current: ArcSwap<Current>,
     origin: Origin,
     cluster: bool,
     /// The Tokio runtime the limiter was built on, where a replacement is built; none when
@@ -187,10 +200,6 @@ pub(crate) struct Link {
     /// Timeouts in a row on a range that start a replacement (at least 1).
     after: u32,
     patience: Duration,
-    /// How many times the connection was replaced: a call's outcome counts only for the
-    /// connection it was sent on (calls still in flight on the old one time out after the
-    /// swap, and must not condemn the new one).
-    generation: AtomicU64,
     /// Whether a replacement is being built, and when the last started (ns since `base`,
     /// plus 1; 0: never).
     replacing: AtomicBool,
@@ -204,7 +213,10 @@ impl Link {
     pub(crate) fn new(conn: Conn, origin: Origin, after: u32, patience: Duration) -> Arc<Link> {
         let cluster = conn.is_cluster();
         Arc::new(Link {
-            current: RwLock::new(conn),
+            current: ArcSwap::from_pointee(Current {
+                conn,
+                generation: 0,
+            }),
             origin,
             cluster,
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -213,21 +225,23 @@ impl Link {
                 .collect(),
             after: after.max(1),
             patience,
-            generation: AtomicU64::new(0),
             replacing: AtomicBool::new(false),
             last: AtomicU64::new(0),
             base: Instant::now(),
         })
     }
 
-    /// The current connection (a clone: clones share it) and its generation, read under
-    /// the same lock as the swap writes both: a call's outcome is told with it
+    /// The current connection (a clone: clones share it) and its generation, from one
+    /// load, so the two agree: a call's outcome is told with it
     /// ([`answered`](Self::answered), [`timed_out`](Self::timed_out)).
     pub(crate) fn get(&self) -> (Conn, u64) {
-        // A panic while the lock was held cannot leave a `Conn` half written: take it.
-        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
-        // ordering: Relaxed: the swap changes it under the write lock, which orders it.
-        (current.clone(), self.generation.load(Relaxed))
+        let current = self.current.load();
+        (current.conn.clone(), current.generation)
+    }
+
+    /// The generation of the connection calls are now sent on.
+    fn generation(&self) -> u64 {
+        self.current.load().generation
     }
 
     /// Whether the keys live on a cluster (so a script's keys must share a hash slot).
@@ -243,8 +257,8 @@ impl Link {
 
     /// A call on `route` was answered (an error reply included): its range is not hung.
     pub(crate) fn answered(&self, route: Route, generation: u64) {
-        // ordering: Relaxed: a stale read only lets one outcome count (or not) once more.
-        if generation != self.generation.load(Relaxed) {
+        // A stale read only lets one outcome count (or not) once more.
+        if generation != self.generation() {
             return;
         }
         // ordering: Relaxed: a count that publishes nothing. Loaded first so that a healthy
@@ -260,8 +274,8 @@ impl Link {
     /// (`after` in a row on the range, none in flight, none started in the last
     /// [`REPLACE_EVERY`]).
     pub(crate) fn timed_out(self: &Arc<Self>, route: Route, generation: u64) -> bool {
-        // ordering: as in `answered`.
-        if generation != self.generation.load(Relaxed) {
+        // As in `answered`.
+        if generation != self.generation() {
             return false; // sent on a connection replaced since
         }
         // ordering: the counts are Relaxed: they publish nothing. `replacing` elects one
@@ -329,17 +343,16 @@ async fn replace(origin: Origin, patience: Duration, replacing: Replacing) {
     if let Ok(Ok(conn)) = crate::rt::timeout(patience, origin.connect()).await
         && let Some(link) = replacing.0.upgrade()
     {
-        let mut current = link.current.write().unwrap_or_else(PoisonError::into_inner);
-        let old = std::mem::replace(&mut *current, conn);
         // A new generation: what is still in flight on the old connection no longer counts,
-        // and the new one starts with no timeouts against it. ordering: Relaxed, under the
-        // write lock (`Link::get`).
-        link.generation.fetch_add(1, Relaxed);
+        // and the new one starts with no timeouts against it. The only writer (`replacing`
+        // elects one replacement at a time), so the load and store need no compare. The old
+        // connection ends with the last call holding a clone of it.
+        let generation = link.current.load().generation + 1;
+        link.current.store(Arc::new(Current { conn, generation }));
         for silent in &link.silent {
+            // ordering: Relaxed: a count that publishes nothing (`Link::answered`).
             silent.store(0, Relaxed);
         }
-        drop(current);
-        drop(old); // outside the lock: the last clone of a connection ends its tasks
     }
     drop(replacing);
 }
