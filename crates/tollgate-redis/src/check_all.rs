@@ -502,10 +502,7 @@ impl Engine {
                 &SCRIPT,
                 CHECK_ALL_LUA,
                 |cmd| {
-                    cmd.arg(group.len());
-                    for &i in group {
-                        cmd.arg(&plans[i].key);
-                    }
+                    script_keys(cmd, plans, group);
                     cmd.arg("check");
                     for &i in group {
                         let p = &plans[i];
@@ -575,10 +572,7 @@ impl Engine {
                     &SCRIPT,
                     CHECK_ALL_LUA,
                     |cmd| {
-                        cmd.arg(group.len());
-                        for &i in group.iter() {
-                            cmd.arg(&plans[i].key);
-                        }
+                        script_keys(cmd, plans, group);
                         cmd.arg("refund");
                         for &(prev, new) in tats {
                             cmd.arg(prev).arg(new);
@@ -667,5 +661,13 @@ impl Engine {
                 })
             }
         }
+    }
+}
+
+/// The script's keys for `group`: their count, then each gate's key (`CHECK_ALL_LUA`).
+fn script_keys(cmd: &mut redis::Cmd, plans: &[Planned], group: &[usize]) {
+    cmd.arg(group.len());
+    for &i in group {
+        cmd.arg(&plans[i].key);
     }
 }
