@@ -182,7 +182,7 @@ async fn an_announced_slower_policy_paces_the_requests_already_queued() {
 /// already queued go at their turns: were each to take a turn again, as for a larger one,
 /// the small moves of a spread (which follows the server's counts answer by answer) would
 /// cost every queued request a cell each time, and the host's pace would collapse. Paced
-/// at 19 or 20 a second over 2 s, not stalled behind turns taken twice (31 sends).
+/// at 19 or 20 a second over 2 s, not stalled behind turns taken twice (32 sends).
 #[tokio::test]
 async fn a_small_slowdown_lets_the_queued_requests_go_at_their_turns() {
     let (url, _) =
